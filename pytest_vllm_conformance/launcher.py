@@ -1,0 +1,241 @@
+"""Start and stop a real ``vllm serve`` on 127.0.0.1.
+
+Used by the plugin's embedded mode (``--vllm-serve MODEL_DIR``) and by any
+test that needs servers with different flags (``ServerPool``). The server
+runs in its own session so the whole process tree (API server, engine core,
+workers) is stopped together, first politely, then by force.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import httpx
+
+from .options import Secret
+
+CLI_SHIM = Path(__file__).with_name("vllm_cli.py")
+LOG_TAIL_LINES = 40
+
+# Our own settings must not reach vLLM: it warns about every unknown VLLM_* variable.
+_OWN_ENV_PREFIXES = ("VLLM_CONFORMANCE_", "VLLM_URL")
+
+# On a CPU build vLLM otherwise sizes the KV cache from the NUMA node's memory
+# and can refuse to start on a machine whose node reports less than it wants.
+CPU_DEFAULT_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
+
+
+class LaunchError(Exception):
+    """The server did not become healthy."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Ask Linux to SIGTERM the server if pytest dies without cleaning up."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class VllmServer:
+    """One ``vllm serve`` process tree on a free local port."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        args: Sequence[str] = (),
+        *,
+        python: str | os.PathLike[str] | None = None,
+        api_key: Secret | None = None,
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        startup_timeout: float = 300.0,
+    ) -> None:
+        self.model = str(model)
+        self.args = tuple(args)
+        self.python = str(python or sys.executable)
+        self.api_key = api_key
+        self.extra_env = dict(env or {})
+        self.startup_timeout = startup_timeout
+        self.log_path = log_path or Path(tempfile.mkdtemp(prefix="vllm-conformance-")) / "vllm-serve.log"
+        self.port: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.ready_seconds: float | None = None
+
+    def __repr__(self) -> str:
+        return f"VllmServer(model={self.model!r}, args={self.args!r}, url={self.url!r})"
+
+    @property
+    def url(self) -> str | None:
+        return f"http://127.0.0.1:{self.port}" if self.port else None
+
+    def command(self) -> list[str]:
+        return [
+            self.python,
+            str(CLI_SHIM),
+            "serve",
+            self.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *self.args,
+        ]
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
+        env.pop("VLLM_API_KEY", None)
+        for key, value in CPU_DEFAULT_ENV.items():
+            env.setdefault(key, value)
+        env.update(self.extra_env)
+        if self.api_key:
+            # Through the environment, not argv: argv is visible to every local user.
+            env["VLLM_API_KEY"] = self.api_key.reveal()
+        return env
+
+    def start(self) -> VllmServer:
+        self.port = free_port()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        try:
+            self._wait_healthy(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.ready_seconds = time.monotonic() - started
+        return self
+
+    def _wait_healthy(self, started: float) -> None:
+        deadline = started + self.startup_timeout
+        with httpx.Client(timeout=2.0, trust_env=False) as http:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise LaunchError(
+                        f"vllm serve {self.model} exited with code {self.process.returncode} before it was healthy; "
+                        f"log {self.log_path}:\n{self.log_tail()}"
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get(f"{self.url}/health").status_code == 200:
+                        return
+                time.sleep(0.5)
+        raise LaunchError(
+            f"vllm serve {self.model} was not healthy after {self.startup_timeout:g} s; "
+            f"log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        tail = "\n".join(text.splitlines()[-lines:])
+        if self.api_key:
+            tail = tail.replace(self.api_key.reveal(), "***")
+        return tail
+
+    def stop(self, grace: float = 20.0) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+            try:
+                process.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        # Engine workers may outlive the API server for a moment; take the group down.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def __enter__(self) -> VllmServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ServerPool:
+    """Servers shared by flag set, at most ``max_alive`` running at once.
+
+    A real server costs about 2.9 GB and 20 s, so tests that need the same
+    flags share one, and the least recently used one is stopped to make room.
+    """
+
+    def __init__(self, *, max_alive: int = 3, log_dir: Path | None = None, **defaults: object) -> None:
+        self.max_alive = max_alive
+        self.log_dir = log_dir
+        self.defaults = defaults
+        self._alive: OrderedDict[tuple, VllmServer] = OrderedDict()
+
+    def get(
+        self,
+        model: str | os.PathLike[str],
+        args: Sequence[str] = (),
+        *,
+        api_key: Secret | None = None,
+        env: Mapping[str, str] | None = None,
+        python: str | os.PathLike[str] | None = None,
+    ) -> VllmServer:
+        key = (str(model), tuple(args), api_key, tuple(sorted((env or {}).items())), str(python or ""))
+        if key in self._alive:
+            server = self._alive.pop(key)
+            if server.process is not None and server.process.poll() is None:
+                self._alive[key] = server
+                return server
+            server.stop()
+        while len(self._alive) >= self.max_alive:
+            _, oldest = self._alive.popitem(last=False)
+            oldest.stop()
+        log_path = None
+        if self.log_dir is not None:
+            log_path = self.log_dir / f"vllm-{len(os.listdir(self.log_dir)) if self.log_dir.exists() else 0}.log"
+        server = VllmServer(model, args, api_key=api_key, env=env, python=python, log_path=log_path, **self.defaults)
+        server.start()
+        self._alive[key] = server
+        return server
+
+    def alive(self) -> Iterator[VllmServer]:
+        return iter(list(self._alive.values()))
+
+    def close(self) -> None:
+        while self._alive:
+            _, server = self._alive.popitem()
+            server.stop()

