@@ -14,7 +14,7 @@ from typing import Any
 from packaging.version import Version
 
 from .contracts import Catalogue
-from .profile import Profile
+from .serving_profile import Profile
 
 
 @dataclass(frozen=True)

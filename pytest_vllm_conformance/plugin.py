@@ -15,16 +15,17 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from . import contracts, options
+from . import cases, contracts, options
 from .client import AsyncBoundedClient, BoundedClient
 from .discovery import DiscoveryError, ServerFacts
 from .expectations import Expectations
 from .launcher import LaunchError, ServerPool
-from .profile import Profile, ProfileError, load_profile
+from .serving_profile import Profile, ProfileError, load_profile
 from .reporting import Redactor
 from .target import NoTarget, Target, client_for, configured, establish
 
 CONTRACT_MARKER = "vllm_contract"
+EACH_MARKER = "vllm_each"
 NOT_CLAIMED = "not claimed"
 WORKER_INPUT_KEY = "vllm_conformance"
 # Fixtures that need a server; a run that uses one without a target stops once.
@@ -63,6 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     catalogue = contracts.load()
     config.addinivalue_line("markers", f"{CONTRACT_MARKER}(id): the catalogue contract this test checks")
+    config.addinivalue_line("markers", f"{EACH_MARKER}(argname, source): run the test once per case the source yields")
     config.addinivalue_line("markers", "version_matrix: runs against older vLLM releases (opt-in, slow)")
     for feature, statement in catalogue.features.items():
         config.addinivalue_line("markers", f"{feature}: {statement}")
@@ -109,6 +111,18 @@ def pytest_configure_node(node: Any) -> None:
     state = run_state(node.config)
     if state.facts is not None:
         node.workerinput[WORKER_INPUT_KEY] = {"facts": state.facts.to_dict(), "base_url": state.base_url}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    state = run_state(metafunc.config)
+    for marker in metafunc.definition.iter_markers(EACH_MARKER):
+        argname, source = marker.args
+        values = cases.build(source, state.facts, state.expectations())
+        if values:
+            metafunc.parametrize(argname, values, ids=[value.id for value in values])
+        else:
+            reason = f"{NOT_CLAIMED}: this server has no {source.replace('_', ' ')}"
+            metafunc.parametrize(argname, [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,8 +11,15 @@ Run as a script (``python vllm_cli.py serve MODEL ...``) so that any Python
 with vLLM installed can use it, even one without this plugin.
 """
 
-import importlib.metadata
+import os
 import sys
+
+# Run as a script, this file's folder leads sys.path, and the plugin's own
+# modules there would shadow standard-library ones vLLM imports.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+
+import importlib.metadata  # noqa: E402
 
 _real_version = importlib.metadata.version
 
