@@ -80,6 +80,10 @@ class Response:
     request_summary: str = ""
     retried: str | None = None
 
+    def __repr__(self) -> str:
+        # Short on purpose: assertion rewriting prints it, and a body may be a megabyte.
+        return f"<Response {self.describe()}>"
+
     @property
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")

@@ -181,9 +181,15 @@ class VllmServer:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        # Engine workers may outlive the API server for a moment; take the group down.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        # Engine workers may outlive the API server for a moment; take the group
+        # down and wait until it is gone, so no orphan holds memory or a port.
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
 
     def __enter__(self) -> VllmServer:
         return self.start()
