@@ -7,4 +7,7 @@ __version__ = "0.1.0"
 #: Marks a test with the catalogue contract it checks: ``@contract("auth.guarded_route_accepts_key")``.
 contract = pytest.mark.vllm_contract
 
-__all__ = ["__version__", "contract"]
+#: Runs a test once per case a named source yields for this server: ``@each("route", "scale_out_routes")``.
+each = pytest.mark.vllm_each
+
+__all__ = ["__version__", "contract", "each"]

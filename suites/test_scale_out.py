@@ -1,0 +1,51 @@
+"""Scale-out routes (render, derender, token generate) are served or refused as declared.
+
+vLLM 0.30 put them behind --enable-scale-out; 0.30-0.31 refuse with FastAPI's
+404, 0.32+ with a 403 stub; before 0.30 they are always live. What a version
+does is in the contract data (facts ``scale_out_gate``, ``scale_out_routes``).
+"""
+
+import pytest
+
+from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.plugin import NOT_CLAIMED
+
+HANDLER_STATUSES = (200, 400, 422)
+
+
+@pytest.fixture(scope="module")
+def scale_out(vllm_expect):
+    return vllm_expect.declared("endpoint", "scale_out", default_fact="scale_out_default")
+
+
+@contract("scale_out.enabled_routes_served")
+@each("route", "scale_out_routes")
+def test_enabled_route_is_served(route, scale_out, vllm_client, vllm_expect):
+    if scale_out.value != "enabled":
+        pytest.skip(f"{NOT_CLAIMED}: scale-out is {scale_out}")
+    response = route.send(vllm_client)
+    error = (response.json_or_none() or {}).get("error")
+    assert response.status in HANDLER_STATUSES and not isinstance(error, str), (
+        f"scale-out is {scale_out}, but {route} did not reach its handler "
+        f"(expected {HANDLER_STATUSES} from the handler): {response.describe()} {response.text[:200]!r}"
+    )
+
+
+@contract("scale_out.disabled_routes_refused")
+@each("route", "scale_out_routes")
+def test_disabled_route_is_refused(route, scale_out, vllm_client, vllm_expect):
+    if scale_out.value != "disabled":
+        pytest.skip(f"{NOT_CLAIMED}: scale-out is {scale_out}")
+    gate = vllm_expect.fact("scale_out_gate")
+    response = route.send(vllm_client)
+    assert gate["gate"] != "none", f"scale-out is {scale_out}, but {gate['note']}: {response.describe()}"
+    expected = gate.get("refusal_status_by_path", {}).get(route.path, gate["refusal_status"])
+    assert response.status == expected, (
+        f"scale-out is {scale_out}: {route} should be refused with {expected} "
+        f"as {vllm_expect.version_label} refuses it, got {response.describe()} {response.text[:200]!r}"
+    )
+    if "refusal_error_type" in gate:
+        error_type = ((response.json_or_none() or {}).get("error") or {}).get("type")
+        assert error_type == gate["refusal_error_type"], (
+            f"{route}: refusal should carry error type {gate['refusal_error_type']!r}, got {error_type!r}"
+        )

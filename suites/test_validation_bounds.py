@@ -1,0 +1,99 @@
+"""Validation errors stay small, fast and free of server internals, whatever the request.
+
+vLLM before 0.30 listed every validation error and echoed its input: a 4 KB
+request drew a 91 MB answer. Each malformed request here (a list field of
+10 to 5000 wrong-typed items) is sent once, read with a cap one byte above
+the declared bound, and judged by four contracts.
+"""
+
+import re
+
+import pytest
+
+from pytest_vllm_conformance import contract, each
+
+INTERNALS = re.compile(
+    r"(?P<path>/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+|[\w\-]+(?:/[\w\-]+)+\.py\b)"
+    r"|(?P<address>\b0x[0-9a-fA-F]{6,}\b)"
+)
+COUNT = re.compile(r"^(\d+) validation errors?:")
+
+
+@pytest.fixture(scope="module")
+def bounds(vllm_expect):
+    return vllm_expect.fact("validation_error_bounds")
+
+
+@pytest.fixture(scope="module")
+def max_bytes(vllm_expect):
+    return vllm_expect.declared("endpoint", "validation_error_max_bytes", default=32768)
+
+
+@pytest.fixture(scope="module")
+def observe(vllm_client, vllm_facts, max_bytes):
+    """Send each malformed request once per module; the four contracts judge the same answer."""
+    seen = {}
+
+    def observe(malformed):
+        if malformed.id not in seen:
+            body = malformed.body(vllm_facts.model)
+            seen[malformed.id] = vllm_client.post(malformed.path, body, max_body=max_bytes.value + 1)
+        return seen[malformed.id]
+
+    return observe
+
+
+def _unbounded_note(bounds):
+    return "" if bounds["bounded"] else f" ({bounds['note']})"
+
+
+@contract("validation_bounds.error_body_bounded")
+@each("malformed", "malformed_list_requests")
+def test_error_body_is_bounded(malformed, observe, max_bytes, bounds, vllm_expect):
+    response = observe(malformed)
+    status = vllm_expect.fact("validation_error_status")
+    assert response.status == status, f"{malformed}: expected {status}, got {response.describe()}"
+    assert not response.truncated, (
+        f"{malformed}: the error body passed the bound of {max_bytes.value} bytes ({max_bytes.basis}): "
+        f"{response.describe()}{_unbounded_note(bounds)}"
+    )
+
+
+@contract("validation_bounds.error_entries_bounded")
+@each("malformed", "malformed_list_requests")
+def test_error_lists_a_bounded_number_of_entries(malformed, observe, bounds):
+    response = observe(malformed)
+    assert not response.truncated, f"{malformed}: body truncated, entries cannot be counted{_unbounded_note(bounds)}"
+    message = ((response.json_or_none() or {}).get("error") or {}).get("message")
+    assert isinstance(message, str) and message, f"{malformed}: expected an error message, got {response.text[:200]!r}"
+    count = COUNT.match(message)
+    if count is None:
+        return  # one refusal for the whole request (e.g. a list-length cap), not a list of errors
+    total = int(count.group(1))
+    entries = [line for line in message.splitlines()[1:] if line.startswith("  ") and "more error" not in line]
+    assert bounds["bounded"], f"{malformed}: the message lists {len(entries)} of {total} errors: {bounds['note']}"
+    assert len(entries) <= bounds["max_entries"], (
+        f"{malformed}: the message lists {len(entries)} entries, more than {bounds['max_entries']}"
+    )
+    if total > bounds["max_entries"]:
+        marker = bounds["more_marker"].format(n=total - bounds["max_entries"])
+        assert marker in message, f"{malformed}: {total} errors but no summary {marker!r} in the message"
+
+
+@contract("validation_bounds.no_internals")
+@each("malformed", "malformed_list_requests")
+def test_error_names_no_internals(malformed, observe):
+    response = observe(malformed)
+    leak = INTERNALS.search(response.text)
+    assert leak is None, (
+        f"{malformed}: the error shows a server {'file path' if leak['path'] else 'memory address'} "
+        f"{leak.group(0)!r}: {response.describe()}"
+    )
+
+
+@contract("validation_bounds.answered_fast")
+@each("malformed", "malformed_list_requests")
+def test_error_is_answered_fast(malformed, observe, vllm_expect):
+    limit = vllm_expect.declared("endpoint", "validation_error_max_seconds", default=10.0)
+    response = observe(malformed)
+    assert response.elapsed <= limit.value, f"{malformed}: answered in {response.elapsed:.2f} s, over {limit} s"
