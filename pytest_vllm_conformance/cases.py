@@ -173,3 +173,26 @@ def malformed_list_requests(facts: ServerFacts, expect: Expectations) -> list[Ma
         if facts.serves("POST", entry["path"])
         for size in sizes
     ]
+
+
+@dataclass(frozen=True)
+class OversizedDeclaration:
+    """A sparse prompt_embeds payload of a few KB that declares a huge dense tensor."""
+
+    name: str
+    shape: tuple[int, int]
+
+    @property
+    def id(self) -> str:
+        return f"declares {self.name} {self.shape[0]}x{self.shape[1]}"
+
+    def __str__(self) -> str:
+        return self.id
+
+
+@source
+def oversized_prompt_embeds(facts: ServerFacts, expect: Expectations) -> list[OversizedDeclaration]:
+    return [
+        OversizedDeclaration(entry["name"], tuple(entry["shape"]))
+        for entry in expect.fact("prompt_embeds_oversized_declarations")
+    ]

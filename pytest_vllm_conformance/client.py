@@ -54,6 +54,20 @@ def display_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=host))
 
 
+LONG_VALUE_CHARS = 48
+
+
+def _shorten(value: Any) -> Any:
+    """Long strings (a base64 payload) and long lists (a malformed prompt) become their size."""
+    if isinstance(value, str) and len(value) > LONG_VALUE_CHARS:
+        return f"<{len(value):,} chars>"
+    if isinstance(value, list) and len(value) > 8:
+        return f"<list of {len(value):,} items>"
+    if isinstance(value, dict):
+        return {key: _shorten(item) for key, item in value.items()}
+    return value
+
+
 def summarize(payload: Any) -> str:
     """A short, single-line rendering of a request body for messages."""
     if payload is None:
@@ -61,7 +75,7 @@ def summarize(payload: Any) -> str:
     if isinstance(payload, (bytes, bytearray)):
         text = f"<{len(payload)} bytes>"
     else:
-        text = json.dumps(payload, separators=(",", ":"), default=str)
+        text = json.dumps(_shorten(payload), separators=(",", ":"), default=str)
     if len(text) > SUMMARY_CHARS:
         text = f"{text[:SUMMARY_CHARS]}... ({len(text)} chars)"
     return text

@@ -9,7 +9,15 @@ and what was seen. Everything else must still pass.
 import pytest
 
 from fixtures.fault_proxy import AmplifyErrors, FaultProxy, InjectAuth, LeakInternals, RouteTo
-from tests.conftest import GATED_PROFILE, PLAIN_PROFILE, TEST_KEY, failures, requires_vllm, run_suites
+from tests.conftest import (
+    CPU_SERVE_ARGS,
+    GATED_PROFILE,
+    PLAIN_PROFILE,
+    TEST_KEY,
+    failures,
+    requires_vllm,
+    run_suites,
+)
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 
@@ -65,3 +73,22 @@ def test_a_file_path_in_an_error_fails_validation_bounds(pytester, plain_server)
     assert "the error shows a server file path '/usr/lib/python3/dist-packages/vllm/entrypoints/serve.py'" in (
         failed["test_error_names_no_internals[/v1/chat/completions messagesx10]"]
     )
+
+
+def test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits(pytester, vllm_server_pool, tiny_models):
+    # The fault is inside a real server: VLLM_MAX_EMBED_DECODE_BYTES=0 is vLLM's
+    # own switch that turns the decode bound off, as vLLM before 0.30 had none.
+    args = (*CPU_SERVE_ARGS, "--enable-prompt-embeds")
+    server = vllm_server_pool.get(tiny_models["tiny-llama"], args, env={"VLLM_MAX_EMBED_DECODE_BYTES": "0"})
+    profile = "profile: 1\nname: embeds\nendpoint: {prompt_embeds: enabled, auth: none}\n"
+    run_suites(pytester, "-m", "embedding_limits", url=server.url, profile=profile)
+    failed = failures(pytester.path / "junit.xml")
+    assert set(failed) == {
+        "test_oversized_declaration_is_refused_fast[declares 4 TiB 1048576x1048576]",
+        "test_oversized_declaration_is_refused_fast[declares just over 2 GiB 4194305x128]",
+    }
+    huge = failed["test_oversized_declaration_is_refused_fast[declares 4 TiB 1048576x1048576]"]
+    assert "a payload that declares 4 TiB 1048576x1048576 was not refused with 400 naming 'prompt_embeds'" in huge
+    assert "-> 500" in huge
+    over = failed["test_oversized_declaration_is_refused_fast[declares just over 2 GiB 4194305x128]"]
+    assert "was not refused with 400 naming 'prompt_embeds'" in over or "it was decoded before it was refused" in over

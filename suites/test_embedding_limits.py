@@ -1,0 +1,107 @@
+"""Client-supplied embedding payloads are refused or bounded as declared.
+
+``prompt_embeds`` on /v1/completions is base64 of ``torch.save`` bytes, and
+vLLM decodes it inside the API server. Before 0.30 a few-KB sparse payload
+declaring a huge shape was densified whatever it declared; from 0.30 the
+declared size is checked first (``VLLM_MAX_EMBED_DECODE_BYTES``). The
+payloads are written without torch (``tensor_payload``).
+"""
+
+import re
+
+import pytest
+
+from pytest_vllm_conformance import contract, each, tensor_payload
+from pytest_vllm_conformance.plugin import NOT_CLAIMED
+
+RESIDENT_MEMORY = re.compile(r"^process_resident_memory_bytes\s+(\S+)$", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def prompt_embeds(vllm_expect):
+    return vllm_expect.declared("endpoint", "prompt_embeds", default_fact="prompt_embeds_default")
+
+
+@pytest.fixture(scope="module")
+def enabled(prompt_embeds):
+    if prompt_embeds.value != "enabled":
+        pytest.skip(f"{NOT_CLAIMED}: prompt embeds are {prompt_embeds}")
+
+
+@pytest.fixture(scope="module")
+def send(vllm_client, vllm_facts):
+    def send(payload: bytes):
+        body = {"model": vllm_facts.model, "prompt_embeds": tensor_payload.to_base64(payload), "max_tokens": 1}
+        return vllm_client.post("/v1/completions", body)
+
+    return send
+
+
+@pytest.fixture(scope="module")
+def parameter(vllm_expect):
+    return vllm_expect.fact("prompt_embeds_parameter")
+
+
+def refused_parameter(response):
+    return ((response.json_or_none() or {}).get("error") or {}).get("param")
+
+
+def resident_memory(client):
+    """The API server's RSS from /metrics, or None when it does not export it."""
+    match = RESIDENT_MEMORY.search(client.get("/metrics").text)
+    return float(match.group(1)) if match else None
+
+
+@pytest.fixture(scope="module")
+def hidden_size(enabled, send, vllm_expect):
+    declared = vllm_expect.declared("endpoint", "prompt_embeds_hidden_size")
+    if declared.value:
+        return declared.value
+    hint = re.search(vllm_expect.fact("prompt_embeds_hidden_size_hint"), send(tensor_payload.dense_float32(1, 1)).text)
+    if hint is None:
+        pytest.skip("the model's hidden size is unknown: declare endpoint.prompt_embeds_hidden_size in the profile")
+    return int(hint.group(1))
+
+
+@contract("embedding_limits.prompt_embeds_refused_when_disabled")
+def test_prompt_embeds_are_refused_when_disabled(prompt_embeds, send, parameter):
+    if prompt_embeds.value != "disabled":
+        pytest.skip(f"{NOT_CLAIMED}: prompt embeds are {prompt_embeds}")
+    response = send(tensor_payload.dense_float32(4, 16))
+    assert response.status == 400 and refused_parameter(response) == parameter, (
+        f"prompt embeds are {prompt_embeds}, but a prompt_embeds payload was not refused with 400 naming "
+        f"{parameter!r}: {response.describe()} {response.text[:200]!r}"
+    )
+
+
+@contract("embedding_limits.small_prompt_embeds_accepted")
+def test_small_prompt_embeds_are_served(hidden_size, send):
+    response = send(tensor_payload.dense_float32(4, hidden_size))
+    usage = (response.json_or_none() or {}).get("usage") or {}
+    assert response.status == 200, f"a 4x{hidden_size} prompt_embeds payload was not served: {response.describe()} {response.text[:200]!r}"
+    assert usage.get("prompt_tokens") == 4, f"4 embedded tokens were counted as {usage.get('prompt_tokens')}"
+
+
+@contract("embedding_limits.oversized_declaration_refused")
+@each("declaration", "oversized_prompt_embeds")
+def test_oversized_declaration_is_refused_fast(declaration, enabled, send, parameter, vllm_client, vllm_expect):
+    bound = vllm_expect.fact("prompt_embeds_decode_bound")
+    note = "" if bound["bounded"] else f" ({bound['note']})"
+    max_seconds = vllm_expect.declared("endpoint", "prompt_embeds_max_seconds", default=1.0)
+    max_growth = vllm_expect.declared("endpoint", "prompt_embeds_max_growth_bytes", default=256 * 1024 * 1024)
+    before = resident_memory(vllm_client)
+    response = send(tensor_payload.sparse_coo_declaring(declaration.shape))
+    after = resident_memory(vllm_client)
+    assert response.status == 400 and refused_parameter(response) == parameter, (
+        f"a payload that {declaration} was not refused with 400 naming {parameter!r}: "
+        f"{response.describe()} {response.text[:200]!r}{note}"
+    )
+    assert response.elapsed <= max_seconds.value, (
+        f"a payload that {declaration} took {response.elapsed:.2f} s to refuse, over {max_seconds}: "
+        f"it was decoded before it was refused{note}"
+    )
+    if before is not None and after is not None:
+        assert after - before <= max_growth.value, (
+            f"the server grew by {(after - before) / 2**20:.0f} MiB refusing a payload that {declaration}, "
+            f"over {max_growth}"
+        )
