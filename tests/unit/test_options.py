@@ -3,6 +3,8 @@
 import pytest
 
 SECRET = "sk-unit-secret-3f9a"
+# pytester's inner runs have no ini of ours; this keeps pytest-asyncio quiet there.
+QUIET = ("-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function")
 
 
 @pytest.fixture
@@ -24,7 +26,7 @@ def settings_of(pytester, *args):
                 print(f"SETTING {key}={getattr(settings, key)!r} ({settings.source(key)})")
         """
     )
-    result = pytester.runpytest("-s", "-p", "no:cacheprovider", *args)
+    result = pytester.runpytest("-s", *QUIET, *args)
     return {
         line.split()[1].split("=")[0]: line.split(" ", 1)[1]
         for line in result.outlines
@@ -51,7 +53,7 @@ def test_cli_beats_env_beats_ini(pytester, clean_env):
 
 def test_invalid_value_is_one_usage_error_naming_its_source(pytester, clean_env):
     clean_env.setenv("VLLM_CONFORMANCE_MAX_BODY", "lots")
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*QUIET)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--vllm-max-body (from env VLLM_CONFORMANCE_MAX_BODY): 'lots' is not valid*"])
 
@@ -66,7 +68,7 @@ def test_api_key_never_appears_in_header_or_output(pytester, clean_env):
         """
     )
     # No target: the test fails at the fixture; the header must still name the option's source.
-    result = pytester.runpytest("-p", "no:cacheprovider", "-v", f"--junitxml={pytester.path / 'j.xml'}")
+    result = pytester.runpytest(*QUIET, "-v", f"--junitxml={pytester.path / 'j.xml'}")
     output = result.stdout.str() + result.stderr.str()
     assert "vllm option --vllm-api-key: set (from env)" in output
     assert SECRET not in output
@@ -81,7 +83,7 @@ def test_list_contracts_prints_the_catalogue_and_exits(pytester, clean_env):
 
 def test_unreachable_server_is_one_clear_error(pytester, clean_env):
     pytester.makepyfile("def test_needs_server(vllm_facts):\n    pass\n")
-    result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-url=http://127.0.0.1:1", "--vllm-timeout=3")
+    result = pytester.runpytest(*QUIET, "--vllm-url=http://127.0.0.1:1", "--vllm-timeout=3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: cannot reach vLLM at http://127.0.0.1:1: GET /health: ConnectError*"])
     assert "test_needs_server" not in result.stdout.str()
@@ -89,6 +91,6 @@ def test_unreachable_server_is_one_clear_error(pytester, clean_env):
 
 def test_tests_needing_a_server_without_target_stop_once(pytester, clean_env):
     pytester.makepyfile("def test_a(vllm_client):\n    pass\n\ndef test_b(vllm_facts):\n    pass\n")
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*QUIET)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR*"])
