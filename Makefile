@@ -10,7 +10,10 @@ PY := $(VENV)/bin/python
 PIP_ARGS ?=
 STAMP := $(VENV)/.installed
 TINY_LLAMA = $$($(PY) -m fixtures.tiny_models --path tiny-llama)
-DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-eager --vllm-serve-arg=--max-model-len=512
+DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-eager --vllm-serve-arg=--max-model-len=512 \
+	--vllm-serve-arg=--enable-prompt-embeds
+# The demo server and the suites share this key through the environment (never argv).
+DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
 .PHONY: demo test models venv clean
@@ -30,7 +33,7 @@ models: $(STAMP)
 	$(PY) -m fixtures.tiny_models
 
 demo: models
-	$(PY) -m pytest suites --vllm-serve="$(TINY_LLAMA)" $(DEMO_SERVE_ARGS) \
+	VLLM_API_KEY="$${VLLM_API_KEY:-$(DEMO_API_KEY)}" $(PY) -m pytest suites --vllm-serve="$(TINY_LLAMA)" $(DEMO_SERVE_ARGS) \
 		--vllm-profile=fixtures/profiles/demo.yaml $(PYTEST_ARGS)
 
 test: models
