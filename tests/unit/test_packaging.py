@@ -1,0 +1,61 @@
+"""The wheel carries the suites, the contract data and the entry points,
+so a pip install without a clone can gate a server."""
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return next(out.glob("pytest_vllm_conformance-*.whl"))
+
+
+def test_wheel_holds_suites_data_and_entry_points(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+        entry_text = archive.read(entry_points).decode()
+    for needed in (
+        "pytest_vllm_conformance/suites/__init__.py",
+        "pytest_vllm_conformance/suites/test_auth.py",
+        "pytest_vllm_conformance/contracts.yaml",
+        "pytest_vllm_conformance/profile.schema.json",
+        "pytest_vllm_conformance/vllm_cli.py",
+    ):
+        assert needed in names
+    assert "[pytest11]\nvllm_conformance = pytest_vllm_conformance.plugin" in entry_text
+    assert "vllm-conformance = pytest_vllm_conformance.cli:main" in entry_text
+    assert not any(name.startswith(("tests/", "fixtures/")) for name in names)
+
+
+def test_installed_suites_collect_from_the_wheel_alone(wheel, tmp_path):
+    unpacked = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(unpacked)
+    env = {**os.environ, "PYTHONPATH": str(unpacked)}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "pytest_vllm_conformance.suites", "--collect-only", "-q",
+         "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    # Collected from the wheel's copy (paths relative to the run folder), not the clone.
+    assert "site/pytest_vllm_conformance/suites/test_discovery.py::test_health_is_ok" in run.stdout
