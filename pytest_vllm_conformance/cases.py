@@ -16,9 +16,16 @@ from typing import Any
 
 from packaging.version import Version
 
+from . import profile_diff
 from .client import BoundedClient, Response
+from .context_prompts import CONTEXT_ENDPOINTS, ContextEndpoint
 from .discovery import ServerFacts
 from .expectations import Expectations
+from .metrics import ExpectedFamily, SeriesName
+from .options import Settings
+from .preflight import DeploymentFile
+from .preflight import deployment_files as find_deployment_files
+from .startup_log import FindingKind, finding_kinds
 
 PATH_PARAMETER = re.compile(r"\{[^}]+\}")
 PROBE_ID = "conformance-probe"
@@ -104,9 +111,27 @@ def source(function: Source) -> Source:
     return function
 
 
-def build(name: str, facts: ServerFacts | None, expect: Expectations) -> list[Any]:
+class NoCases(Exception):
+    """A source has nothing to run over for a reason of its own; the message is the skip reason."""
+
+
+# Sources that need no server (preflight's deployment files, the kinds of
+# start-up log finding): they read the run's settings and the catalogue, so
+# their suites run without --vllm-url.
+OfflineSource = Callable[[Settings | None, Expectations], list[Any]]
+OFFLINE_SOURCES: dict[str, OfflineSource] = {}
+
+
+def offline_source(function: OfflineSource) -> OfflineSource:
+    OFFLINE_SOURCES[function.__name__] = function
+    return function
+
+
+def build(name: str, facts: ServerFacts | None, expect: Expectations, settings: Settings | None = None) -> list[Any]:
+    if name in OFFLINE_SOURCES:
+        return OFFLINE_SOURCES[name](settings, expect)
     if name not in SOURCES:
-        raise KeyError(f"no case source {name!r}; known: {sorted(SOURCES)}")
+        raise KeyError(f"no case source {name!r}; known: {sorted(SOURCES) + sorted(OFFLINE_SOURCES)}")
     if facts is None:
         return []
     return SOURCES[name](facts, expect)
@@ -152,7 +177,7 @@ def is_public(path: str, public_routes: list[str]) -> bool:
 
 
 @source
-def unguarded_routes(facts: ServerFacts, expect: Expectations) -> list[Route]:
+def unguarded_routes_not_declared_public(facts: ServerFacts, expect: Expectations) -> list[Route]:
     """Routes outside the guarded prefixes that the profile does not declare public."""
     public = expect.declared("endpoint", "public_routes", default_fact="default_public_routes").value
     return [
@@ -196,3 +221,166 @@ def oversized_prompt_embeds(facts: ServerFacts, expect: Expectations) -> list[Ov
         OversizedDeclaration(entry["name"], tuple(entry["shape"]))
         for entry in expect.fact("prompt_embeds_oversized_declarations")
     ]
+
+
+@source
+def context_endpoints(facts: ServerFacts, expect: Expectations) -> list[ContextEndpoint]:
+    """Generation routes whose prompt counts against max_model_len (all of them when the table is hidden)."""
+    return [e for e in CONTEXT_ENDPOINTS if facts.routes is None or facts.serves("POST", e.path)]
+
+
+@source
+def profile_differences(facts: ServerFacts, expect: Expectations) -> list[profile_diff.Difference]:
+    if expect.baseline is None:
+        raise NoCases("no baseline given: pass --vllm-baseline=PATH, a profile captured with --vllm-capture-profile")
+    if facts.observed is None:
+        raise NoCases("the target was not observed (the run's controlling process makes the observation)")
+    return profile_diff.differences(expect.baseline.data["observed"], facts.observed)
+
+
+@dataclass(frozen=True)
+class GenerationApi:
+    """An API whose body accepts the per-request watermark opt-out, and how to sample from it.
+
+    ``field`` is where the opt-out sits in the body; the generated token ids
+    come back in the answer when ``returns_token_ids``, else only as text.
+    """
+
+    name: str
+    path: str
+    shape: str
+    field: tuple[str, ...]
+    returns_token_ids: bool
+    form: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.name} (POST {self.path})"
+
+    def __str__(self) -> str:
+        return self.id
+
+    def body(
+        self,
+        model: str,
+        prompt: str,
+        max_tokens: int,
+        *,
+        temperature: float = 1.0,
+        watermarking: bool | None = None,
+        prompt_token_ids: list[int] | None = None,
+    ) -> dict[str, Any]:
+        """A sampled request of ``max_tokens`` tokens; ``watermarking`` set only when given."""
+        messages = [{"role": "user", "content": prompt}]
+        want_ids = {"return_token_ids": True} if self.returns_token_ids else {}
+        # ignore_eos where the API has it: a short answer cannot reach the planned p-value.
+        bodies = {
+            "completion": {"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, **want_ids},
+            "chat": {"messages": messages, "max_tokens": max_tokens, "ignore_eos": True, **want_ids},
+            "chat_batch": {"messages": [messages], "max_tokens": max_tokens, **want_ids},
+            "responses": {"input": prompt, "max_output_tokens": max_tokens, "ignore_eos": True}
+            | ({"enable_response_messages": True} if self.returns_token_ids else {}),
+            "messages": {"messages": messages, "max_tokens": max_tokens},
+            "cohere_chat": {"messages": messages, "max_tokens": max_tokens},
+            "generate": {
+                "token_ids": prompt_token_ids,
+                "sampling_params": {"max_tokens": max_tokens, "temperature": temperature, "ignore_eos": True},
+            },
+        }
+        if self.shape not in bodies:
+            raise ValueError(f"{self}: the suite cannot build a {self.shape} request")
+        body: dict[str, Any] = {"model": model, "temperature": temperature, **bodies[self.shape]}
+        if self.shape == "generate":
+            del body["temperature"]
+        if watermarking is not None:
+            holder = body
+            for key in self.field[:-1]:
+                holder = holder.setdefault(key, {})
+            holder[self.field[-1]] = watermarking
+        return body
+
+    def generated_token_ids(self, payload: Any) -> list[int] | None:
+        """The generated token ids in an answer, when the API returned them."""
+        try:
+            if self.shape == "responses":
+                ids = [token for message in payload["output_messages"] for token in message["tokens"]]
+            else:
+                ids = payload["choices"][0]["token_ids"]
+        except (KeyError, IndexError, TypeError):
+            return None
+        return ids if isinstance(ids, list) and all(type(token) is int for token in ids) else None
+
+    def generated_text(self, payload: Any) -> str | None:
+        """The generated text in an answer (to be re-tokenized when no ids came back)."""
+        try:
+            if self.shape == "completion":
+                return payload["choices"][0]["text"]
+            if self.shape in ("chat", "chat_batch"):
+                return payload["choices"][0]["message"]["content"]
+            if self.shape == "responses":
+                parts = [part for item in payload["output"] for part in item.get("content") or []]
+                return "".join(part["text"] for part in parts if part.get("type") == "output_text")
+            if self.shape == "messages":
+                return "".join(block["text"] for block in payload["content"] if block.get("type") == "text")
+            if self.shape == "cohere_chat":
+                return "".join(part["text"] for part in payload["message"]["content"] if part.get("type") == "text")
+        except (KeyError, IndexError, TypeError):
+            return None
+        return None
+
+
+@source
+def watermark_opt_out_apis(facts: ServerFacts, expect: Expectations) -> list[GenerationApi]:
+    """The APIs of this server's version that accept the opt-out and that this server serves."""
+    version = facts.parsed_version
+    scale_out = expect.declared("endpoint", "scale_out", default_fact="scale_out_default").value
+    apis = []
+    for entry in expect.fact("watermark_opt_out_apis"):
+        if not _since(version, entry["since"]):
+            continue
+        # A declared scale-out counts too: some versions leave its routes out of /openapi.json.
+        declared = entry.get("needs") == "scale_out" and scale_out == "enabled"
+        if not (declared or facts.serves("POST", entry["path"])):
+            continue
+        returns_ids = "token_ids_since" in entry and _since(version, entry["token_ids_since"])
+        apis.append(
+            GenerationApi(entry["api"], entry["path"], entry["shape"], tuple(entry["field"]), returns_ids, entry.get("form", False))
+        )
+    return apis
+
+
+# ---- operational suites: metrics, preflight, startup_log ----------------------------
+
+
+@source
+def expected_metric_families(facts: ServerFacts, expect: Expectations) -> list[ExpectedFamily]:
+    """The families the server's version registers, those of an undeclared feature left out."""
+    declared = set(expect.profile.data) if expect.profile is not None else set()
+    return [
+        ExpectedFamily(entry["name"], entry["type"], entry["since"], entry.get("when"))
+        for entry in expect.fact("metric_families")
+        if _since(facts.parsed_version, entry["since"]) and entry.get("when", None) in (None, *declared)
+    ]
+
+
+@source
+def dashboard_series(facts: ServerFacts, expect: Expectations) -> list[SeriesName]:
+    names = expect.declared("metrics", "dashboard_names").value
+    if not names:
+        raise NoCases("not claimed: the profile lists no dashboard series (metrics.dashboard_names)")
+    return [SeriesName(name) for name in names]
+
+
+@offline_source
+def deployment_files(settings: Settings | None, expect: Expectations) -> list[DeploymentFile]:
+    if settings is None or not settings.manifests:
+        raise NoCases("not claimed: no deployment files given (--vllm-manifests=DIR --vllm-target-version=X)")
+    files = find_deployment_files(settings.manifests)
+    if not files:
+        raise NoCases(f"no deployment files (YAML, JSON, .env, Dockerfile, shell) under {settings.manifests}")
+    return files
+
+
+@offline_source
+def startup_log_findings(settings: Settings | None, expect: Expectations) -> list[FindingKind]:
+    return finding_kinds(expect.fact("startup_log_findings"))

@@ -36,6 +36,8 @@ class ServerFacts:
     models: tuple[ModelCard, ...]
     model: str
     routes: dict[str, tuple[str, ...]] | None = field(default=None)
+    # The capture's fuller observation (capture.py), made only when a capture or a baseline is asked for.
+    observed: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def parsed_version(self) -> Version | None:
@@ -61,7 +63,14 @@ class ServerFacts:
         routes = data.get("routes")
         if routes is not None:
             routes = {path: tuple(methods) for path, methods in routes.items()}
-        return cls(url=data["url"], version=data["version"], models=models, model=data["model"], routes=routes)
+        return cls(
+            url=data["url"],
+            version=data["version"],
+            models=models,
+            model=data["model"],
+            routes=routes,
+            observed=data.get("observed"),
+        )
 
 
 def parse_version(text: str | None) -> Version | None:

@@ -27,10 +27,14 @@ class Expectation:
 
 
 class Expectations:
-    def __init__(self, catalogue: Catalogue, version: Version | None, profile: Profile | None) -> None:
+    def __init__(
+        self, catalogue: Catalogue, version: Version | None, profile: Profile | None, baseline: Profile | None = None
+    ) -> None:
         self.catalogue = catalogue
         self.version = version
         self.profile = profile
+        # A captured profile (--vllm-baseline): what the server was, consulted only where a suite asks.
+        self.baseline = baseline
 
     @property
     def version_label(self) -> str:
@@ -47,12 +51,24 @@ class Expectations:
     def fact(self, name: str) -> Any:
         return self.catalogue.fact(name, self.version)
 
-    def declared(self, section: str, key: str, *, default_fact: str | None = None, default: Any = None) -> Expectation:
-        """The profile's value, else a version fact, else a plain default."""
+    def declared(
+        self,
+        section: str,
+        key: str,
+        *,
+        default_fact: str | None = None,
+        default: Any = None,
+        from_baseline: bool = False,
+    ) -> Expectation:
+        """The profile's value, else the baseline's (when asked), else a version fact, else a plain default."""
         if self.profile is not None:
             value = self.profile.get(section, key)
             if value is not None:
                 return Expectation(value, f"profile {self.profile.name}")
+        if from_baseline and self.baseline is not None:
+            value = self.baseline.get(section, key)
+            if value is not None:
+                return Expectation(value, f"baseline {self.baseline.path}")
         if default_fact is not None:
             return Expectation(self.fact(default_fact), f"{self.version_label} default")
         return Expectation(default, "plugin default")

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from packaging.version import Version
 
-Kind = Literal["str", "int", "float", "path", "list", "flag"]
+Kind = Literal["str", "int", "float", "path", "list", "flag", "version"]
 Source = Literal["cli", "env", "ini", "default"]
 
 GROUP = "vllm-conformance"
@@ -150,6 +151,154 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "vllm-ingress-url",
+        "Public entry (gateway, proxy) in front of --vllm-url; the watermark suite sends callers' requests here.",
+        env="VLLM_CONFORMANCE_INGRESS_URL",
+        metavar="URL",
+    ),
+    Option(
+        "vllm-watermark-key",
+        "The server's watermark key (decimal or 0x-hex), for the watermark detector. Never printed; "
+        "prefer the env variable or the profile's watermark.key_env.",
+        env="VLLM_CONFORMANCE_WATERMARK_KEY",
+        secret=True,
+        metavar="KEY",
+    ),
+    Option(
+        "vllm-capture-profile",
+        "Write the target's observed serving profile (version, models, max_model_len, routes, auth, scale-out, "
+        "error bounds, metric names, tokenizer fingerprint) to PATH, in the --vllm-profile schema.",
+        kind="path",
+        env="VLLM_CONFORMANCE_CAPTURE_PROFILE",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-baseline",
+        "A profile captured with --vllm-capture-profile; the profile_diff suite compares the target with it.",
+        kind="path",
+        env="VLLM_CONFORMANCE_BASELINE",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-diff-report",
+        "Where to write the Markdown diff against --vllm-baseline (default: BASELINE.diff.md beside it).",
+        kind="path",
+        env="VLLM_CONFORMANCE_DIFF_REPORT",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-report",
+        "Write the conformance report to PATH (YAML: target, expectations, a verdict per feature, every "
+        "failed or skipped contract) and its Markdown twin beside it (same stem, .md).",
+        kind="path",
+        env="VLLM_CONFORMANCE_REPORT",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-log",
+        "A vLLM server's log for the startup_log suite (default: the embedded server's log).",
+        kind="path",
+        env="VLLM_CONFORMANCE_LOG",
+        metavar="FILE",
+    ),
+    Option(
+        "vllm-manifests",
+        "Deployment files (a directory or one file: YAML, Helm values, .env, Dockerfile, shell) "
+        "for the preflight suite, which needs no server.",
+        kind="path",
+        env="VLLM_CONFORMANCE_MANIFESTS",
+        metavar="DIR",
+    ),
+    Option(
+        "vllm-target-version",
+        "The vLLM version the deployment files will run (preflight; default: the server's version).",
+        kind="version",
+        env="VLLM_CONFORMANCE_TARGET_VERSION",
+        metavar="X",
+    ),
+    Option(
+        "vllm-baseline-url",
+        "A second server (the old version or config) the quality suite asks the same requests and compares "
+        "the target with, in the same run.",
+        env="VLLM_CONFORMANCE_BASELINE_URL",
+        metavar="URL",
+    ),
+    Option(
+        "vllm-baseline-model",
+        "Model id on --vllm-baseline-url (default: the target's id when served there, else the first listed).",
+        env="VLLM_CONFORMANCE_BASELINE_MODEL",
+        metavar="ID",
+    ),
+    Option(
+        "vllm-baseline-api-key",
+        "API key for --vllm-baseline-url (default: --vllm-api-key). Never printed; prefer the env variable.",
+        env="VLLM_CONFORMANCE_BASELINE_API_KEY",
+        secret=True,
+        metavar="KEY",
+    ),
+    Option(
+        "vllm-eval-baseline-file",
+        "Quality baseline saved by an earlier run with --vllm-eval-save; used when no --vllm-baseline-url is given.",
+        kind="path",
+        env="VLLM_CONFORMANCE_EVAL_BASELINE_FILE",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-eval-save",
+        "Write the target's quality results (per item, with its version and model) to PATH, "
+        "a baseline for --vllm-eval-baseline-file.",
+        kind="path",
+        env="VLLM_CONFORMANCE_EVAL_SAVE",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-eval-task",
+        "An lm-eval task (or group) of your own for the quality suite (repeatable; env and ini: shell words).",
+        kind="list",
+        default=(),
+        env="VLLM_CONFORMANCE_EVAL_TASKS",
+        metavar="NAME",
+    ),
+    Option(
+        "vllm-eval-include-path",
+        "Directory of lm-eval task YAML files for --vllm-eval-task (repeatable; env and ini: shell words).",
+        kind="list",
+        default=(),
+        env="VLLM_CONFORMANCE_EVAL_INCLUDE_PATH",
+        metavar="DIR",
+    ),
+    Option(
+        "vllm-eval-limit",
+        "At most N items of each lm-eval task (lm-eval's --limit).",
+        kind="int",
+        env="VLLM_CONFORMANCE_EVAL_LIMIT",
+        metavar="N",
+    ),
+    Option(
+        "vllm-eval-tolerance",
+        "How much worse than the baseline a task's score may be (absolute; default: the profile's "
+        "quality.tolerance, else 0.05).",
+        kind="float",
+        env="VLLM_CONFORMANCE_EVAL_TOLERANCE",
+        metavar="X",
+    ),
+    Option(
+        "vllm-eval-confidence",
+        "Confidence of the paired interval the quality gate decides on (default: the profile's "
+        "quality.confidence, else 0.95).",
+        kind="float",
+        env="VLLM_CONFORMANCE_EVAL_CONFIDENCE",
+        metavar="P",
+    ),
+    Option(
+        "vllm-eval-tokenizer",
+        "A local tokenizer (directory or file) for lm-eval's loglikelihood tasks (default: the server's "
+        "/tokenizer_info or /tokenize; never a download).",
+        kind="path",
+        env="VLLM_CONFORMANCE_EVAL_TOKENIZER",
+        metavar="PATH",
+    ),
+    Option(
         "vllm-list-contracts",
         "Print the catalogue of contracts (id, feature, versions, statement) and exit.",
         kind="flag",
@@ -272,6 +421,8 @@ def _convert(option: Option, raw: Any, source: Source) -> Any:
             return Path(raw).expanduser()
         if option.kind == "list":
             return tuple(raw)
+        if option.kind == "version":
+            return Version(str(raw))  # InvalidVersion is a ValueError: a usage error below
     except ValueError as exc:
         shown = "***" if option.secret else repr(raw)
         raise pytest.UsageError(f"{option.flag} (from {where}): {shown} is not valid: {exc}") from None

@@ -37,7 +37,7 @@ class Target:
 
 
 def configured(settings: Settings) -> bool:
-    return bool(settings.url or settings.serve)
+    return bool(settings.url or settings.serve or settings.ingress_url)
 
 
 def client_for(settings: Settings, base_url: str) -> BoundedClient:
@@ -47,7 +47,8 @@ def client_for(settings: Settings, base_url: str) -> BoundedClient:
 def establish(settings: Settings) -> Target:
     """Start the embedded server if asked to, then discover the target."""
     server = None
-    base_url = settings.url
+    # Given only the public entry (--vllm-ingress-url), the run tests what callers reach.
+    base_url = settings.url or (None if settings.serve else settings.ingress_url)
     if not base_url:
         if not settings.serve:
             raise NoTarget("no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR to start one")

@@ -85,7 +85,7 @@ def test_guarded_route_accepts_key(route, key_required, vllm_client, refusal):
 
 
 @contract("auth.unguarded_route_is_public")
-@each("route", "unguarded_routes")
+@each("route", "unguarded_routes_not_declared_public")
 def test_route_answering_without_key_is_public(route, server_requires_key, vllm_client, vllm_expect, refusal):
     method = route.other_method()
     response = vllm_client.request(method, route.concrete_path, auth=False)

@@ -15,6 +15,38 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+# pytester's inner runs have no ini of ours; this keeps pytest-asyncio's
+# "loop scope unset" warning out of them.
+os.environ.setdefault("PYTEST_ADDOPTS", "-o asyncio_default_fixture_loop_scope=function")
+
+
+def _import_httpx_lazy_modules() -> None:
+    """httpx imports httpcore and its backends on first use. pytester restores
+    sys.modules after each test, so a first use inside a test (a server's
+    health wait) would leave httpx mapping exceptions of a discarded httpcore.
+    One failed request, sync and async, here at import avoids that."""
+    import asyncio
+
+    import httpx
+
+    with httpx.Client(trust_env=False) as client:
+        try:
+            client.get("http://127.0.0.1:1/")
+        except httpx.HTTPError:
+            pass
+
+    async def once() -> None:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            try:
+                await client.get("http://127.0.0.1:1/")
+            except httpx.HTTPError:
+                pass
+
+    asyncio.run(once())
+
+
+_import_httpx_lazy_modules()
+
 REPO = Path(__file__).resolve().parents[1]
 SUITES = REPO / "suites"
 CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512")
@@ -68,13 +100,13 @@ def run_suites(pytester: pytest.Pytester, *args: str, url: str, profile: str | N
 TEST_KEY = "sk-conformance-test-5d1e7a"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def plain_server(vllm_server_pool, tiny_models):
     """vllm serve on the tiny model with no flags: vLLM 0.32's defaults."""
     return vllm_server_pool.get(tiny_models["tiny-llama"], CPU_SERVE_ARGS)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def gated_server(vllm_server_pool, tiny_models):
     """Scale-out and prompt embeds enabled, behind an API key."""
     from pytest_vllm_conformance.options import Secret
@@ -91,6 +123,8 @@ endpoint:
   auth: none
   prompt_embeds: disabled
   validation_error_max_bytes: 32768
+context:
+  max_model_len: 512
 """
 
 # vLLM 0.32 leaves these routes outside its guarded prefixes; this profile
@@ -107,6 +141,57 @@ endpoint:
                   /redoc, /tokenize, /detokenize, /invocations, /generative_scoring, /scale_elastic_ep,
                   /is_scaling_elastic_ep, /kv_event_sources]
 """
+
+# ---- a real server that watermarks (fixtures/cpu_watermark.py) ---------------
+
+# Long and random on purpose: the run's redactor masks every spelling of the
+# key in reports, and a short key would mask unrelated numbers too.
+WATERMARK_KEY = "0x9c4f2d71e38ab605"
+WATERMARK_KEY_ENV = "CONFORMANCE_TEST_WATERMARK_KEY"
+WATERMARK_PROFILE = f"""
+profile: 1
+name: watermarked
+endpoint:
+  scale_out: enabled
+watermark:
+  required: true
+  algorithm: gumbel
+  context_width: 4
+  key_env: {WATERMARK_KEY_ENV}
+"""
+
+
+def _watermark_server(pool, model: Path, *, honour_opt_out: bool):
+    from fixtures import cpu_watermark
+
+    args = (*CPU_SERVE_ARGS, "--enable-scale-out", *cpu_watermark.serve_args(honour_opt_out=honour_opt_out))
+    return pool.get(model, args, env=cpu_watermark.server_env(WATERMARK_KEY))
+
+
+@pytest.fixture
+def watermark_server(vllm_server_pool, tiny_models):
+    """Watermarks every sampled answer and honours the caller's opt-out, like vLLM with --watermark-config.
+
+    Scale-out is enabled so that /inference/v1/generate (opt-out nested in
+    sampling_params) is one of the APIs checked.
+    """
+    return _watermark_server(vllm_server_pool, tiny_models["tiny-llama"], honour_opt_out=True)
+
+
+@pytest.fixture
+def watermark_server_ignoring_opt_out(vllm_server_pool, tiny_models):
+    """The same watermark without the opt-out middleware: every sampled answer is watermarked."""
+    return _watermark_server(vllm_server_pool, tiny_models["tiny-llama"], honour_opt_out=False)
+
+
+def watermark_ingress_rules():
+    """A watermark ingress: the opt-out removed on every generation path."""
+    from fixtures.fault_proxy import StripJsonField
+
+    return [
+        StripJsonField("watermarking", path=r"/v1/(chat/)?completions(/batch)?|/v1/responses|/v1/messages|/invocations|/cohere/v2/chat"),
+        StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
+    ]
 
 
 def junit_results(path: Path) -> dict[str, tuple[str, str]]:
@@ -125,3 +210,15 @@ def junit_results(path: Path) -> dict[str, tuple[str, str]]:
 
 def failures(path: Path) -> dict[str, str]:
     return {name: message for name, (outcome, message) in junit_results(path).items() if outcome in ("failure", "error")}
+
+
+def failure_reports(path: Path) -> dict[str, str]:
+    """Test name -> the full failure report (the element text), for messages longer than the message attribute keeps."""
+    import xml.etree.ElementTree as ET
+
+    return {
+        case.get("name"): child.text or child.get("message", "")
+        for case in ET.parse(path).iter("testcase")
+        for child in case
+        if child.tag in ("failure", "error")
+    }

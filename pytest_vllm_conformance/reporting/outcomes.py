@@ -1,0 +1,174 @@
+"""From test reports to one verdict per catalogue feature.
+
+A contract test is recognised by the ``vllm_contract`` and ``vllm_feature``
+user properties the plugin gives it at collection. Those travel with every
+report, including the ones pytest-xdist ships from its workers to the
+controlling process, so the controller sees the whole run.
+
+A test ends as one of four outcomes: passed, failed (any phase failed),
+skipped, or not claimed (a skip whose reason starts with ``not claimed:``:
+the contract does not apply to this server or profile). A feature is:
+
+- ``not run`` when the run had none of its tests (deselected, say);
+- ``not claimed`` when every one of its tests was not claimed;
+- otherwise claimed, and then ``failure`` if any test failed, else
+  ``partial`` if any test was skipped (a claimed feature that was not fully
+  checked is never a success), else ``success``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+PASSED = "passed"
+FAILED = "failed"
+SKIPPED = "skipped"
+NOT_CLAIMED = "not claimed"
+OUTCOMES = (PASSED, FAILED, SKIPPED, NOT_CLAIMED)
+
+SUCCESS = "success"
+PARTIAL = "partial"
+FAILURE = "failure"
+NOT_RUN = "not run"
+# Worst first: the run's overall result is the worst of its features'.
+RESULTS_BY_SEVERITY = (FAILURE, PARTIAL, SUCCESS, NOT_CLAIMED, NOT_RUN)
+
+REASON_MAX_CHARS = 600
+_MESSAGE_PREFIXES = ("AssertionError: ", "Failed: ", "Skipped: ")
+
+
+@dataclass
+class ContractTest:
+    """One test (one node id) of one contract, and how it ended."""
+
+    test_id: str
+    contract: str
+    feature: str
+    outcome: str | None = None
+    reason: str = ""
+
+
+def failure_reason(report: Any) -> str:
+    """The failure's one message, without pytest's assertion explanation lines."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        text = crash.message
+    else:
+        # A string longrepr (after redaction, or from a worker): its "E   " lines are the message.
+        lines = str(report.longrepr or "").splitlines()
+        errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+        text = "\n".join(errors) or next((line for line in reversed(lines) if line.strip()), "")
+    text = _message(text)
+    if report.when != "call":
+        text = f"error in {report.when}: {text}"
+    return _shorten(text)
+
+
+def skip_reason(report: Any) -> str:
+    if hasattr(report, "wasxfail"):
+        return _shorten(f"expected to fail: {report.wasxfail}".rstrip(": "))
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+    return _shorten(_message(text))
+
+
+def _message(text: str) -> str:
+    lines = text.strip().splitlines()
+    # pytest's rewritten asserts append "assert 200 == 401" and "+  where ..." lines.
+    for index, line in enumerate(lines):
+        if index and (line.startswith("assert ") or line.lstrip().startswith("+")):
+            lines = lines[:index]
+            break
+    text = "\n".join(lines).strip()
+    for prefix in _MESSAGE_PREFIXES:
+        text = text.removeprefix(prefix)
+    return text
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 3] + "..."
+
+
+class OutcomeCollector:
+    """Follows every contract test through its setup, call and teardown reports."""
+
+    def __init__(self, not_claimed_prefix: str) -> None:
+        self.not_claimed_prefix = f"{not_claimed_prefix}:"
+        self.tests: dict[str, ContractTest] = {}
+
+    def add(self, report: Any) -> None:
+        properties = dict(getattr(report, "user_properties", ()) or ())
+        contract, feature = properties.get("vllm_contract"), properties.get("vllm_feature")
+        if not contract or not feature:
+            return
+        test = self.tests.setdefault(report.nodeid, ContractTest(report.nodeid, str(contract), str(feature)))
+        if report.failed:
+            if test.outcome != FAILED:  # the first failure is the one that explains
+                test.outcome, test.reason = FAILED, failure_reason(report)
+        elif report.skipped:
+            if test.outcome is None:
+                reason = skip_reason(report)
+                if reason.startswith(self.not_claimed_prefix):
+                    # The outcome already says "not claimed"; the reason says why.
+                    test.outcome, test.reason = NOT_CLAIMED, reason[len(self.not_claimed_prefix) :].strip()
+                else:
+                    test.outcome, test.reason = SKIPPED, reason
+        elif report.when == "call" and test.outcome is None:
+            test.outcome = PASSED
+
+    def finished(self) -> list[ContractTest]:
+        return [test for test in self.tests.values() if test.outcome is not None]
+
+
+@dataclass
+class FeatureResult:
+    name: str
+    statement: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    failed: list[ContractTest] = field(default_factory=list)
+    skipped: list[ContractTest] = field(default_factory=list)
+    not_claimed: list[ContractTest] = field(default_factory=list)
+
+    @property
+    def claimed(self) -> bool:
+        return any(self.counts[outcome] for outcome in (PASSED, FAILED, SKIPPED))
+
+    @property
+    def result(self) -> str:
+        if self.counts[FAILED]:
+            return FAILURE
+        if self.counts[SKIPPED]:
+            return PARTIAL
+        if self.counts[PASSED]:
+            return SUCCESS
+        if self.counts[NOT_CLAIMED]:
+            return NOT_CLAIMED
+        return NOT_RUN
+
+    def add(self, test: ContractTest) -> None:
+        self.counts[test.outcome] += 1
+        listing = {FAILED: self.failed, SKIPPED: self.skipped, NOT_CLAIMED: self.not_claimed}.get(test.outcome)
+        if listing is not None:
+            listing.append(test)
+
+    def not_claimed_by_contract(self) -> list[tuple[str, str, int]]:
+        """(contract, reason, number of tests): not-claimed tests repeat one reason per case."""
+        grouped = Counter((test.contract, test.reason) for test in self.not_claimed)
+        return [(contract, reason, count) for (contract, reason), count in grouped.items()]
+
+
+def feature_results(features: dict[str, str], tests: list[ContractTest]) -> list[FeatureResult]:
+    """One result per catalogue feature, in catalogue order (then any unknown feature)."""
+    results = {name: FeatureResult(name, statement) for name, statement in features.items()}
+    for test in tests:
+        if test.feature not in results:
+            results[test.feature] = FeatureResult(test.feature, "")
+        results[test.feature].add(test)
+    return list(results.values())
+
+
+def overall_result(results: list[FeatureResult]) -> str:
+    seen = {result.result for result in results}
+    return next((result for result in RESULTS_BY_SEVERITY if result in seen), NOT_RUN)

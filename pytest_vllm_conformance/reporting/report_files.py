@@ -1,0 +1,207 @@
+"""The conformance report: one YAML file for machines, its Markdown twin for people.
+
+Modelled on the Kubernetes Gateway API ConformanceReport: what was tested
+(the implementation: vLLM version, model, URL, serving profile), against
+which expectations, and per feature whether it was claimed and how it
+fared, with every failed and skipped contract named. ``--vllm-report
+PATH`` writes PATH (YAML) and PATH with the suffix ``.md`` beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .outcomes import FAILED, NOT_CLAIMED, OUTCOMES, PASSED, SKIPPED, FeatureResult, overall_result
+from .redaction import Redactor
+
+REPORT_KIND = "VllmConformanceReport"
+REPORT_API_VERSION = "pytest-vllm-conformance/v1"
+
+
+@dataclass
+class RunInfo:
+    """What the report says about the run besides the outcomes."""
+
+    started: datetime
+    plugin_version: str
+    url: str | None = None
+    vllm_version: str | None = None
+    model: str | None = None
+    embedded_server: bool = False
+    profile_name: str | None = None
+    profile_path: str | None = None
+    expectations: str | None = None
+    selection: dict[str, str] = field(default_factory=dict)
+    exit_status: int | None = None
+
+
+def markdown_path(report_path: Path) -> Path:
+    return report_path.with_suffix(".md")
+
+
+def _key(outcome: str) -> str:
+    return outcome.replace(" ", "_")
+
+
+def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> dict[str, Any]:
+    totals = {_key(outcome): sum(feature.counts[outcome] for feature in features) for outcome in OUTCOMES}
+    report: dict[str, Any] = {
+        "apiVersion": REPORT_API_VERSION,
+        "kind": REPORT_KIND,
+        "date": run.started.isoformat(timespec="seconds"),
+        "plugin": {"name": "pytest-vllm-conformance", "version": run.plugin_version},
+        "target": {
+            "url": run.url,
+            "vllm_version": run.vllm_version,
+            "model": run.model,
+            "server": "embedded" if run.embedded_server else "given",
+            "profile": run.profile_name,
+            "profile_file": run.profile_path,
+        },
+        "expectations": run.expectations,
+    }
+    if run.selection:
+        report["selection"] = dict(run.selection)
+    report["result"] = overall_result(features)
+    report["exit_status"] = run.exit_status
+    report["counts"] = totals
+    report["features"] = {feature.name: _feature(feature) for feature in features}
+    return _scrubbed(report, redactor)
+
+
+def _feature(feature: FeatureResult) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "description": feature.statement,
+        "claimed": feature.claimed,
+        "result": feature.result,
+        "counts": {_key(outcome): feature.counts[outcome] for outcome in OUTCOMES},
+    }
+    # Sorted, not in the order tests ended: the same run gives the same report,
+    # serial or spread over pytest-xdist workers.
+    for outcome, tests in ((FAILED, feature.failed), (SKIPPED, feature.skipped)):
+        if tests:
+            ordered = sorted(tests, key=lambda t: (t.contract, t.test_id))
+            entry[outcome] = [{"contract": t.contract, "test": t.test_id, "reason": t.reason} for t in ordered]
+    if feature.not_claimed:
+        entry[_key(NOT_CLAIMED)] = [
+            {"contract": contract, "tests": count, "reason": reason}
+            for contract, reason, count in sorted(feature.not_claimed_by_contract())
+        ]
+    return entry
+
+
+def _scrubbed(value: Any, redactor: Redactor) -> Any:
+    if isinstance(value, str):
+        return redactor(value)
+    if isinstance(value, dict):
+        return {key: _scrubbed(item, redactor) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item, redactor) for item in value]
+    return value
+
+
+# ---- rendering ----------------------------------------------------------------------
+
+
+def render_yaml(report: dict[str, Any]) -> str:
+    header = "# vLLM conformance report (pytest-vllm-conformance); the Markdown twin has the same stem.\n"
+    return header + yaml.safe_dump(report, sort_keys=False, allow_unicode=True, width=120)
+
+
+def _md(text: Any) -> str:
+    """Plain text safe inside Markdown (tables included): one line, no emphasis, no HTML.
+
+    Only what would change the rendering is escaped, so the raw file stays readable.
+    """
+    text = " ".join(str(text).split())
+    for char in "\\`*<|":
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def _code(text: Any) -> str:
+    text = " ".join(str(text).split())
+    fence = "``" if "`" in text else "`"
+    return f"{fence}{text}{fence}" if fence == "`" else f"{fence} {text} {fence}"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    target = report["target"]
+    profile = target["profile"] or "none (documented defaults)"
+    if target["profile_file"]:
+        profile = f"{profile} ({target['profile_file']})"
+    rows = [
+        ("result", f"**{report['result']}**"),
+        ("vLLM version", _md(target["vllm_version"] or "unknown")),
+        ("model", _code(target["model"] or "unknown")),
+        ("URL", _code(target["url"] or "none") + (" (embedded server)" if target["server"] == "embedded" else "")),
+        ("serving profile", _md(profile)),
+        ("expectations", _md(report["expectations"] or "none")),
+        ("date", _md(report["date"])),
+        ("plugin", _md(f"{report['plugin']['name']} {report['plugin']['version']}")),
+    ]
+    for name, value in report.get("selection", {}).items():
+        rows.append((f"selection ({name})", _code(value)))
+    lines = [f"# vLLM conformance report: {report['result']}", "", "| | |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in rows]
+    lines += [
+        "",
+        "## Features",
+        "",
+        "| feature | claimed | result | passed | failed | skipped | not claimed |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for name, feature in report["features"].items():
+        counts = feature["counts"]
+        lines.append(
+            f"| {_md(name)} | {'yes' if feature['claimed'] else 'no'} | {_md(feature['result'])} | "
+            f"{counts[PASSED]} | {counts[FAILED]} | {counts[SKIPPED]} | {counts[_key(NOT_CLAIMED)]} |"
+        )
+    for name, feature in report["features"].items():
+        details = _feature_details(feature)
+        if details:
+            lines += ["", f"## {_md(name)}: {_md(feature['result'])}", "", _md(feature["description"]), *details]
+    return "\n".join(lines) + "\n"
+
+
+def _feature_details(feature: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for outcome, title in ((FAILED, "Failed"), (SKIPPED, "Skipped")):
+        if feature.get(outcome):
+            lines += ["", f"**{title}**", ""]
+            lines += [f"- {_code(t['contract'])} {_code(t['test'])}: {_md(t['reason'])}" for t in feature[outcome]]
+    not_claimed = feature.get(_key(NOT_CLAIMED))
+    if not_claimed:
+        lines += ["", "**Not claimed**", ""]
+        for entry in not_claimed:
+            tests = f"{entry['tests']} test{'s' if entry['tests'] != 1 else ''}"
+            lines.append(f"- {_code(entry['contract'])} ({tests}): {_md(entry['reason'])}")
+    return lines
+
+
+def write(report_path: Path, report: dict[str, Any]) -> tuple[Path, Path]:
+    """Write the YAML and its Markdown twin, each replaced whole (never half-written)."""
+    md_path = markdown_path(report_path)
+    for path, text in ((report_path, render_yaml(report)), (md_path, render_markdown(report))):
+        _write_atomically(path, text)
+    return report_path, md_path
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide the report from a CI uploader
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
