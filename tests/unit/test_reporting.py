@@ -1,0 +1,406 @@
+"""Reports for pipelines, without a server: the verdict per feature, the report
+files, the JUnit file under each family, the terminal summary, pytest-xdist.
+
+Contract tests here are stand-ins: they carry a real catalogue contract but
+need no server (no target fixture), and pass, fail or skip on purpose.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+import yaml
+
+from pytest_vllm_conformance import contracts
+
+# One test per outcome, spread so that each feature verdict shows up:
+# discovery all passed (success), auth one failure (failure), validation_bounds
+# a skip beside a pass (partial), scale_out only not-claimed (not claimed).
+STAND_INS = """
+    import pytest
+    from pytest_vllm_conformance import contract
+
+    @contract("discovery.health_ok")
+    def test_health():
+        pass
+
+    @contract("discovery.version_parses")
+    def test_version():
+        pass
+
+    @contract("auth.guarded_route_accepts_key")
+    @pytest.mark.parametrize("route", ["GET /v1/models", "POST /v1/completions"])
+    def test_accepts_key(route):
+        assert route != "POST /v1/completions", f"{route} refused the right key: 401"
+
+    @contract("auth.guarded_route_refuses_missing_key")
+    def test_refuses_missing_key():
+        pass
+
+    @contract("validation_bounds.error_body_bounded")
+    def test_bounded():
+        pass
+
+    @contract("validation_bounds.answered_fast")
+    def test_fast():
+        pytest.skip("no malformed request could be built for this server")
+
+    @contract("scale_out.enabled_routes_served")
+    @pytest.mark.parametrize("route", ["a", "b"])
+    def test_served(route):
+        pytest.skip("not claimed: scale-out is disabled (profile plain)")
+
+    def test_not_a_contract():
+        pass
+"""
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("VLLM_URL", "VLLM_API_KEY", "VLLM_CONFORMANCE_REPORT", "VLLM_CONFORMANCE_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def read_report(path):
+    return yaml.safe_load(path.read_text())
+
+
+def test_report_judges_every_catalogue_feature(pytester, clean_env):
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--vllm-report={pytester.path / 'out' / 'report.yaml'}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = read_report(pytester.path / "out" / "report.yaml")
+    assert report["kind"] == "VllmConformanceReport"
+    assert report["result"] == "failure"
+    assert report["exit_status"] == 1
+    assert list(report["features"]) == list(contracts.load().features)
+    features = report["features"]
+    assert (features["discovery"]["claimed"], features["discovery"]["result"]) == (True, "success")
+    assert features["discovery"]["counts"] == {"passed": 2, "failed": 0, "skipped": 0, "not_claimed": 0}
+    assert features["auth"]["result"] == "failure"
+    assert features["auth"]["failed"] == [
+        {
+            "contract": "auth.guarded_route_accepts_key",
+            "test": "test_stand_ins.py::test_accepts_key[POST /v1/completions]",
+            "reason": "POST /v1/completions refused the right key: 401",
+        }
+    ]
+    assert features["validation_bounds"]["result"] == "partial"
+    assert features["validation_bounds"]["skipped"] == [
+        {
+            "contract": "validation_bounds.answered_fast",
+            "test": "test_stand_ins.py::test_fast",
+            "reason": "no malformed request could be built for this server",
+        }
+    ]
+    assert (features["scale_out"]["claimed"], features["scale_out"]["result"]) == (False, "not claimed")
+    assert features["scale_out"]["not_claimed"] == [
+        {"contract": "scale_out.enabled_routes_served", "tests": 2, "reason": "scale-out is disabled (profile plain)"}
+    ]
+    assert features["embedding_limits"]["result"] == "not run"
+    assert report["counts"] == {"passed": 5, "failed": 1, "skipped": 1, "not_claimed": 2}
+    assert report["plugin"]["version"] and report["date"]
+    assert set(report["target"]) == {"url", "vllm_version", "model", "server", "profile", "profile_file"}
+
+
+def test_markdown_twin_has_the_feature_table_and_each_failure(pytester, clean_env):
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=report.yaml")
+    markdown = (pytester.path / "report.md").read_text()
+    assert markdown.startswith("# vLLM conformance report: failure\n")
+    assert "| discovery | yes | success | 2 | 0 | 0 | 0 |" in markdown
+    assert "| validation_bounds | yes | partial | 1 | 0 | 1 | 0 |" in markdown
+    assert "| scale_out | no | not claimed | 0 | 0 | 0 | 2 |" in markdown
+    assert (
+        "- `auth.guarded_route_accepts_key` `test_stand_ins.py::test_accepts_key[POST /v1/completions]`: "
+        "POST /v1/completions refused the right key: 401"
+    ) in markdown
+    assert "- `scale_out.enabled_routes_served` (2 tests): scale-out is disabled (profile plain)" in markdown
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "expected"),
+    [
+        ({"pass": 3}, "success"),
+        ({"pass": 3, "skip": 1}, "partial"),
+        ({"pass": 1, "skip": 1, "fail": 1}, "failure"),
+        ({"not_claimed": 2}, "not claimed"),
+        ({"not_claimed": 2, "pass": 1}, "success"),
+        ({"not_claimed": 1, "skip": 1}, "partial"),
+    ],
+)
+def test_claimed_feature_with_a_skipped_contract_is_partial_never_success(pytester, clean_env, outcomes, expected):
+    bodies = {"pass": "pass", "fail": "assert False, 'broken'", "skip": "pytest.skip('no key')",
+              "not_claimed": "pytest.skip('not claimed: off')"}
+    lines = ["import pytest", "from pytest_vllm_conformance import contract"]
+    for kind, count in outcomes.items():
+        for index in range(count):
+            lines += ['@contract("auth.guarded_route_accepts_key")', f"def test_{kind}_{index}():", f"    {bodies[kind]}"]
+    pytester.makepyfile("\n".join(lines))
+    pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=r.yaml")
+    assert read_report(pytester.path / "r.yaml")["features"]["auth"]["result"] == expected
+
+
+def test_errors_in_setup_and_xfail_are_counted(pytester, clean_env):
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_vllm_conformance import contract
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("fixture exploded")
+
+        @contract("discovery.health_ok")
+        def test_setup_error(broken):
+            pass
+
+        @contract("discovery.model_listed")
+        @pytest.mark.xfail(reason="known regression")
+        def test_known():
+            assert False
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=r.yaml")
+    discovery = read_report(pytester.path / "r.yaml")["features"]["discovery"]
+    assert discovery["failed"][0]["reason"] == "error in setup: RuntimeError: fixture exploded"
+    assert discovery["skipped"][0]["reason"] == "expected to fail: known regression"
+
+
+def test_report_path_comes_from_the_environment_too(pytester, clean_env):
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    clean_env.setenv("VLLM_CONFORMANCE_REPORT", str(pytester.path / "from-env.yaml"))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert (pytester.path / "from-env.yaml").is_file() and (pytester.path / "from-env.md").is_file()
+    result.stdout.fnmatch_lines([f"report: {pytester.path / 'from-env.yaml'} and {pytester.path / 'from-env.md'}"])
+
+
+def test_report_path_naming_the_markdown_file_is_a_usage_error(pytester, clean_env):
+    result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=report.md")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--vllm-report report.md: name the YAML file*"])
+
+
+def test_terminal_summary_has_one_line_per_feature(pytester, clean_env):
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        [
+            "*- vLLM conformance: failure -*",
+            "  discovery *success *2 passed",
+            "  scale_out *not claimed *2 not claimed",
+            "  auth *failure *2 passed, 1 failed",
+            "  validation_bounds *partial *1 passed, 1 skipped",
+            "  embedding_limits *not run",
+        ]
+    )
+    assert "report:" not in result.stdout.str()  # none asked for
+
+
+def test_no_summary_when_no_contract_test_ran(pytester, clean_env):
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert "vLLM conformance" not in result.stdout.str()
+
+
+# ---- JUnit ---------------------------------------------------------------------------
+
+# junit-10.xsd, the schema pytest validates its xunit2 output against: what a
+# <testcase> may hold and which attributes it may carry.
+XUNIT2_TESTCASE_CHILDREN = {"skipped", "error", "failure", "system-out", "system-err"}
+XUNIT2_TESTCASE_ATTRIBUTES = {"name", "time", "classname", "group"}
+
+
+def assert_valid_xunit2(path):
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        assert {child.tag for child in case} <= XUNIT2_TESTCASE_CHILDREN, ET.tostring(case)[:300]
+        assert set(case.attrib) <= XUNIT2_TESTCASE_ATTRIBUTES
+    for suite in root.iter("testsuite"):
+        assert {child.tag for child in suite} <= {"testsuite", "properties", "testcase", "system-out", "system-err"}
+
+
+def cases_by_name(path):
+    return {case.get("name"): case for case in ET.parse(path).getroot().iter("testcase")}
+
+
+def test_xunit2_junit_is_valid_and_keeps_the_contract_in_system_out(pytester, clean_env):
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    pytester.runpytest("-p", "no:cacheprovider", "-o", "junit_family=xunit2", "--junitxml=junit.xml")
+    assert_valid_xunit2(pytester.path / "junit.xml")
+    cases = cases_by_name(pytester.path / "junit.xml")
+    failed = cases["test_accepts_key[POST /v1/completions]"]
+    assert failed.find("failure").get("message").startswith("AssertionError: POST /v1/completions refused")
+    assert failed.find("system-out").text.splitlines()[:2] == [
+        "vllm_contract: auth.guarded_route_accepts_key",
+        "vllm_feature: auth",
+    ]
+    assert cases["test_not_a_contract"].find("system-out") is None
+
+
+def test_xunit2_system_out_merges_with_captured_output(pytester, clean_env):
+    pytester.makepyfile(
+        """
+        from pytest_vllm_conformance import contract
+
+        @contract("discovery.health_ok")
+        def test_prints():
+            print("captured line")
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider", "-o", "junit_logging=system-out", "--junitxml=junit.xml")
+    assert_valid_xunit2(pytester.path / "junit.xml")
+    (case,) = cases_by_name(pytester.path / "junit.xml").values()
+    outputs = case.findall("system-out")
+    assert len(outputs) == 1
+    assert outputs[0].text.startswith("vllm_contract: discovery.health_ok\nvllm_feature: discovery\n")
+    assert "captured line" in outputs[0].text
+
+
+@pytest.mark.parametrize("family", ["xunit1", "legacy"])
+def test_xunit1_keeps_per_test_properties(pytester, clean_env, family):
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    pytester.runpytest("-p", "no:cacheprovider", "-o", f"junit_family={family}", "--junitxml=junit.xml")
+    case = cases_by_name(pytester.path / "junit.xml")["test_health"]
+    properties = {p.get("name"): p.get("value") for p in case.find("properties")}
+    assert properties == {"vllm_contract": "discovery.health_ok", "vllm_feature": "discovery"}
+    assert case.find("system-out") is None
+
+
+def test_other_plugins_properties_are_left_where_pytest_put_them(pytester, clean_env):
+    pytester.makepyfile(
+        """
+        from pytest_vllm_conformance import contract
+
+        @contract("discovery.health_ok")
+        def test_records(record_property):
+            record_property("ticket", "OPS-1")
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider", "--junitxml=junit.xml", "-W", "ignore::pytest.PytestWarning")
+    (case,) = cases_by_name(pytester.path / "junit.xml").values()
+    assert [(p.get("name"), p.get("value")) for p in case.find("properties")] == [("ticket", "OPS-1")]
+    assert case.find("system-out").text.startswith("vllm_contract: discovery.health_ok\n")
+
+
+def test_junit_suite_properties_name_the_result_and_the_report(pytester, clean_env):
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    pytester.runpytest("-p", "no:cacheprovider", "--junitxml=junit.xml", "--vllm-report=r.yaml")
+    suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert properties == {"vllm_conformance_result": "failure", "vllm_report": str(pytester.path / "r.yaml")}
+
+
+# ---- pytest-xdist ----------------------------------------------------------------------
+
+# Counts report writes across every process of the run (controller and workers).
+COUNTING_CONFTEST = """
+    import os
+
+    from pytest_vllm_conformance.reporting import report_files
+
+    _write = report_files.write
+
+    def _counting_write(path, report):
+        with open(os.environ["REPORT_WRITES"], "a") as log:
+            log.write(f"{os.getpid()} {'worker' if os.environ.get('PYTEST_XDIST_WORKER') else 'controller'}\\n")
+        return _write(path, report)
+
+    report_files.write = _counting_write
+"""
+
+
+def test_xdist_gives_the_serial_report_written_once_by_the_controller(pytester, clean_env):
+    pytest.importorskip("xdist")
+    # When our own tests run under xdist, the inner controller would inherit this and look like a worker.
+    clean_env.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    pytester.makeconftest(COUNTING_CONFTEST)
+    reports = {}
+    for mode, extra in (("serial", ()), ("xdist", ("-n", "2"))):
+        writes = pytester.path / f"{mode}-writes.log"
+        clean_env.setenv("REPORT_WRITES", str(writes))
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--vllm-report={pytester.path / mode}.yaml", "-rA", *extra
+        )
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        lines = writes.read_text().splitlines()
+        assert len(lines) == 1 and lines[0].endswith(" controller"), lines
+        reports[mode] = read_report(pytester.path / f"{mode}.yaml")
+        result.stdout.fnmatch_lines(["*- vLLM conformance: failure -*"])
+    for report in reports.values():
+        del report["date"]
+    assert reports["xdist"] == reports["serial"]
+
+
+# ---- the contract catalogue ----------------------------------------------------------------
+
+
+def test_list_contracts_names_id_feature_versions_and_statement(pytester, clean_env):
+    result = pytester.runpytest("--vllm-list-contracts")
+    assert result.ret == 0
+    catalogue = contracts.load()
+    headings = {f"{feature}: {statement}": feature for feature, statement in catalogue.features.items()}
+    listed = {}  # contract line -> the feature heading it is listed under
+    feature = None
+    for line in result.outlines:
+        feature = headings.get(line, feature)
+        if line.startswith("  "):
+            listed[line] = feature
+    for contract in catalogue.contracts.values():
+        line = f"  {contract.id}  [vLLM {contract.versions}]  {contract.statement}"
+        assert listed.get(line) == contract.feature, line
+
+
+def test_report_option_is_in_the_help(pytester, clean_env):
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*--vllm-report=PATH*"])
+    assert "VLLM_CONFORMANCE_REPORT" in result.stdout.str()
+
+
+def test_report_entries_do_not_depend_on_the_order_tests_ended():
+    from datetime import datetime, timezone
+
+    from pytest_vllm_conformance.reporting import Redactor, report_files
+    from pytest_vllm_conformance.reporting.outcomes import ContractTest, feature_results
+
+    tests = [
+        ContractTest(f"t.py::test_{name}", contract, "auth", outcome, reason)
+        for name, contract, outcome, reason in (
+            ("b", "auth.guarded_route_accepts_key", "failed", "401"),
+            ("a", "auth.guarded_route_accepts_key", "failed", "401"),
+            ("c", "auth.guarded_route_refuses_wrong_key", "not claimed", "off"),
+            ("d", "auth.guarded_route_accepts_key", "not claimed", "off"),
+        )
+    ]
+    run = report_files.RunInfo(started=datetime.now(timezone.utc), plugin_version="0")
+    built = [
+        report_files.build(run, feature_results({"auth": "..."}, order), Redactor())["features"]["auth"]
+        for order in (tests, tests[::-1])
+    ]
+    assert built[0] == built[1]
+    assert [entry["test"] for entry in built[0]["failed"]] == ["t.py::test_a", "t.py::test_b"]
+    assert [entry["contract"] for entry in built[0]["not_claimed"]] == [
+        "auth.guarded_route_accepts_key",
+        "auth.guarded_route_refuses_wrong_key",
+    ]
+
+
+def test_a_report_that_cannot_be_written_fails_the_run(pytester, clean_env):
+    pytester.makepyfile(test_passing="from pytest_vllm_conformance import contract\n\n"
+                        "@contract('discovery.health_ok')\ndef test_ok():\n    pass\n")
+    (pytester.path / "not-a-dir").write_text("")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=not-a-dir/report.yaml")
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines(["report NOT written: *not-a-dir/report.yaml: *"])
+
+
+def test_junit_counts_and_times_survive_a_short_secret(pytester, clean_env):
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    # "1" is a terrible key, but it must not turn tests="10" into tests="***0".
+    pytester.runpytest("-p", "no:cacheprovider", "--vllm-api-key=1", "--junitxml=junit.xml")
+    suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
+    assert suite.get("tests") == "10" and float(suite.get("time")) >= 0
+    assert_valid_xunit2(pytester.path / "junit.xml")
