@@ -1,0 +1,249 @@
+"""Differences between a captured baseline and a target's observation.
+
+Data in, data out: no HTTP and no pytest. ``differences`` compares two
+``observed:`` sections (written by ``capture.py``) and returns one
+``Difference`` per change. A difference either matters for serving (the
+``profile_diff`` suite fails it: max_model_len, a route or model removed,
+the auth posture, the scale-out state, the tokenizer) or is informational
+(reported and passing: the vLLM version, routes, models or metric names
+added, ...). ``render_markdown`` writes the same list for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Observed = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Difference:
+    id: str  # also the test id: "max_model_len: 2048 -> 512"
+    aspect: str
+    before: Any
+    after: Any
+    matters: bool
+    why: str
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def verdict(self) -> str:
+        return "fails" if self.matters else "informational"
+
+    @property
+    def message(self) -> str:
+        return f"{self.id}: {self.why}"
+
+
+def _serving(id: str, aspect: str, before: Any, after: Any, why: str) -> Difference:
+    return Difference(id, aspect, before, after, True, why)
+
+
+def _info(id: str, aspect: str, before: Any, after: Any, why: str) -> Difference:
+    return Difference(id, aspect, before, after, False, why)
+
+
+def _section(observed: Observed, key: str) -> Mapping[str, Any]:
+    value = observed.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _version(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before, after = baseline.get("vllm_version"), target.get("vllm_version")
+    if before != after:
+        yield _info(f"vLLM version: {before} -> {after}", "vllm_version", before, after,
+                    "a new version alone is not a serving difference; what it changes is listed one by one")
+
+
+def _models(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before = {card["id"]: card for card in baseline.get("models") or []}
+    after = {card["id"]: card for card in target.get("models") or []}
+    for model in sorted(set(before) - set(after)):
+        yield _serving(f"model removed: {model}", "models", model, None,
+                       "clients asking for this model id get 404")
+    for model in sorted(set(after) - set(before)):
+        yield _info(f"model added: {model}", "models", None, model, "a new model id breaks no client")
+    common = sorted(set(before) & set(after))
+    for model in common:
+        old, new = before[model].get("max_model_len"), after[model].get("max_model_len")
+        if old != new:
+            name = "max_model_len" if len(common) == 1 else f"max_model_len of {model}"
+            why = (
+                "prompts that fitted before are now refused or get their max_tokens clamped"
+                if isinstance(old, int) and isinstance(new, int) and new < old
+                else "the context window changed: requests, memory per request and the KV cache budget change with it"
+            )
+            yield _serving(f"{name}: {old} -> {new}", "max_model_len", old, new, why)
+        old_root, new_root = before[model].get("root"), after[model].get("root")
+        if old_root != new_root:
+            yield _info(f"checkpoint path of {model}: {old_root} -> {new_root}", "checkpoint", old_root, new_root,
+                        "another path may hold the same weights; the tokenizer fingerprint says more")
+
+
+def _routes(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before, after = baseline.get("routes"), target.get("routes")
+    if before is None or after is None:
+        if (before is None) != (after is None):
+            state = "no longer published" if after is None else "now published"
+            yield _info(f"route table {state} (/openapi.json)", "routes", before is not None, after is not None,
+                        "without both route tables, removed routes cannot be told")
+        return
+    for route in sorted(set(before) - set(after)):
+        yield _serving(f"route removed: {route}", "routes", route, None, "clients calling this route now get 404 or 405")
+    for route in sorted(set(after) - set(before)):
+        yield _info(f"route added: {route}", "routes", None, route, "a new route breaks no client (the auth suite checks who may call it)")
+
+
+def _auth(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before, after = _section(baseline, "auth").get("posture"), _section(target, "auth").get("posture")
+    if before == after:
+        return
+    if "unknown" in (before, after) or None in (before, after):
+        yield _info(f"auth posture: {before} -> {after}", "auth", before, after, "the posture could not be observed on both servers")
+    else:
+        yield _serving(f"auth posture: {before} -> {after}", "auth", before, after,
+                       "/v1 answers without a key on one server and not on the other: clients or exposure change")
+
+
+def _scale_out(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before, after = _section(baseline, "scale_out"), _section(target, "scale_out")
+    old, new = before.get("state"), after.get("state")
+    if old != new:
+        if "unknown" in (old, new) or None in (old, new):
+            yield _info(f"scale-out: {old} -> {new}", "scale_out", old, new, "the state could not be observed on both servers")
+        else:
+            yield _serving(f"scale-out: {old} -> {new}", "scale_out", old, new,
+                           "the render, derender and token-generate routes are served on one server and refused on the other")
+    elif before.get("status") != after.get("status"):
+        yield _info(f"scale-out answer to {after.get('probe')}: {before.get('status')} -> {after.get('status')}",
+                    "scale_out", before.get("status"), after.get("status"),
+                    "same state, another status: clients that tell a refusal by its status see a new one")
+
+
+def _validation(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before, after = _section(baseline, "validation_error"), _section(target, "validation_error")
+    if not before or not after:
+        return
+    if before.get("bounded") is True and after.get("bounded") is False:
+        yield _serving("validation errors: bounded -> unbounded", "validation_error", True, False,
+                       f"{after.get('request')} now lists every error ({after.get('bytes')} bytes): "
+                       "an error body grows with the request (vLLM 0.29 answered 4 KB with 91 MB)")
+    elif before.get("bounded") != after.get("bounded"):
+        yield _info(f"validation errors bounded: {before.get('bounded')} -> {after.get('bounded')}", "validation_error",
+                    before.get("bounded"), after.get("bounded"), "error bodies no longer grow with the request")
+    if before.get("status") != after.get("status"):
+        yield _info(f"validation error status: {before.get('status')} -> {after.get('status')}", "validation_error",
+                    before.get("status"), after.get("status"), "clients that branch on the status see a new one")
+    if before.get("bytes") != after.get("bytes"):
+        yield _info(f"validation error size: {before.get('bytes')} -> {after.get('bytes')} bytes", "validation_error",
+                    before.get("bytes"), after.get("bytes"), f"the answer to {after.get('request')} changed size")
+
+
+def _metrics(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before, after = baseline.get("metrics"), target.get("metrics")
+    if before is None or after is None:
+        if (before is None) != (after is None):
+            state = "no longer served" if after is None else "now served"
+            yield _info(f"/metrics {state}", "metrics", before is not None, after is not None,
+                        "dashboards and alerts depend on it")
+        return
+    old, new = set(before.get("names") or []), set(after.get("names") or [])
+    for name in sorted(old - new):
+        yield _info(f"metric removed: {name}", "metrics", name, None, "dashboards and alerts reading it go blank")
+    for name in sorted(new - old):
+        yield _info(f"metric added: {name}", "metrics", None, name, "a new metric breaks no dashboard")
+
+
+def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before, after = baseline.get("tokenizer"), target.get("tokenizer")
+    if before is None or after is None:
+        if (before is None) != (after is None):
+            where = "target" if after is None else "baseline"
+            yield _info(f"tokenizer not observable on the {where}", "tokenizer", before is not None, after is not None,
+                        "/tokenize did not answer, so the fingerprints cannot be compared")
+        return
+    if before.get("text") != after.get("text"):
+        yield _info("tokenizer probe text changed", "tokenizer", before.get("text"), after.get("text"),
+                    "the captures tokenized different texts; recapture the baseline to compare tokenizers")
+        return
+    if before.get("sha256") != after.get("sha256"):
+        yield _serving("tokenizer fingerprint changed", "tokenizer", before.get("sha256"), after.get("sha256"),
+                       f"the same text gives other token ids ({before.get('token_count')} -> {after.get('token_count')} "
+                       "tokens): token-id clients, prompt caches and context accounting all shift")
+    if before.get("chat_sha256") != after.get("chat_sha256"):
+        yield _serving("chat template fingerprint changed", "tokenizer", before.get("chat_sha256"), after.get("chat_sha256"),
+                       "the same messages render to other tokens: the chat template changed")
+
+
+COMPARISONS: tuple[Callable[[Observed, Observed], Iterator[Difference]], ...] = (
+    _version, _models, _routes, _auth, _scale_out, _validation, _metrics, _tokenizer,
+)
+
+
+def differences(baseline: Observed, target: Observed) -> list[Difference]:
+    """Every difference between two observations, those that matter for serving first."""
+    found: dict[str, Difference] = {}
+    for compare in COMPARISONS:
+        for difference in compare(baseline, target):
+            found.setdefault(difference.id, difference)
+    return sorted(found.values(), key=lambda d: not d.matters)
+
+
+def default_report_path(baseline_path: Path) -> Path:
+    """``canary.yaml`` -> ``canary.diff.md`` beside it."""
+    return Path(baseline_path).with_suffix(".diff.md")
+
+
+def _cell(value: Any) -> str:
+    text = "—" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(found: list[Difference], baseline_label: str, target_label: str) -> str:
+    failing = sum(d.matters for d in found)
+    lines = [
+        "# Serving profile diff",
+        "",
+        f"- baseline: {baseline_label}",
+        f"- target: {target_label}",
+        f"- {len(found)} difference(s), {failing} that matter(s) for serving",
+        "",
+    ]
+    if not found:
+        lines.append("No difference.")
+        return "\n".join(lines) + "\n"
+    lines += ["| difference | baseline | target | verdict | why |", "|---|---|---|---|---|"]
+    for d in found:
+        verdict = "**fails**" if d.matters else "informational"
+        lines.append(f"| {_cell(d.id)} | {_cell(d.before)} | {_cell(d.after)} | {verdict} | {_cell(d.why)} |")
+    return "\n".join(lines) + "\n"
+
+
+def describe_observation(observed: Observed, where: str) -> str:
+    """``/path/base.yaml (vLLM 0.32.0, model m, captured 2025-...)`` for report headers."""
+    return (
+        f"{where} (vLLM {observed.get('vllm_version') or 'unknown'}, model {observed.get('model')}, "
+        f"captured {observed.get('captured_at')})"
+    )
+
+
+def write_report(
+    path: Path,
+    baseline: Observed,
+    baseline_where: str,
+    target: Observed,
+    redact: Callable[[str], str] = str,
+) -> tuple[Path, list[Difference]]:
+    found = differences(baseline, target)
+    text = render_markdown(
+        found, describe_observation(baseline, baseline_where), describe_observation(target, str(target.get("url")))
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(redact(text))
+    return path, found

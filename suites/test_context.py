@@ -1,0 +1,123 @@
+"""Context length: /v1/models tells the truth, and the limit holds where it says.
+
+Every prompt has an exact token length (token ids on completions, a chat
+message measured with /tokenize, template included), so nothing depends on
+how text tokenizes; every request asks for at most two greedy tokens, so the
+suite stays fast on CPU. One token over the limit is where vLLM changed:
+0.28-0.31 refuse, 0.32+ silently clamp max_tokens (fact ``context_overflow``);
+the profile's ``context.max_tokens_clamp`` says whether a clamp is acceptable,
+and without one the version's documented behaviour is.
+"""
+
+import re
+
+import pytest
+
+from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.context_prompts import PromptUnavailable
+from pytest_vllm_conformance.plugin import NOT_CLAIMED
+
+OUTPUT_TOKENS = 2
+
+
+@pytest.fixture(scope="module")
+def max_model_len(vllm_facts):
+    """The limit as /v1/models advertises it: every boundary is placed there."""
+    if not isinstance(vllm_facts.max_model_len, int):
+        pytest.skip(f"/v1/models gives no max_model_len for {vllm_facts.model!r}")
+    return vllm_facts.max_model_len
+
+
+@pytest.fixture(scope="module")
+def refusal(vllm_expect):
+    return vllm_expect.fact("context_limit_refusal")
+
+
+@pytest.fixture(scope="module")
+def overflow(vllm_expect):
+    return vllm_expect.fact("context_overflow")
+
+
+@pytest.fixture(scope="module")
+def clamp(vllm_expect):
+    return vllm_expect.declared("context", "max_tokens_clamp", default_fact="max_tokens_clamp_default")
+
+
+@pytest.fixture
+def generate(endpoint, vllm_client, vllm_facts):
+    def generate(prompt_tokens, max_tokens):
+        try:
+            return endpoint.generate(vllm_client, vllm_facts.model, prompt_tokens, max_tokens)
+        except PromptUnavailable as exc:
+            pytest.skip(str(exc))
+
+    return generate
+
+
+def assert_refused_naming_the_limit(generation, max_model_len, refusal):
+    assert generation.status < 500, f"a server error instead of a refusal naming max_model_len {max_model_len}: {generation}"
+    assert generation.status == refusal["status"], (
+        f"expected {refusal['status']} naming max_model_len {max_model_len}, got {generation}"
+    )
+    param = generation.error.get("param")
+    assert param in refusal["params"], f"the refusal names param {param!r}, not one of {refusal['params']}: {generation}"
+    named = re.search(refusal["limit_in_message"], generation.error_message)
+    named_limit = int(named.group(1)) if named else None
+    assert named_limit == max_model_len, (
+        f"the refusal names a limit of {named_limit}, but /v1/models reports max_model_len {max_model_len}: "
+        f"the server enforces another limit than it advertises: {generation}"
+    )
+
+
+@contract("context.max_model_len_as_declared")
+def test_models_report_the_declared_max_model_len(vllm_facts, vllm_expect):
+    declared = vllm_expect.declared("context", "max_model_len", from_baseline=True)
+    if declared.value is None:
+        pytest.skip(f"{NOT_CLAIMED}: no max_model_len declared (profile context.max_model_len, or --vllm-baseline)")
+    reported = vllm_facts.max_model_len
+    yarn = vllm_expect.fact("yarn_max_model_len")
+    assert reported == declared.value, (
+        f"/v1/models reports max_model_len {reported} for {vllm_facts.model!r}, expected {declared} "
+        f"(without --max-model-len, {vllm_expect.version_label} derives a YaRN checkpoint's from {yarn['rule']})"
+    )
+
+
+@contract("context.request_at_limit_served")
+@each("endpoint", "context_endpoints")
+def test_request_filling_the_context_exactly_is_served(endpoint, generate, max_model_len):
+    at_limit = generate(max_model_len - OUTPUT_TOKENS, OUTPUT_TOKENS)
+    assert at_limit.status == 200, (
+        f"prompt + max_tokens = max_model_len {max_model_len} (from /v1/models) must be served: {at_limit}"
+    )
+    assert at_limit.served_prompt_tokens == at_limit.prompt_tokens, f"the server counted another prompt: {at_limit}"
+    assert at_limit.completion_tokens == OUTPUT_TOKENS, (
+        f"the server generated {at_limit.completion_tokens} of {OUTPUT_TOKENS} tokens at the limit "
+        f"(ignore_eos set): it enforces less than max_model_len {max_model_len}: {at_limit}"
+    )
+
+
+@contract("context.request_over_limit_refused_or_clamped")
+@each("endpoint", "context_endpoints")
+def test_request_one_token_over_the_limit_is_refused_or_clamped(endpoint, generate, max_model_len, refusal, clamp, overflow):
+    over = generate(max_model_len - OUTPUT_TOKENS + 1, OUTPUT_TOKENS)
+    if over.status != 200:
+        assert_refused_naming_the_limit(over, max_model_len, refusal)
+        return
+    total = (over.served_prompt_tokens or 0) + (over.completion_tokens or 0)
+    assert total <= max_model_len, f"the server generated past max_model_len {max_model_len} ({total} tokens): {over}"
+    assert clamp.value == "allowed", (
+        f"the server clamped max_tokens from {OUTPUT_TOKENS} to {over.completion_tokens} instead of refusing "
+        f"prompt + max_tokens one token over max_model_len {max_model_len}, and max_tokens_clamp is {clamp} "
+        f"({overflow['note']}): {over}"
+    )
+
+
+@contract("context.prompt_over_limit_refused")
+@each("endpoint", "context_endpoints")
+def test_prompt_alone_over_the_limit_is_refused(endpoint, generate, max_model_len, refusal):
+    over = generate(max_model_len + 1, 1)
+    if over.status == 200 and over.served_prompt_tokens == over.prompt_tokens:
+        pytest.fail(f"a prompt over max_model_len {max_model_len} was served whole: the server enforces more than "
+                    f"/v1/models advertises: {over}", pytrace=False)
+    assert over.status != 200, f"a prompt over max_model_len {max_model_len} was silently truncated: {over}"
+    assert_refused_naming_the_limit(over, max_model_len, refusal)

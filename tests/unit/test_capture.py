@@ -1,0 +1,78 @@
+"""A capture is a valid serving profile, usable as --vllm-profile and --vllm-baseline, and holds no secret."""
+
+import pytest
+import yaml
+
+from pytest_vllm_conformance.capture import captured_profile, parse_metric_names, public_url, write_profile
+from pytest_vllm_conformance.reporting import Redactor
+from pytest_vllm_conformance.serving_profile import ProfileError, load_profile, validate
+from tests.unit.sample_observation import observation
+
+SECRET = "sk-capture-secret-81c2"
+
+
+def test_a_capture_is_a_valid_profile_declaring_what_was_seen(tmp_path):
+    path = write_profile(tmp_path / "captures" / "base.yaml", observation(), Redactor([SECRET]))
+    profile = load_profile(path)
+    assert profile.get("endpoint", "auth") == "required"
+    assert profile.get("endpoint", "scale_out") == "disabled"
+    assert profile.get("context", "max_model_len") == 2048
+    assert profile.data["observed"] == observation()
+
+
+def test_unknown_observations_are_not_declared():
+    document = captured_profile(observation(
+        auth={"v1_models_without_key": None, "posture": "unknown"},
+        scale_out={"probe": "POST /v1/chat/completions/render", "status": None, "state": "unknown"},
+        max_model_len=None, routes=None, validation_error=None, metrics=None, tokenizer=None,
+    ))
+    assert "endpoint" not in document and "context" not in document
+    validate(document, source="test")
+
+
+def test_the_schema_refuses_a_malformed_observation():
+    document = captured_profile(observation())
+    document["observed"]["tokenizer"]["sha256"] = "not a digest"
+    with pytest.raises(ProfileError, match=r"observed\.tokenizer\.sha256"):
+        validate(document, source="test")
+
+
+def test_a_secret_that_reached_the_observation_is_masked_in_the_file(tmp_path):
+    leaked = observation(models=[{"id": "tiny-llama", "max_model_len": 2048, "root": f"/models/{SECRET}"}])
+    path = write_profile(tmp_path / "base.yaml", leaked, Redactor([SECRET]))
+    assert SECRET not in path.read_text()
+    yaml.safe_load(path.read_text())
+
+
+def test_the_recorded_url_keeps_no_credentials_or_query():
+    assert public_url("http://user:pw@canary:8000/base?token=abc#x") == "http://canary:8000/base"
+
+
+def test_metric_names_are_families_without_created_timestamps():
+    text = "\n".join([
+        "# HELP vllm:num_preemptions_total Preemptions.",
+        "# TYPE vllm:num_preemptions_total counter",
+        'vllm:num_preemptions_total{model_name="m"} 0.0',
+        "# TYPE vllm:num_preemptions_created gauge",
+        "# TYPE vllm:e2e_request_latency_seconds histogram",
+        'vllm:e2e_request_latency_seconds_bucket{le="0.3"} 0.0',
+    ])
+    assert parse_metric_names(text) == ["vllm:e2e_request_latency_seconds", "vllm:num_preemptions_total"]
+    assert parse_metric_names('up 1\nup{a="b"} 1\nother_total 2\n') == ["other_total", "up"]
+
+
+def test_a_baseline_without_an_observation_stops_the_run(pytester, tmp_path):
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("profile: 1\nname: plain\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--vllm-baseline={plain}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--vllm-baseline: profile {plain} has no observed section; capture one with*"])
+
+
+def test_an_invalid_baseline_names_the_option_and_the_field(pytester, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("profile: 1\nname: broken\ncontext:\n  max_tokens_clamp: sometimes\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--vllm-baseline={broken}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--vllm-baseline: profile*broken.yaml: 1 problem(s)*"])
+    assert "context.max_tokens_clamp: 'sometimes' is not one of ['allowed', 'forbidden']" in result.stderr.str()

@@ -1,0 +1,96 @@
+"""The diff between a captured baseline and a target: one difference per change, judged."""
+
+from pytest_vllm_conformance.profile_diff import default_report_path, differences, render_markdown, write_report
+from tests.unit.sample_observation import MODEL, observation
+
+
+def by_id(found):
+    return {difference.id: difference for difference in found}
+
+
+def test_identical_observations_have_no_difference():
+    assert differences(observation(), observation(captured_at="later", url="http://elsewhere:1")) == []
+
+
+def test_a_shorter_context_matters_for_serving():
+    found = by_id(differences(observation(), observation(
+        max_model_len=512, models=[{"id": MODEL, "max_model_len": 512, "root": "/models/tiny-llama"}])))
+    assert list(found) == ["max_model_len: 2048 -> 512"]
+    assert found["max_model_len: 2048 -> 512"].matters
+    assert "refused or get their max_tokens clamped" in found["max_model_len: 2048 -> 512"].message
+
+
+def test_removed_routes_fail_and_added_routes_inform():
+    routes = ["GET /health", "GET /v1/models", "POST /v1/chat/completions", "POST /v1/completions", "POST /tokenize"]
+    found = by_id(differences(observation(), observation(routes=routes)))
+    assert found["route removed: POST /v1/completions/render"].matters
+    assert not found["route added: POST /tokenize"].matters
+
+
+def test_a_version_change_and_new_metrics_are_informational():
+    target = observation(vllm_version="0.32.0", metrics={
+        "names": ["vllm:num_preemptions_total", "vllm:request_num_preemptions", "vllm:admission_rejections_total"],
+        "truncated": False})
+    found = differences(observation(), target)
+    assert [(d.id, d.matters) for d in found] == [
+        ("vLLM version: 0.31.0 -> 0.32.0", False),
+        ("metric added: vllm:admission_rejections_total", False),
+    ]
+
+
+def test_posture_scale_out_tokenizer_and_models_matter():
+    target = observation(
+        auth={"v1_models_without_key": 200, "posture": "none"},
+        scale_out={"probe": "POST /v1/chat/completions/render", "status": 400, "state": "enabled"},
+        tokenizer={"text": "fixed text", "token_count": 4, "sha256": "c" * 64, "chat_sha256": "b" * 64},
+        models=[{"id": "other", "max_model_len": 2048, "root": "/models/other"}],
+    )
+    found = by_id(differences(observation(), target))
+    for serving in ("auth posture: required -> none", "scale-out: disabled -> enabled", "tokenizer fingerprint changed",
+                    f"model removed: {MODEL}"):
+        assert found[serving].matters, serving
+    assert not found["model added: other"].matters
+    assert "chat template fingerprint changed" not in found
+
+
+def test_differences_that_matter_come_first():
+    target = observation(vllm_version="0.32.0", max_model_len=512,
+                         models=[{"id": MODEL, "max_model_len": 512, "root": "/models/tiny-llama"}])
+    assert [d.matters for d in differences(observation(), target)] == [True, False]
+
+
+def test_a_scale_out_refusal_with_another_status_is_informational():
+    target = observation(scale_out={"probe": "POST /v1/chat/completions/render", "status": 403, "state": "disabled"})
+    (difference,) = differences(observation(), target)
+    assert difference.id == "scale-out answer to POST /v1/chat/completions/render: 404 -> 403"
+    assert not difference.matters
+
+
+def test_unbounded_validation_errors_matter_only_when_they_appear():
+    unbounded = {"request": "POST /v1/completions promptx100", "status": 400, "bytes": 91_000,
+                 "truncated": False, "errors_reported": 301, "entries_listed": 301, "bounded": False}
+    found = by_id(differences(observation(), observation(validation_error=unbounded)))
+    assert found["validation errors: bounded -> unbounded"].matters
+    assert not found["validation error size: 1328 -> 91000 bytes"].matters
+    back = by_id(differences(observation(validation_error=unbounded), observation()))
+    assert not back["validation errors bounded: False -> True"].matters
+
+
+def test_missing_observations_are_informational_not_failures():
+    found = differences(observation(), observation(routes=None, metrics=None, tokenizer=None))
+    assert {d.id for d in found} == {
+        "route table no longer published (/openapi.json)", "/metrics no longer served", "tokenizer not observable on the target"}
+    assert not any(d.matters for d in found)
+
+
+def test_markdown_lists_each_difference_with_its_verdict(tmp_path):
+    target = observation(vllm_version="0.32.0", max_model_len=512,
+                         models=[{"id": MODEL, "max_model_len": 512, "root": "/models/tiny-llama"}])
+    baseline_path = tmp_path / "canary.yaml"
+    path, found = write_report(default_report_path(baseline_path), observation(), str(baseline_path), target)
+    assert path == tmp_path / "canary.diff.md"
+    text = path.read_text()
+    assert "- 2 difference(s), 1 that matter(s) for serving" in text
+    assert "| max_model_len: 2048 -> 512 | 2048 | 512 | **fails** |" in text
+    assert "| vLLM version: 0.31.0 -> 0.32.0 | 0.31.0 | 0.32.0 | informational |" in text
+    assert "No difference." in render_markdown([], "a", "b")
