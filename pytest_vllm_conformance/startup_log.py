@@ -1,0 +1,93 @@
+"""What a vLLM server said while it started: findings quoted with their line numbers.
+
+The kinds of finding and the texts that reveal them are contract data
+(fact ``startup_log_findings``); this module only reads a log, line by line
+so that a long-running server's log is never held in memory, and keeps the
+matching lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+QUOTE_CHARS = 400
+KEPT_PER_KIND = 50
+
+
+class LogUnreadable(Exception):
+    """The log file named by the run cannot be read."""
+
+
+@dataclass(frozen=True)
+class FindingKind:
+    """One kind of finding (``unknown_env``): what it means and the log texts that show it."""
+
+    kind: str
+    meaning: str
+    patterns: tuple[re.Pattern[str], ...] = field(compare=False)
+
+    @property
+    def id(self) -> str:
+        return self.kind
+
+    def __str__(self) -> str:
+        return self.kind
+
+    def matches(self, line: str) -> bool:
+        return any(pattern.search(line) for pattern in self.patterns)
+
+
+def finding_kinds(fact: Mapping[str, Mapping[str, Any]]) -> list[FindingKind]:
+    return [
+        FindingKind(kind, entry["meaning"], tuple(re.compile(p) for p in entry["patterns"]))
+        for kind, entry in fact.items()
+    ]
+
+
+@dataclass(frozen=True)
+class LogLine:
+    number: int
+    text: str
+
+    def quote(self, path: Path) -> str:
+        text = self.text if len(self.text) <= QUOTE_CHARS else self.text[:QUOTE_CHARS] + "..."
+        return f"{path.name}:{self.number}: {text}"
+
+
+@dataclass(frozen=True)
+class StartupLog:
+    path: Path
+    found: Mapping[str, tuple[LogLine, ...]]
+    counts: Mapping[str, int]
+
+    def lines(self, kind: FindingKind | str) -> tuple[LogLine, ...]:
+        return self.found.get(str(kind), ())
+
+    def quote(self, kind: FindingKind | str) -> str:
+        """Every kept line of the kind, one per line, and how many more there were."""
+        lines = self.lines(kind)
+        text = "\n".join(f"  {line.quote(self.path)}" for line in lines)
+        more = self.counts.get(str(kind), 0) - len(lines)
+        return text + (f"\n  ...and {more} more" if more > 0 else "")
+
+
+def scan(path: Path, kinds: list[FindingKind]) -> StartupLog:
+    found: dict[str, list[LogLine]] = {kind.kind: [] for kind in kinds}
+    counts = dict.fromkeys(found, 0)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as log:
+            for number, raw in enumerate(log, start=1):
+                line = ANSI_ESCAPE.sub("", raw.rstrip("\r\n"))
+                for kind in kinds:
+                    if kind.matches(line):
+                        counts[kind.kind] += 1
+                        if len(found[kind.kind]) < KEPT_PER_KIND:
+                            found[kind.kind].append(LogLine(number, line))
+    except OSError as exc:
+        raise LogUnreadable(f"vLLM log {path}: cannot read it: {exc.strerror or exc}") from None
+    return StartupLog(Path(path), {k: tuple(v) for k, v in found.items()}, counts)

