@@ -1,0 +1,158 @@
+"""Output quality: the target answers as well as its baseline, and greedily the same.
+
+GPTQ act-order and YaRN changed in vLLM 0.30 (docs/vllm-contracts.md §5.3,
+§7): a server that starts and answers can still answer differently, and
+only its output shows it. Every check compares the target with a baseline:
+a second live server (--vllm-baseline-url, the old version or config, asked
+the same requests in this run) or the results an earlier run saved
+(--vllm-eval-save, read back with --vllm-eval-baseline-file).
+
+* Greedy equivalence: fixed token-id prompts continued at temperature 0 give
+  the baseline's tokens; the failure names the first diverging position. It
+  catches a changed kernel or an ignored g_idx where eval sets cannot move.
+* lm-eval tasks on lm-eval's own API backends: short answers (completions and
+  chat), multiple choice by loglikelihood, retrieval at 25-100 % of
+  max_model_len (the YaRN-sensitive one), and any task of your own. A task
+  fails only when the paired interval of target minus baseline lies wholly
+  below -tolerance (pytest_vllm_conformance/evals/paired.py).
+
+Random-weight test models score about nothing on these tasks: the tests
+assert contracts (agreement, statistical gates), never wording.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from pytest_vllm_conformance import contract
+from pytest_vllm_conformance.evals import greedy, offline, session, task_files
+from pytest_vllm_conformance.evals.runner import EvalFailed
+from pytest_vllm_conformance.plugin import NOT_CLAIMED, run_state
+
+
+def pytest_generate_tests(metafunc):
+    # One test per --vllm-eval-task, known only once the options are read.
+    if "user_task" in metafunc.fixturenames:
+        tasks = run_state(metafunc.config).settings.eval_task
+        skipped = pytest.param(None, marks=pytest.mark.skip(reason=f"{NOT_CLAIMED}: no --vllm-eval-task given"))
+        metafunc.parametrize("user_task", list(tasks) or [skipped], ids=list(tasks) or ["none"])
+
+
+@pytest.fixture
+def record(request):
+    """A JUnit property, recorded as the plugin records its own (record_property warns under xunit2)."""
+    return lambda name, value: request.node.user_properties.append((name, value))
+
+
+def _setting(option, declared):
+    """A command-line (or env, ini) value wins over the profile's, which wins over the plugin default."""
+    return option if option is not None else declared.value
+
+
+@pytest.fixture(scope="module")
+def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, tmp_path_factory):
+    settings = vllm_settings
+    if not (settings.baseline_url or settings.eval_baseline_file or settings.eval_save):
+        pytest.skip(f"{NOT_CLAIMED}: {session.NO_BASELINE}")
+    spread = hasattr(pytestconfig, "workerinput") and pytestconfig.getoption("dist", "no") in ("load", "worksteal")
+    if settings.eval_save and spread:
+        pytest.fail("--vllm-eval-save under pytest-xdist needs the quality tests on one worker: add --dist loadfile", pytrace=False)
+    try:
+        run = session.open_run(
+            settings, vllm_facts, vllm_client, tmp_path_factory.mktemp("quality"),
+            tolerance=_setting(settings.eval_tolerance, vllm_expect.declared("quality", "tolerance", default=0.05)),
+            confidence=_setting(settings.eval_confidence, vllm_expect.declared("quality", "confidence", default=0.95)),
+            greedy_tokens=vllm_expect.declared("quality", "greedy_tokens", default=16).value,
+        )
+    except (session.BaselineUnusable, ValueError) as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield run
+    run.close()
+    try:
+        run.save()
+    except OSError as exc:
+        pytest.fail(f"cannot write --vllm-eval-save {settings.eval_save}: {exc.strerror or exc}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def lm_eval_ready(quality):
+    try:
+        offline.require_lm_eval()
+    except offline.LmEvalMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def outcome_of(compare):
+    """One comparison; a skip when it cannot be made, a failure when a server could not answer it."""
+    try:
+        return compare()
+    except session.NoBaseline as exc:
+        pytest.skip(f"{NOT_CLAIMED}: {exc}")
+    except session.NotComparable as exc:
+        pytest.skip(str(exc))
+    except (EvalFailed, greedy.GreedyUnavailable) as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def assert_not_worse(outcomes, record):
+    """Both scores, the delta and its interval go to the report; the test fails when any metric is shown worse."""
+    worse, notes = [], []
+    for outcome in outcomes:
+        for comparison in outcome.comparisons:
+            for name, value in comparison.properties().items():
+                record(name, value)
+            if comparison.verdict == "inconclusive":
+                warnings.warn(f"{outcome.label}: too few items to show the target is not worse: {comparison}", stacklevel=2)
+        worse.extend(f"{outcome.label} {comparison}" for comparison in outcome.worse)
+        notes.extend(note for note in outcome.notes if note not in notes)
+    count = len(worse)
+    assert count == 0, (
+        "the target is worse than the baseline by more than the tolerance:\n  "
+        + "\n  ".join(worse)
+        + "".join(f"\n  ({note})" for note in notes)
+    )
+
+
+@contract("quality.greedy_tokens_match_baseline")
+def test_greedy_tokens_match_baseline(quality, record):
+    outcome = outcome_of(quality.greedy)
+    diverging = outcome.diverging
+    first = min((divergence.position for divergence in diverging), default=None)
+    record("vllm_quality_greedy_prompts", len(outcome.divergences))
+    record("vllm_quality_greedy_diverging_prompts", len(diverging))
+    record("vllm_quality_greedy_first_divergence", "none" if first is None else first)
+    notes = "".join(f"\n  ({note})" for note in outcome.notes)
+    count = len(diverging)
+    assert count == 0, (
+        f"greedy tokens differ from the baseline ({quality.baseline_label}) on {count} of "
+        f"{len(outcome.divergences)} prompts; the earliest first diverging token is at position {first}:\n  "
+        + "\n  ".join(str(divergence) for divergence in diverging)
+        + notes
+    )
+
+
+@contract("quality.short_answer_not_worse")
+@pytest.mark.parametrize("backend", ["completions", "chat"])
+def test_short_answers_are_not_worse(quality, lm_eval_ready, backend, record):
+    assert_not_worse([outcome_of(lambda: quality.shipped(task_files.SHORT_ANSWER, backend))], record)
+
+
+@contract("quality.multiple_choice_not_worse")
+def test_multiple_choice_is_not_worse(quality, lm_eval_ready, record):
+    assert_not_worse([outcome_of(lambda: quality.shipped(task_files.MULTIPLE_CHOICE, "completions"))], record)
+
+
+@contract("quality.long_context_not_worse")
+@pytest.mark.parametrize("percent", session.LONG_CONTEXT_PERCENTS, ids=[f"{p}%" for p in session.LONG_CONTEXT_PERCENTS])
+def test_long_context_retrieval_is_not_worse(quality, lm_eval_ready, percent, record):
+    assert_not_worse([outcome_of(lambda: quality.long_context(percent))], record)
+
+
+@contract("quality.user_task_not_worse")
+def test_user_task_is_not_worse(quality, lm_eval_ready, user_task, record):
+    runs = outcome_of(lambda: quality.user_task(user_task))
+    if not runs:
+        pytest.fail(f"lm-eval ran {user_task!r} but gave no per-item results", pytrace=False)
+    assert_not_worse([outcome_of(lambda: quality.user_task_outcome(run)) for run in runs], record)

