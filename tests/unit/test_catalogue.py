@@ -1,0 +1,50 @@
+"""The contract data is whole: every fact answers for every release we
+cover, and every contract has exactly one test in the suites."""
+
+import re
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from pytest_vllm_conformance import contracts
+
+SUITES = Path(__file__).resolve().parents[2] / "suites"
+COVERED_RELEASES = [Version(f"0.{minor}.0") for minor in range(28, 34)]
+CONTRACT_USE = re.compile(r"""@contract\(\s*["']([\w.]+)["']""")
+
+
+@pytest.fixture(scope="module")
+def catalogue():
+    return contracts.load()
+
+
+@pytest.mark.parametrize("version", COVERED_RELEASES, ids=str)
+def test_every_fact_answers_for_every_covered_release(catalogue, version):
+    missing = []
+    for name in catalogue.facts:
+        try:
+            catalogue.fact(name, version)
+        except contracts.NoFact:
+            missing.append(name)
+    assert not missing, f"contracts.yaml has no value for vLLM {version} of: {missing}"
+
+
+def test_every_contract_is_checked_by_exactly_one_suite_test(catalogue):
+    uses: dict[str, list[str]] = {}
+    for module in sorted(SUITES.glob("test_*.py")):
+        for contract_id in CONTRACT_USE.findall(module.read_text()):
+            uses.setdefault(contract_id, []).append(module.name)
+    unknown = sorted(set(uses) - set(catalogue.contracts))
+    unchecked = sorted(set(catalogue.contracts) - set(uses))
+    repeated = {cid: mods for cid, mods in uses.items() if len(mods) > 1}
+    assert not unknown, f"suites name contracts missing from contracts.yaml: {unknown}"
+    assert not unchecked, f"contracts without a suite test: {unchecked}"
+    assert not repeated, f"contracts checked twice: {repeated}"
+
+
+def test_every_contract_lives_in_the_module_of_its_feature(catalogue):
+    for module in SUITES.glob("test_*.py"):
+        for contract_id in CONTRACT_USE.findall(module.read_text()):
+            feature = catalogue.contract(contract_id).feature
+            assert module.name == f"test_{feature}.py", f"{contract_id} ({feature}) is checked in {module.name}"
