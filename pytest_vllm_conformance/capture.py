@@ -30,12 +30,12 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from packaging.version import Version
 
-from . import __version__
+from . import __version__, profile_diff
 from .client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
 from .contracts import Catalogue
 from .discovery import ServerFacts
 from .reporting import Redactor
-from .serving_profile import validate
+from .serving_profile import Profile, validate
 
 # Tokenized for the fingerprint; stored in the capture so a later capture can tell it used the same text.
 FINGERPRINT_TEXT = "Serving profile fingerprint: The quick brown fox jumps over 13 lazy dogs; naïve café, 東京, def f(x): return x**2"
@@ -71,6 +71,38 @@ def observe(client: BoundedClient, facts: ServerFacts, catalogue: Catalogue) -> 
         "metrics": metric_names(client),
         "tokenizer": tokenizer_fingerprint(client, facts.model),
     }
+
+
+def observe_and_record(
+    client: BoundedClient,
+    facts: ServerFacts,
+    catalogue: Catalogue,
+    *,
+    capture_path: Path | None,
+    baseline: Profile | None,
+    diff_report: Path | None,
+    redactor: Redactor,
+) -> tuple[dict[str, Any], list[str]]:
+    """Observe the target once; write the capture and the diff against the baseline.
+
+    Returns the observation (handed to the suites in the facts) and one line
+    per file written, for the report header. OSError when a file cannot be written.
+    """
+    observed = observe(client, facts, catalogue)
+    notes = []
+    if capture_path:
+        notes.append(f"vllm capture: {write_profile(capture_path, observed, redactor)}")
+    if baseline is not None:
+        report = diff_report or profile_diff.default_report_path(baseline.path)
+        written, found = profile_diff.write_report(
+            report, baseline.data["observed"], str(baseline.path), observed, redact=redactor
+        )
+        matter = sum(difference.matters for difference in found)
+        notes.append(
+            f"vllm baseline: {baseline.path}: {len(found)} difference(s), {matter} that matter for serving; "
+            f"diff {written}"
+        )
+    return observed, notes
 
 
 def captured_profile(observed: dict[str, Any]) -> dict[str, Any]:

@@ -16,12 +16,12 @@ from typing import Any
 
 from packaging.version import Version
 
-from . import profile_diff
+from . import NOT_CLAIMED, profile_diff
 from .client import BoundedClient, Response
 from .context_prompts import CONTEXT_ENDPOINTS, ContextEndpoint
 from .discovery import ServerFacts
 from .expectations import Expectations
-from .metrics import ExpectedFamily, SeriesName
+from .metrics import ExpectedFamily
 from .options import Settings
 from .preflight import DeploymentFile
 from .preflight import deployment_files as find_deployment_files
@@ -29,6 +29,20 @@ from .startup_log import FindingKind, finding_kinds
 
 PATH_PARAMETER = re.compile(r"\{[^}]+\}")
 PROBE_ID = "conformance-probe"
+
+
+@dataclass(frozen=True)
+class Named:
+    """A case that is just a name: a dashboard series, a user's lm-eval task."""
+
+    name: str
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
 
 
 @dataclass(frozen=True)
@@ -48,10 +62,11 @@ class Route:
         """The path with every ``{parameter}`` filled by a harmless value."""
         return PATH_PARAMETER.sub(PROBE_ID, self.path)
 
-    def send(self, client: BoundedClient, **kw: Any) -> Response:
-        """The route's own method; POST bodies are ``{}``, which every handler refuses harmlessly."""
-        body = {} if self.method in ("POST", "PUT", "PATCH") else None
-        return client.request(self.method, self.concrete_path, json_body=body, **kw)
+    def send(self, client: BoundedClient, *, method: str | None = None, suffix: str = "", **kw: Any) -> Response:
+        """The route's own method (or ``method``); bodies are ``{}``, which every handler refuses harmlessly."""
+        method = method or self.method
+        body = {} if method in ("POST", "PUT", "PATCH") else None
+        return client.request(method, self.concrete_path + suffix, json_body=body, **kw)
 
     def other_method(self) -> str:
         return "POST" if self.method == "GET" else "GET"
@@ -72,12 +87,10 @@ class RouteVariant:
         return self.id
 
     def send(self, client: BoundedClient, **kw: Any) -> Response:
-        path = self.route.concrete_path
         if self.variant == "trailing slash":
-            return client.request(self.route.method, path + "/", json_body={} if self.route.method == "POST" else None, **kw)
+            return self.route.send(client, suffix="/", **kw)
         if self.variant == "other method":
-            method = self.route.other_method()
-            return client.request(method, path, json_body={} if method == "POST" else None, **kw)
+            return self.route.send(client, method=self.route.other_method(), **kw)
         return self.route.send(client, **kw)
 
 
@@ -364,17 +377,17 @@ def expected_metric_families(facts: ServerFacts, expect: Expectations) -> list[E
 
 
 @source
-def dashboard_series(facts: ServerFacts, expect: Expectations) -> list[SeriesName]:
+def dashboard_series(facts: ServerFacts, expect: Expectations) -> list[Named]:
     names = expect.declared("metrics", "dashboard_names").value
     if not names:
-        raise NoCases("not claimed: the profile lists no dashboard series (metrics.dashboard_names)")
-    return [SeriesName(name) for name in names]
+        raise NoCases(f"{NOT_CLAIMED}: the profile lists no dashboard series (metrics.dashboard_names)")
+    return [Named(name) for name in names]
 
 
 @offline_source
 def deployment_files(settings: Settings | None, expect: Expectations) -> list[DeploymentFile]:
     if settings is None or not settings.manifests:
-        raise NoCases("not claimed: no deployment files given (--vllm-manifests=DIR --vllm-target-version=X)")
+        raise NoCases(f"{NOT_CLAIMED}: no deployment files given (--vllm-manifests=DIR --vllm-target-version=X)")
     files = find_deployment_files(settings.manifests)
     if not files:
         raise NoCases(f"no deployment files (YAML, JSON, .env, Dockerfile, shell) under {settings.manifests}")
@@ -384,3 +397,11 @@ def deployment_files(settings: Settings | None, expect: Expectations) -> list[De
 @offline_source
 def startup_log_findings(settings: Settings | None, expect: Expectations) -> list[FindingKind]:
     return finding_kinds(expect.fact("startup_log_findings"))
+
+
+@offline_source
+def user_eval_tasks(settings: Settings | None, expect: Expectations) -> list[Named]:
+    tasks = settings.eval_task if settings is not None else ()
+    if not tasks:
+        raise NoCases(f"{NOT_CLAIMED}: no --vllm-eval-task given")
+    return [Named(name) for name in tasks]

@@ -89,20 +89,6 @@ class ExpectedFamily:
 
 
 @dataclass(frozen=True)
-class SeriesName:
-    """A series a dashboard queries, as the profile lists it."""
-
-    name: str
-
-    @property
-    def id(self) -> str:
-        return self.name
-
-    def __str__(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True)
 class SeriesGap:
     """A series a dashboard queries that the page does not have, and what to query instead."""
 

@@ -9,10 +9,9 @@ ones past N before any work starts, with its ErrorResponse.
 
 import pytest
 
-from pytest_vllm_conformance import contract
+from pytest_vllm_conformance import NOT_CLAIMED, contract
 from pytest_vllm_conformance.admission import Burst, percentile
 from pytest_vllm_conformance.metrics import ExpositionError, parse
-from pytest_vllm_conformance.plugin import NOT_CLAIMED
 
 
 @pytest.fixture(scope="module")

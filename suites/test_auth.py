@@ -10,8 +10,7 @@ serve, which an auth layer refuses before routing and a router refuses with
 
 import pytest
 
-from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.plugin import NOT_CLAIMED
+from pytest_vllm_conformance import NOT_CLAIMED, contract, each
 
 WRONG_KEY = "Bearer conformance-wrong-key"
 
@@ -87,8 +86,7 @@ def test_guarded_route_accepts_key(route, key_required, vllm_client, refusal):
 @contract("auth.unguarded_route_is_public")
 @each("route", "unguarded_routes_not_declared_public")
 def test_route_answering_without_key_is_public(route, server_requires_key, vllm_client, vllm_expect, refusal):
-    method = route.other_method()
-    response = vllm_client.request(method, route.concrete_path, auth=False)
+    response = route.send(vllm_client, method=route.other_method(), auth=False)
     risk = vllm_expect.fact("unguarded_route_risks").get(route.path, "not declared public")
     public = vllm_expect.declared("endpoint", "public_routes", default_fact="default_public_routes")
     assert response.status in (refusal, 403, 404), (

@@ -13,9 +13,8 @@ import re
 
 import pytest
 
-from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance import NOT_CLAIMED, contract, each
 from pytest_vllm_conformance.context_prompts import PromptUnavailable
-from pytest_vllm_conformance.plugin import NOT_CLAIMED
 
 OUTPUT_TOKENS = 2
 

@@ -11,8 +11,7 @@ import re
 
 import pytest
 
-from pytest_vllm_conformance import contract, each, tensor_payload
-from pytest_vllm_conformance.plugin import NOT_CLAIMED
+from pytest_vllm_conformance import NOT_CLAIMED, contract, each, tensor_payload
 
 RESIDENT_MEMORY = re.compile(r"^process_resident_memory_bytes\s+(\S+)$", re.MULTILINE)
 

@@ -26,18 +26,9 @@ import warnings
 
 import pytest
 
-from pytest_vllm_conformance import contract
+from pytest_vllm_conformance import NOT_CLAIMED, contract, each
 from pytest_vllm_conformance.evals import greedy, offline, session, task_files
 from pytest_vllm_conformance.evals.runner import EvalFailed
-from pytest_vllm_conformance.plugin import NOT_CLAIMED, run_state
-
-
-def pytest_generate_tests(metafunc):
-    # One test per --vllm-eval-task, known only once the options are read.
-    if "user_task" in metafunc.fixturenames:
-        tasks = run_state(metafunc.config).settings.eval_task
-        skipped = pytest.param(None, marks=pytest.mark.skip(reason=f"{NOT_CLAIMED}: no --vllm-eval-task given"))
-        metafunc.parametrize("user_task", list(tasks) or [skipped], ids=list(tasks) or ["none"])
 
 
 @pytest.fixture
@@ -151,8 +142,9 @@ def test_long_context_retrieval_is_not_worse(quality, lm_eval_ready, percent, re
 
 
 @contract("quality.user_task_not_worse")
+@each("user_task", "user_eval_tasks")
 def test_user_task_is_not_worse(quality, lm_eval_ready, user_task, record):
-    runs = outcome_of(lambda: quality.user_task(user_task))
+    runs = outcome_of(lambda: quality.user_task(user_task.name))
     if not runs:
-        pytest.fail(f"lm-eval ran {user_task!r} but gave no per-item results", pytrace=False)
+        pytest.fail(f"lm-eval ran {user_task.name!r} but gave no per-item results", pytrace=False)
     assert_not_worse([outcome_of(lambda: quality.user_task_outcome(run)) for run in runs], record)

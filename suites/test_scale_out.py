@@ -7,8 +7,7 @@ does is in the contract data (facts ``scale_out_gate``, ``scale_out_routes``).
 
 import pytest
 
-from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.plugin import NOT_CLAIMED
+from pytest_vllm_conformance import NOT_CLAIMED, contract, each
 
 HANDLER_STATUSES = (200, 400, 422)
 

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance import NOT_CLAIMED, contract, each
 from pytest_vllm_conformance.client import TransportFailure
-from pytest_vllm_conformance.plugin import NOT_CLAIMED
 from pytest_vllm_conformance.watermark import make_detector
 
 # A watermarked answer must reach this p-value, an unwatermarked one must not:

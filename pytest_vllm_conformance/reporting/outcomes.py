@@ -18,6 +18,8 @@ the contract does not apply to this server or profile). A feature is:
 
 from __future__ import annotations
 
+from .. import NOT_CLAIMED
+
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +27,6 @@ from typing import Any
 PASSED = "passed"
 FAILED = "failed"
 SKIPPED = "skipped"
-NOT_CLAIMED = "not claimed"
 OUTCOMES = (PASSED, FAILED, SKIPPED, NOT_CLAIMED)
 
 SUCCESS = "success"

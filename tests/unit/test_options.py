@@ -3,8 +3,7 @@
 import pytest
 
 SECRET = "sk-unit-secret-3f9a"
-# pytester's inner runs have no ini of ours; this keeps pytest-asyncio quiet there.
-QUIET = ("-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function")
+QUIET = ("-p", "no:cacheprovider")
 
 
 @pytest.fixture
@@ -18,7 +17,7 @@ def settings_of(pytester, *args):
     """Resolve settings inside a pytester run and print them as 'key=value (source)'."""
     pytester.makeconftest(
         """
-        from pytest_vllm_conformance.plugin import run_state
+        from pytest_vllm_conformance.run import run_state
 
         def pytest_collection_finish(session):
             settings = run_state(session.config).settings
