@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -208,6 +209,29 @@ class VllmServer:
         self.stop()
 
 
+@dataclass(frozen=True)
+class ServerSpec:
+    """What makes two servers interchangeable: model, flags, key, environment, interpreter."""
+
+    model: str
+    args: tuple[str, ...] = ()
+    api_key: Secret | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    python: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        model: str | os.PathLike[str],
+        args: Sequence[str] = (),
+        *,
+        api_key: Secret | None = None,
+        env: Mapping[str, str] | None = None,
+        python: str | os.PathLike[str] | None = None,
+    ) -> ServerSpec:
+        return cls(str(model), tuple(args), api_key, tuple(sorted((env or {}).items())), str(python or ""))
+
+
 class ServerPool:
     """Servers shared by flag set, at most ``max_alive`` running at once.
 
@@ -219,7 +243,8 @@ class ServerPool:
         self.max_alive = max_alive
         self.log_dir = log_dir
         self.defaults = defaults
-        self._alive: OrderedDict[tuple, VllmServer] = OrderedDict()
+        self._alive: OrderedDict[ServerSpec, VllmServer] = OrderedDict()
+        self._started = 0
 
     def get(
         self,
@@ -230,54 +255,33 @@ class ServerPool:
         env: Mapping[str, str] | None = None,
         python: str | os.PathLike[str] | None = None,
     ) -> VllmServer:
-        key = (str(model), tuple(args), api_key, tuple(sorted((env or {}).items())), str(python or ""))
-        if key in self._alive:
-            server = self._alive.pop(key)
-            if server.process is not None and server.process.poll() is None:
-                self._alive[key] = server
-                return server
-            server.stop()
-        while len(self._alive) >= self.max_alive:
-            _, oldest = self._alive.popitem(last=False)
-            oldest.stop()
-        log_path = None
-        if self.log_dir is not None:
-            log_path = self.log_dir / f"vllm-{len(os.listdir(self.log_dir)) if self.log_dir.exists() else 0}.log"
-        server = VllmServer(model, args, api_key=api_key, env=env, python=python, log_path=log_path, **self.defaults)
-        server.start()
-        self._alive[key] = server
-        return server
+        return self.get_many([ServerSpec.of(model, args, api_key=api_key, env=env, python=python)])[0]
 
-    def get_many(self, wanted: Sequence[tuple[str | os.PathLike[str], Sequence[str]]]) -> list[VllmServer]:
-        """Servers for several (model, args) at once, the missing ones started concurrently.
+    def get_many(self, wanted: Sequence[ServerSpec | tuple[str | os.PathLike[str], Sequence[str]]]) -> list[VllmServer]:
+        """Servers for several specs at once, the missing ones started concurrently.
 
         A start is mostly waiting (imports, weight loading, the health poll), so
         two servers launched together are ready in about the time of one
         (61 s for both against 113 s one after the other, on a loaded 2-core box).
         """
-        keys = [(str(model), tuple(args), None, (), "") for model, args in wanted]
-        missing = []
-        for key, (model, args) in zip(keys, wanted):
-            server = self._alive.get(key)
-            if (server is None or server.process is None or server.process.poll() is not None) and key not in missing:
-                missing.append(key)
+        specs = [w if isinstance(w, ServerSpec) else ServerSpec.of(*w) for w in wanted]
+        missing = [spec for spec in dict.fromkeys(specs) if not self._running(spec)]
         if len(missing) > self.max_alive:
             raise ValueError(f"{len(missing)} servers wanted at once, but at most {self.max_alive} may be alive")
-        for key in missing:
-            stale = self._alive.pop(key, None)
+        for spec in missing:
+            stale = self._alive.pop(spec, None)
             if stale is not None:
                 stale.stop()
+        for spec in specs:  # the wanted ones that run are the last to be evicted
+            if spec in self._alive:
+                self._alive.move_to_end(spec)
         while self._alive and len(self._alive) + len(missing) > self.max_alive:
             _, oldest = self._alive.popitem(last=False)
             oldest.stop()
-        started: dict[tuple, VllmServer] = {}
+        started: dict[ServerSpec, VllmServer] = {}
         try:
-            for index, key in enumerate(missing):
-                log_path = None
-                if self.log_dir is not None:
-                    count = len(os.listdir(self.log_dir)) if self.log_dir.exists() else 0
-                    log_path = self.log_dir / f"vllm-{count + index}.log"
-                started[key] = VllmServer(key[0], key[1], log_path=log_path, **self.defaults).launch()
+            for spec in missing:
+                started[spec] = self._server(spec).launch()
             for server in started.values():  # all are starting meanwhile
                 server.wait_ready()
         except BaseException:
@@ -285,7 +289,26 @@ class ServerPool:
                 server.stop()
             raise
         self._alive.update(started)
-        return [self.get(model, args) for model, args in wanted]
+        return [self._alive[spec] for spec in specs]
+
+    def _running(self, spec: ServerSpec) -> bool:
+        server = self._alive.get(spec)
+        return server is not None and server.process is not None and server.process.poll() is None
+
+    def _server(self, spec: ServerSpec) -> VllmServer:
+        log_path = None
+        if self.log_dir is not None:
+            log_path = self.log_dir / f"vllm-{self._started}.log"
+        self._started += 1
+        return VllmServer(
+            spec.model,
+            spec.args,
+            api_key=spec.api_key,
+            env=dict(spec.env),
+            python=spec.python or None,
+            log_path=log_path,
+            **self.defaults,
+        )
 
     def alive(self) -> Iterator[VllmServer]:
         return iter(list(self._alive.values()))

@@ -15,9 +15,6 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-# pytester's inner runs have no ini of ours; this keeps pytest-asyncio's
-# "loop scope unset" warning out of them.
-os.environ.setdefault("PYTEST_ADDOPTS", "-o asyncio_default_fixture_loop_scope=function")
 
 
 def _import_httpx_lazy_modules() -> None:
@@ -50,6 +47,15 @@ _import_httpx_lazy_modules()
 REPO = Path(__file__).resolve().parents[1]
 SUITES = REPO / "suites"
 CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512")
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester, whose inner runs (which have no ini of ours) keep pytest-asyncio's
+    "loop scope unset" warning to themselves. pytester clears PYTEST_ADDOPTS when
+    it starts, so it is set again here."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-o asyncio_default_fixture_loop_scope=function")
+    return pytester
 
 
 @pytest.fixture(scope="session")

@@ -155,8 +155,14 @@ def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pyte
 
 
 def test_a_server_looser_than_declared_fails_the_bound_and_the_latency(pytester, bounded_server):
-    run_suites(pytester, "-m", "admission", url=bounded_server.url, profile=STRICTER_PROFILE)
-    failed = failure_reports(pytester.path / "junit.xml")
+    # vLLM's queue bound races with arrivals under load: a busy 2-core box has
+    # seen a whole burst admitted once in a while. Without a refusal there is
+    # no latency to judge, so such a run is repeated (once) rather than judged.
+    for _attempt in range(2):
+        run_suites(pytester, "-m", "admission", url=bounded_server.url, profile=STRICTER_PROFILE)
+        failed = failure_reports(pytester.path / "junit.xml")
+        if not re.search(r" 0 refused with 503", failed.get("test_burst_past_the_bound_is_refused", "")):
+            break
     assert set(failed) == {"test_burst_past_the_bound_is_refused", "test_refusals_are_fast"}
     assert re.search(r"a burst of 7 concurrent requests: [1-6] served, [1-6] refused with 503: more served than "
                      r"max_queued_requests 0 \(profile stricter\)", failed["test_burst_past_the_bound_is_refused"])
