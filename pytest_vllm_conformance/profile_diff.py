@@ -85,13 +85,20 @@ def _models(baseline: Observed, target: Observed) -> Iterator[Difference]:
                         "another path may hold the same weights; the tokenizer fingerprint says more")
 
 
+def _one_side_missing(
+    before: Any, after: Any, subject: str, gone: str, came: str, key: str, why: str
+) -> Iterator[Difference]:
+    """When one observation lacks a section, that alone is the (informational) difference."""
+    if (before is None) != (after is None):
+        yield _info(f"{subject} {gone if after is None else came}", key, before is not None, after is not None, why)
+
+
 def _routes(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = baseline.get("routes"), target.get("routes")
     if before is None or after is None:
-        if (before is None) != (after is None):
-            state = "no longer published" if after is None else "now published"
-            yield _info(f"route table {state} (/openapi.json)", "routes", before is not None, after is not None,
-                        "without both route tables, removed routes cannot be told")
+        yield from _one_side_missing(before, after, "route table", "no longer published (/openapi.json)",
+                                     "now published (/openapi.json)", "routes",
+                                     "without both route tables, removed routes cannot be told")
         return
     for route in sorted(set(before) - set(after)):
         yield _serving(f"route removed: {route}", "routes", route, None, "clients calling this route now get 404 or 405")
@@ -147,10 +154,8 @@ def _validation(baseline: Observed, target: Observed) -> Iterator[Difference]:
 def _metrics(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = baseline.get("metrics"), target.get("metrics")
     if before is None or after is None:
-        if (before is None) != (after is None):
-            state = "no longer served" if after is None else "now served"
-            yield _info(f"/metrics {state}", "metrics", before is not None, after is not None,
-                        "dashboards and alerts depend on it")
+        yield from _one_side_missing(before, after, "/metrics", "no longer served", "now served", "metrics",
+                                     "dashboards and alerts depend on it")
         return
     old, new = set(before.get("names") or []), set(after.get("names") or [])
     for name in sorted(old - new):
@@ -162,10 +167,8 @@ def _metrics(baseline: Observed, target: Observed) -> Iterator[Difference]:
 def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = baseline.get("tokenizer"), target.get("tokenizer")
     if before is None or after is None:
-        if (before is None) != (after is None):
-            where = "target" if after is None else "baseline"
-            yield _info(f"tokenizer not observable on the {where}", "tokenizer", before is not None, after is not None,
-                        "/tokenize did not answer, so the fingerprints cannot be compared")
+        yield from _one_side_missing(before, after, "tokenizer not observable on the", "target", "baseline",
+                                     "tokenizer", "/tokenize did not answer, so the fingerprints cannot be compared")
         return
     if before.get("text") != after.get("text"):
         yield _info("tokenizer probe text changed", "tokenizer", before.get("text"), after.get("text"),
