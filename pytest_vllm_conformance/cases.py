@@ -245,7 +245,7 @@ def context_endpoints(facts: ServerFacts, expect: Expectations) -> list[ContextE
 @source
 def profile_differences(facts: ServerFacts, expect: Expectations) -> list[profile_diff.Difference]:
     if expect.baseline is None:
-        raise NoCases("no baseline given: pass --vllm-baseline=PATH, a profile captured with --vllm-capture-profile")
+        raise NoCases(f"{NOT_CLAIMED}: no baseline given (--vllm-baseline=PATH, a profile captured with --vllm-capture-profile)")
     if facts.observed is None:
         raise NoCases("the target was not observed (the run's controlling process makes the observation)")
     return profile_diff.differences(expect.baseline.data["observed"], facts.observed)
