@@ -36,13 +36,12 @@ from .contracts import Catalogue
 from .discovery import ServerFacts
 from .reporting import Redactor
 from .serving_profile import Profile, validate
+from .vllm_answers import error_message, reached_handler, scale_out_refusal_status, validation_listing
 
 # Tokenized for the fingerprint; stored in the capture so a later capture can tell it used the same text.
 FINGERPRINT_TEXT = "Serving profile fingerprint: The quick brown fox jumps over 13 lazy dogs; naïve café, 東京, def f(x): return x**2"
 # Wrong-typed items in the one malformed request: enough to tell a summarised error from a full listing.
 MALFORMED_ITEMS = 100
-HANDLER_STATUSES = (200, 400, 422)
-VALIDATION_COUNT = re.compile(r"^(\d+) validation errors?:")
 METRIC_TYPE_LINE = re.compile(r"^# TYPE (\S+) \S+")
 METRIC_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)")
 
@@ -173,8 +172,8 @@ def scale_out_state(client: BoundedClient, version: Version | None, fact: Callab
     response = _send(client, route["method"], route["path"], json_body={})
     status = response.status if response else None
     gate = fact("scale_out_gate")
-    refusal = gate.get("refusal_status_by_path", {}).get(route["path"], gate.get("refusal_status"))
-    if status in HANDLER_STATUSES and not isinstance((response.json_or_none() or {}).get("error"), str):
+    refusal = scale_out_refusal_status(gate, route["path"])
+    if response is not None and reached_handler(response):
         state = "enabled"
     elif status is not None and status == refusal:
         state = "disabled"
@@ -194,12 +193,9 @@ def validation_error(client: BoundedClient, facts: ServerFacts, requests: list[d
     if response is None:
         return {"request": summary, "status": None, "bytes": 0, "truncated": False,
                 "errors_reported": None, "entries_listed": None, "bounded": None}
-    message = ((response.json_or_none() or {}).get("error") or {}) if not response.truncated else {}
-    message = message.get("message") if isinstance(message, dict) else None
-    reported = listed = None
-    if isinstance(message, str) and (count := VALIDATION_COUNT.match(message)):
-        reported = int(count.group(1))
-        listed = sum(1 for line in message.splitlines()[1:] if line.startswith("  ") and "more error" not in line)
+    message = None if response.truncated else error_message(response)
+    listing = validation_listing(message) if message else None
+    reported, listed = (listing.reported, listing.listed) if listing else (None, None)
     bounded = not response.truncated and (reported is None or listed < reported)
     return {
         "request": summary,

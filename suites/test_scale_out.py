@@ -8,9 +8,7 @@ does is in the contract data (facts ``scale_out_gate``, ``scale_out_routes``).
 import pytest
 
 from pytest_vllm_conformance import NOT_CLAIMED, contract, each
-
-HANDLER_STATUSES = (200, 400, 422)
-
+from pytest_vllm_conformance.vllm_answers import HANDLER_STATUSES, reached_handler, scale_out_refusal_status
 
 @pytest.fixture(scope="module")
 def scale_out(vllm_expect):
@@ -23,8 +21,7 @@ def test_enabled_route_is_served(route, scale_out, vllm_client, vllm_expect):
     if scale_out.value != "enabled":
         pytest.skip(f"{NOT_CLAIMED}: scale-out is {scale_out}")
     response = route.send(vllm_client)
-    error = (response.json_or_none() or {}).get("error")
-    assert response.status in HANDLER_STATUSES and not isinstance(error, str), (
+    assert reached_handler(response), (
         f"scale-out is {scale_out}, but {route} did not reach its handler "
         f"(expected {HANDLER_STATUSES} from the handler): {response.describe()} {response.text[:200]!r}"
     )
@@ -38,7 +35,7 @@ def test_disabled_route_is_refused(route, scale_out, vllm_client, vllm_expect):
     gate = vllm_expect.fact("scale_out_gate")
     response = route.send(vllm_client)
     assert gate["gate"] != "none", f"scale-out is {scale_out}, but {gate['note']}: {response.describe()}"
-    expected = gate.get("refusal_status_by_path", {}).get(route.path, gate["refusal_status"])
+    expected = scale_out_refusal_status(gate, route.path)
     assert response.status == expected, (
         f"scale-out is {scale_out}: {route} should be refused with {expected} "
         f"as {vllm_expect.version_label} refuses it, got {response.describe()} {response.text[:200]!r}"

@@ -11,12 +11,12 @@ import re
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.vllm_answers import error_message, validation_listing
 
 INTERNALS = re.compile(
     r"(?P<path>/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+|[\w\-]+(?:/[\w\-]+)+\.py\b)"
     r"|(?P<address>\b0x[0-9a-fA-F]{6,}\b)"
 )
-COUNT = re.compile(r"^(\d+) validation errors?:")
 
 
 @pytest.fixture(scope="module")
@@ -64,16 +64,15 @@ def test_error_body_is_bounded(malformed, observe, max_bytes, bounds, vllm_expec
 def test_error_lists_a_bounded_number_of_entries(malformed, observe, bounds):
     response = observe(malformed)
     assert not response.truncated, f"{malformed}: body truncated, entries cannot be counted{_unbounded_note(bounds)}"
-    message = ((response.json_or_none() or {}).get("error") or {}).get("message")
-    assert isinstance(message, str) and message, f"{malformed}: expected an error message, got {response.text[:200]!r}"
-    count = COUNT.match(message)
-    if count is None:
+    message = error_message(response)
+    assert message, f"{malformed}: expected an error message, got {response.text[:200]!r}"
+    listing = validation_listing(message)
+    if listing is None:
         return  # one refusal for the whole request (e.g. a list-length cap), not a list of errors
-    total = int(count.group(1))
-    entries = [line for line in message.splitlines()[1:] if line.startswith("  ") and "more error" not in line]
-    assert bounds["bounded"], f"{malformed}: the message lists {len(entries)} of {total} errors: {bounds['note']}"
-    assert len(entries) <= bounds["max_entries"], (
-        f"{malformed}: the message lists {len(entries)} entries, more than {bounds['max_entries']}"
+    total = listing.reported
+    assert bounds["bounded"], f"{malformed}: the message lists {listing.listed} of {total} errors: {bounds['note']}"
+    assert listing.listed <= bounds["max_entries"], (
+        f"{malformed}: the message lists {listing.listed} entries, more than {bounds['max_entries']}"
     )
     if total > bounds["max_entries"]:
         marker = bounds["more_marker"].format(n=total - bounds["max_entries"])
