@@ -12,9 +12,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
+from . import yaml_data
 
 CATALOGUE_FILE = "contracts.yaml"
 
@@ -74,7 +75,7 @@ class Catalogue:
 
 @cache
 def load() -> Catalogue:
-    raw = yaml.safe_load(resources.files(__package__).joinpath(CATALOGUE_FILE).read_text())
+    raw = yaml_data.load_shipped(resources.files(__package__).joinpath(CATALOGUE_FILE).read_text())
     features = dict(raw["features"])
     contracts = {}
     for entry in raw["contracts"]:

@@ -27,6 +27,8 @@ import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from . import yaml_data
+
 RULES_FILE = "deprecations.yaml"
 MAX_FILE_BYTES = 5 * 1024 * 1024
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
@@ -80,7 +82,7 @@ class Rules:
 
 @cache
 def load_rules() -> Rules:
-    raw = yaml.safe_load(resources.files(__package__).joinpath(RULES_FILE).read_text())
+    raw = yaml_data.load_shipped(resources.files(__package__).joinpath(RULES_FILE).read_text())
     by_kind: dict[str, dict[str, Rule]] = {}
     for kind in KIND_WORDS:
         rules = {}

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from .. import yaml_data
+
 TASKS_DIR = Path(__file__).with_name("tasks")
 SHORT_ANSWER = "vllm_conformance_short_answer"
 MULTIPLE_CHOICE = "vllm_conformance_multiple_choice"
@@ -28,7 +30,7 @@ def long_context_task(percent: int) -> str:
 
 
 def _write_task(run_dir: Path, template: str, name: str, data_file: Path) -> None:
-    config: dict[str, Any] = yaml.safe_load((TASKS_DIR / f"{template}.yaml").read_text())
+    config: dict[str, Any] = yaml_data.load_shipped((TASKS_DIR / f"{template}.yaml").read_text())
     config["task"] = name
     config["dataset_kwargs"] = {
         **config.get("dataset_kwargs", {}),
