@@ -8,7 +8,15 @@ and what was seen. Everything else must still pass.
 
 import pytest
 
-from fixtures.fault_proxy import AmplifyErrors, FaultProxy, InjectAuth, LeakInternals, RouteTo
+from fixtures.fault_proxy import (
+    AmplifyErrors,
+    FaultProxy,
+    InjectAuth,
+    LeakInternals,
+    RewriteJsonResponse,
+    RouteTo,
+    StripJsonField,
+)
 from tests.conftest import (
     CPU_SERVE_ARGS,
     GATED_PROFILE,
@@ -92,3 +100,25 @@ def test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits(pytester, vll
     assert "-> 500" in huge
     over = failed["test_oversized_declaration_is_refused_fast[declares just over 2 GiB 4194305x128]"]
     assert "was not refused with 400 naming 'prompt_embeds'" in over or "it was decoded before it was refused" in over
+
+
+def test_answers_the_sdk_cannot_use_fail_sdk(pytester, plain_server):
+    # An ingress that hides the model from SDK clients only, miscounts completion tokens,
+    # answers chats as the user, and drops stream_options on the way in.
+    rules = [
+        RewriteJsonResponse(("data", "*", "id"), "another-model", path="/v1/models", user_agent="OpenAI/Python .*"),
+        RewriteJsonResponse(("usage", "completion_tokens"), 99, path="/v1/completions"),
+        RewriteJsonResponse(("choices", 0, "message", "role"), "user", path="/v1/chat/completions"),
+        StripJsonField(field="stream_options", path="/v1/chat/completions"),
+    ]
+    with FaultProxy(plain_server.url, rules=rules) as proxy:
+        run_suites(pytester, "-m", "sdk", url=proxy.url, profile=PLAIN_PROFILE)
+    failed = failures(pytester.path / "junit.xml")
+    assert set(failed) == {"test_sdk_lists_the_model", "test_sdk_completion_parses",
+                           "test_sdk_chat_completion_parses", "test_sdk_streamed_chat_completion_parses"}
+    assert "the OpenAI SDK sees ['another-model']" in failed["test_sdk_lists_the_model"]
+    assert "the completion reports 99 completion tokens for max_tokens=8" in failed["test_sdk_completion_parses"]
+    assert "the answer's role is 'user', not 'assistant'" in failed["test_sdk_chat_completion_parses"]
+    assert "asked for stream_options.include_usage, but the stream does not end with a usage chunk" in (
+        failed["test_sdk_streamed_chat_completion_parses"]
+    )

@@ -485,6 +485,13 @@ def test_rules_from_json_specs() -> None:
         rule_from_dict({"rule": "NoSuchRule"})
 
 
+def test_a_rule_can_single_out_one_kind_of_client() -> None:
+    rule = RewriteJsonResponse(("data",), [], path="/v1/models", user_agent="OpenAI/Python .*")
+    assert rule.matches("GET", "/v1/models", "OpenAI/Python 1.99.0")
+    assert not rule.matches("GET", "/v1/models", "python-httpx/0.28.1")
+    assert not rule.matches("GET", "/v1/models")  # no User-Agent at all
+
+
 def test_subprocess_mode_prints_its_port_first(upstream: Upstream) -> None:
     spec = {"rule": "Respond", "status": 418, "body_json": {"teapot": True}, "path": "/tea"}
     with subprocess.Popen(

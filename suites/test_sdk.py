@@ -1,0 +1,73 @@
+"""The official OpenAI Python SDK, as applications call it, works against the server.
+
+Applications reach vLLM through the SDK, not raw HTTP: a renamed field or a
+stream framed differently breaks them while every route still answers 200.
+The SDK here has the run's byte cap and timeout. Only the structure of an
+answer is checked, never its wording.
+"""
+
+from pytest_vllm_conformance import contract
+
+MAX_TOKENS = 8
+PROMPT = "Name three colours."
+
+
+def _usage_adds_up(usage, what):
+    assert usage is not None, f"the {what} carries no usage"
+    assert 0 < usage.completion_tokens <= MAX_TOKENS, (
+        f"the {what} reports {usage.completion_tokens} completion tokens for max_tokens={MAX_TOKENS}"
+    )
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens, (
+        f"the {what}'s usage does not add up: {usage.prompt_tokens} prompt + {usage.completion_tokens} "
+        f"completion != {usage.total_tokens} total"
+    )
+
+
+@contract("sdk.lists_model")
+def test_sdk_lists_the_model(vllm_openai, vllm_facts):
+    ids = [model.id for model in vllm_openai.models.list()]
+    assert vllm_facts.model in ids, f"the OpenAI SDK sees {ids}, not {vllm_facts.model!r}"
+
+
+@contract("sdk.completion_parses")
+def test_sdk_completion_parses(vllm_openai, vllm_facts):
+    completion = vllm_openai.completions.create(
+        model=vllm_facts.model, prompt=PROMPT, max_tokens=MAX_TOKENS, temperature=0
+    )
+    assert len(completion.choices) == 1, f"expected one choice, got {len(completion.choices)}"
+    choice = completion.choices[0]
+    assert isinstance(choice.text, str), f"the choice's text is {choice.text!r}"
+    assert choice.finish_reason in ("stop", "length"), f"finish_reason is {choice.finish_reason!r}"
+    _usage_adds_up(completion.usage, "completion")
+
+
+@contract("sdk.chat_parses")
+def test_sdk_chat_completion_parses(vllm_openai, vllm_facts):
+    chat = vllm_openai.chat.completions.create(
+        model=vllm_facts.model, messages=[{"role": "user", "content": PROMPT}], max_tokens=MAX_TOKENS, temperature=0
+    )
+    assert len(chat.choices) == 1, f"expected one choice, got {len(chat.choices)}"
+    message = chat.choices[0].message
+    assert message.role == "assistant", f"the answer's role is {message.role!r}, not 'assistant'"
+    assert isinstance(message.content, str), f"the answer's content is {message.content!r}"
+    assert chat.choices[0].finish_reason in ("stop", "length"), f"finish_reason is {chat.choices[0].finish_reason!r}"
+    _usage_adds_up(chat.usage, "chat completion")
+
+
+@contract("sdk.chat_stream_parses")
+def test_sdk_streamed_chat_completion_parses(vllm_openai, vllm_facts):
+    stream = vllm_openai.chat.completions.create(
+        model=vllm_facts.model,
+        messages=[{"role": "user", "content": PROMPT}],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    finish_reasons = [choice.finish_reason for chunk in chunks for choice in chunk.choices if choice.finish_reason]
+    assert finish_reasons in (["stop"], ["length"]), f"the stream's finish reasons are {finish_reasons}"
+    assert chunks and chunks[-1].usage is not None and not chunks[-1].choices, (
+        "asked for stream_options.include_usage, but the stream does not end with a usage chunk"
+    )
+    _usage_adds_up(chunks[-1].usage, "stream")
