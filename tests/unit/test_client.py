@@ -112,3 +112,21 @@ async def test_async_client_shares_the_bounds(hostile):
     finally:
         await client.aclose()
 
+
+
+@pytest.mark.asyncio
+async def test_sync_client_works_inside_a_running_event_loop(hostile):
+    # An async test may use the sync fixture: its loop already runs in this thread.
+    with BoundedClient(hostile.url, timeout=2.0, max_body=CAP) as client:
+        assert client.get("/status/204").status == 204
+        with pytest.raises(RequestTimeout):
+            client.get("/hang")
+        assert client.get("/status/418").status == 418
+
+
+def test_sync_client_serves_several_threads(hostile):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with BoundedClient(hostile.url, timeout=2.0, max_body=CAP) as client, ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(lambda status: client.get(f"/status/{status}").status, range(200, 216)))
+    assert statuses == list(range(200, 216))
