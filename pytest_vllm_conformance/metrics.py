@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
 # What the text format appends to a family's name to name its series.
 SERIES_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created", "_info", "")
 
@@ -54,6 +52,10 @@ class Exposition:
 
 def parse(text: str) -> Exposition:
     """Every family on the page; ExpositionError names the first line the parser refuses."""
+    # Imported here: the plugin loads this module at every start-up (the capture,
+    # the cases), and only runs that read /metrics need the parser.
+    from prometheus_client.parser import text_string_to_metric_families
+
     families = {}
     try:
         # A generator: the page is only checked as far as it is consumed.

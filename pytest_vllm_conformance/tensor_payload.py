@@ -38,8 +38,12 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+# numpy is imported inside the functions that use it: every run collects the
+# embedding suite, and only runs that send payloads should pay for numpy.
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "dense_float32",
@@ -54,19 +58,19 @@ __all__ = [
     "to_base64",
 ]
 
-#: torch's legacy storage class for each numpy dtype we write. The persistent
-#: id names the storage by this class, and ``torch.load`` takes the element
-#: dtype from it.
-_STORAGE_CLASS: dict[np.dtype, str] = {
-    np.dtype("float32"): "FloatStorage",
-    np.dtype("float64"): "DoubleStorage",
-    np.dtype("float16"): "HalfStorage",
-    np.dtype("int64"): "LongStorage",
-    np.dtype("int32"): "IntStorage",
-    np.dtype("int16"): "ShortStorage",
-    np.dtype("int8"): "CharStorage",
-    np.dtype("uint8"): "ByteStorage",
-    np.dtype("bool"): "BoolStorage",
+#: torch's legacy storage class for each numpy dtype (by name) we write. The
+#: persistent id names the storage by this class, and ``torch.load`` takes the
+#: element dtype from it.
+_STORAGE_CLASS: dict[str, str] = {
+    "float32": "FloatStorage",
+    "float64": "DoubleStorage",
+    "float16": "HalfStorage",
+    "int64": "LongStorage",
+    "int32": "IntStorage",
+    "int16": "ShortStorage",
+    "int8": "CharStorage",
+    "uint8": "ByteStorage",
+    "bool": "BoolStorage",
 }
 
 #: What torch names the archive's top folder when saving to a file object.
@@ -79,7 +83,7 @@ _ALIGNMENT = 64
 _FILE_FORMAT_VERSION = b"3\n"
 
 #: A spread small enough that any embedding layer's activations look plausible.
-_VALUE_SCALE = np.float32(0.02)
+_VALUE_SCALE = 0.02
 
 
 # --------------------------------------------------------------------------
@@ -93,8 +97,10 @@ def dense_values(rows: int, cols: int, seed: int = 0) -> np.ndarray:
     Deterministic for a seed, so a test can compare what the server (or
     ``torch.load``) returns with what was sent.
     """
+    import numpy as np
+
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((rows, cols), dtype=np.float32) * _VALUE_SCALE
+    return rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(_VALUE_SCALE)
 
 
 def dense_float32(rows: int, cols: int, seed: int = 0) -> bytes:
@@ -113,7 +119,7 @@ def dense_with_batch(rows: int, cols: int, seed: int = 0) -> bytes:
     vLLM squeezes the leading dim of any tensor with more than two dims, so
     this must behave exactly like ``dense_float32(rows, cols, seed)``.
     """
-    return save_dense(dense_values(rows, cols, seed)[np.newaxis, :, :])
+    return save_dense(dense_values(rows, cols, seed)[None, :, :])
 
 
 def dense_int64(rows: int, cols: int, seed: int = 0) -> bytes:
@@ -124,6 +130,8 @@ def dense_int64(rows: int, cols: int, seed: int = 0) -> bytes:
     integer payload, which almost always means the caller sent the wrong
     tensor (token ids, quantized data).
     """
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     return save_dense(rng.integers(0, 1000, size=(rows, cols), dtype=np.int64))
 
@@ -141,12 +149,14 @@ def sparse_coo_parts(
     rows, cols = _positive_shape(shape)
     if not 1 <= nnz <= rows * cols:
         raise ValueError(f"nnz must be in 1..{rows * cols} for shape {shape}, got {nnz}")
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     # Sampling flat positions without replacement gives distinct coordinates;
     # numpy's Generator does this in O(nnz) even when rows*cols is 2**40.
     flat = np.sort(rng.choice(rows * cols, size=nnz, replace=False).astype(np.int64))
     indices = np.stack([flat // cols, flat % cols]).astype(np.int64)
-    values = rng.standard_normal(nnz, dtype=np.float32) * _VALUE_SCALE
+    values = rng.standard_normal(nnz, dtype=np.float32) * np.float32(_VALUE_SCALE)
     return indices, values
 
 
@@ -211,6 +221,8 @@ def save_sparse_coo(
     sparse invariant checks are on (vLLM turns them on). ``indices`` must be
     int64 (sparse_dim, nnz).
     """
+    import numpy as np
+
     indices = np.asarray(indices)
     if indices.dtype != np.int64 or indices.ndim != 2:
         raise ValueError(f"indices must be int64 of shape (sparse_dim, nnz), got {indices.dtype} {indices.shape}")
@@ -245,9 +257,11 @@ class _Storages:
         self.blobs: list[bytes] = []
 
     def add(self, array: np.ndarray) -> _TensorRef:
-        # The table is keyed by native-order dtypes; a '>f4' array is still float32.
+        import numpy as np
+
+        # A '>f4' array is still float32: the name ignores byte order.
         dtype = array.dtype.newbyteorder("=")
-        if dtype not in _STORAGE_CLASS:
+        if dtype.name not in _STORAGE_CLASS:
             raise ValueError(f"no torch storage class for dtype {array.dtype}")
         key = str(len(self.blobs))
         # We record "little" in archive/byteorder, so the bytes must be
@@ -255,7 +269,7 @@ class _Storages:
         little = np.ascontiguousarray(array, dtype=dtype.newbyteorder("<"))
         self.blobs.append(little.tobytes())
         shape = tuple(int(d) for d in array.shape)
-        return _TensorRef(_STORAGE_CLASS[dtype], key, int(array.size), shape, _contiguous_stride(shape))
+        return _TensorRef(_STORAGE_CLASS[dtype.name], key, int(array.size), shape, _contiguous_stride(shape))
 
 
 def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_vllm_conformance import NOT_CLAIMED, contract, each
+from pytest_vllm_conformance import NOT_CLAIMED, contract, each, watermark
 from pytest_vllm_conformance.client import TransportFailure
-from pytest_vllm_conformance.watermark import make_detector
 
 # A watermarked answer must reach this p-value, an unwatermarked one must not:
 # either verdict is then wrong about once in a million answers.
@@ -76,7 +75,7 @@ def detector(vllm_expect, vllm_watermark_key):
     }
     if algorithm == "dual_key_gumbel":
         options["alpha"] = vllm_expect.declared("watermark", "alpha", default_fact="watermark_default_alpha").value
-    return make_detector(algorithm, _parse_key(vllm_watermark_key.reveal()), **options)
+    return watermark.make_detector(algorithm, _parse_key(vllm_watermark_key.reveal()), **options)
 
 
 def _parse_key(text: str) -> int:

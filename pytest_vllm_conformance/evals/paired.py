@@ -30,9 +30,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20260529
@@ -88,6 +89,8 @@ def newcombe_paired_interval(
 
 def bootstrap_paired_interval(differences: np.ndarray, confidence: float) -> tuple[float, float]:
     """Percentile interval of the mean of per-item differences, resampling items."""
+    import numpy as np  # here, not at the top: every run collects the quality suite, few compare
+
     if differences.size == 0:
         return -math.inf, math.inf
     generator = np.random.default_rng(BOOTSTRAP_SEED)
@@ -166,6 +169,8 @@ def compare(
     confidence: float,
 ) -> Comparison:
     """Pair the per-item values by item key; items only one side answered are left out."""
+    import numpy as np  # here, not at the top: every run collects the quality suite, few compare
+
     keys = sorted(set(target) & set(baseline))
     target_values = np.array([float(target[key]) for key in keys])
     baseline_values = np.array([float(baseline[key]) for key in keys])

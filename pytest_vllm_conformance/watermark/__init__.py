@@ -8,15 +8,40 @@ server configured with ``--watermark-config`` really watermarks its output.
 The watermark key is a secret: nothing in this package prints it.
 """
 
-from .detector import (
-    Detection,
-    DualKeyGumbelDetector,
-    GumbelDetector,
-    gamma_survival_integer_shape,
-    make_detector,
-    regularized_gamma_q,
-)
-from .prf import PHILOX_VERSION, PhiloxPRF, derive_watermark_key
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .detector import (
+        Detection,
+        DualKeyGumbelDetector,
+        GumbelDetector,
+        gamma_survival_integer_shape,
+        make_detector,
+        regularized_gamma_q,
+    )
+    from .prf import PHILOX_VERSION, PhiloxPRF, derive_watermark_key
+
+# Loaded on first use (PEP 562): every run collects the watermark suite and
+# imports this package, but only runs with a watermark key need numpy.
+_HOMES = {
+    "Detection": "detector",
+    "DualKeyGumbelDetector": "detector",
+    "GumbelDetector": "detector",
+    "gamma_survival_integer_shape": "detector",
+    "make_detector": "detector",
+    "regularized_gamma_q": "detector",
+    "PHILOX_VERSION": "prf",
+    "PhiloxPRF": "prf",
+    "derive_watermark_key": "prf",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+
 
 __all__ = [
     "PHILOX_VERSION",
