@@ -29,7 +29,7 @@ def test_a_shorter_context_than_the_baseline_fails_diff_and_context(pytester, pl
                            "test_models_report_the_declared_max_model_len"}, failed
     assert "max_model_len: 512 -> 256: prompts that fitted before are now refused or get their max_tokens clamped" in (
         failed["test_difference_from_the_baseline[max_model_len: 512 -> 256]"])
-    assert f"/v1/models reports max_model_len 256 for '{tiny_models['tiny-llama']}', expected 512 (baseline {baseline})" in (
+    assert f"/v1/models reports max_model_len 256 for 'tiny-llama', expected 512 (baseline {baseline})" in (
         failed["test_models_report_the_declared_max_model_len"])
     report = (tmp_path / "canary-512.diff.md").read_text()
     assert "| max_model_len: 512 -> 256 | 512 | 256 | **fails** |" in report

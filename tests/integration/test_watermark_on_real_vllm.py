@@ -41,7 +41,7 @@ def test_the_cpu_server_watermarks_sampled_output_and_honours_the_opt_out(waterm
     with httpx.Client(base_url=watermark_server.url, timeout=60, trust_env=False) as http:
         for path, request in APIS.items():
             for opt_out in (None, False):
-                body = {"model": watermark_server.model, **request, "max_tokens": 200, "temperature": 1.0,
+                body = {"model": watermark_server.served_model, **request, "max_tokens": 200, "temperature": 1.0,
                         "return_token_ids": True, **({} if opt_out is None else {"watermarking": opt_out})}
                 answer = http.post(path, json=body)
                 assert answer.status_code == 200, answer.text[:300]
