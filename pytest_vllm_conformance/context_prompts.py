@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .client import BoundedClient, RequestTimeout, Response, TransportFailure
+from .client import BoundedClient, Response, TransportFailure
+from .vllm_answers import tokenized
 
 # Tokenized once for the ids of completion prompts (cycled to any length).
 SEED_TEXT = "conformance probe of the context limit"
@@ -124,10 +125,10 @@ CONTEXT_ENDPOINTS = (
 def _tokenize(client: BoundedClient, body: dict[str, Any]) -> list[int]:
     try:
         response = client.post("/tokenize", body)
-    except (TransportFailure, RequestTimeout) as exc:
+    except TransportFailure as exc:
         raise PromptUnavailable(f"cannot measure prompts: {exc}") from None
-    tokens = (response.json_or_none() or {}).get("tokens") if response.status == 200 else None
-    if not isinstance(tokens, list):
+    tokens = tokenized(response)
+    if tokens is None:
         raise PromptUnavailable(
             f"cannot measure prompts: /tokenize did not return tokens: {response.describe()} {response.text[:200]!r}"
         )

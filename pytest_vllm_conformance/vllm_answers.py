@@ -30,6 +30,13 @@ def scale_out_refusal_status(gate: dict[str, Any], path: str) -> int | None:
     return gate.get("refusal_status_by_path", {}).get(path, gate.get("refusal_status"))
 
 
+def tokenized(response: Response) -> list[int] | None:
+    """The token ids of a ``/tokenize`` answer, or None when the answer is not one."""
+    payload = response.json_or_none() if response.status == 200 else None
+    tokens = payload.get("tokens") if isinstance(payload, dict) else None
+    return tokens if isinstance(tokens, list) else None
+
+
 def error_message(response: Response) -> str | None:
     """``error.message`` of vLLM's ErrorResponse envelope, if the body is one."""
     error = (response.json_or_none() or {}).get("error")

@@ -19,7 +19,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ..client import BoundedClient, RequestTimeout, TransportFailure
+from ..client import BoundedClient, TransportFailure
+from ..vllm_answers import tokenized
 
 FILLER_SEED = 503
 ITEMS_PER_LENGTH = 8
@@ -89,16 +90,12 @@ class _Counter:
         body = {"model": self.model, "prompt": text, "add_special_tokens": False}
         try:
             response = self.client.post("/tokenize", body, max_body=self.cap)
-        except (TransportFailure, RequestTimeout) as exc:
+        except TransportFailure as exc:
             raise LongContextUnavailable(f"cannot size prompts with /tokenize: {exc}") from None
-        payload = response.json_or_none() if response.status == 200 else None
-        count = payload.get("count") if isinstance(payload, dict) else None
-        if not isinstance(count, int):
-            tokens = payload.get("tokens") if isinstance(payload, dict) else None
-            count = len(tokens) if isinstance(tokens, list) else None
-        if count is None:
+        tokens = tokenized(response)
+        if tokens is None:
             raise LongContextUnavailable(f"cannot size prompts: /tokenize answered {response.describe()}")
-        return count
+        return len(tokens)
 
 
 def _largest_fitting(measure, words: list[str], depth: float, needle: str, question: str, budget: int, guess: int) -> tuple[int, int]:
