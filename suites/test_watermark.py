@@ -19,14 +19,13 @@ printed (the run's redactor scrubs it from every report).
 
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass, field
 
 import pytest
 
 from pytest_vllm_conformance import NOT_CLAIMED, contract, each, watermark
 from pytest_vllm_conformance.client import TransportFailure
+from pytest_vllm_conformance.watermark.planning import Plan, answer_length
 
 # A watermarked answer must reach this p-value, an unwatermarked one must not:
 # either verdict is then wrong about once in a million answers.
@@ -130,39 +129,20 @@ def _score(detector, api, response, tokenize):
 
 @pytest.fixture(scope="module")
 def plan(detector, sample, vllm_ingress_client, vllm_facts):
-    """``plan(api)``: tokens per answer on ``api`` for a watermarked one to reach TARGET_P_VALUE.
-
-    Planned per API from a pilot answer through the ingress, because an API
-    whose token ids are re-tokenized from text keeps less of the signal.
-    Unwatermarked, a token scores mean 1 and variance v; the pilot gives the
-    watermarked mean m and spread s per scored token. n scored tokens suffice
-    when n*m - SAFETY_SIGMAS*s*sqrt(n) still lies z*sqrt(n*v) above n, z being
-    TARGET_P_VALUE's normal quantile; deduplication scores only a fraction of
-    the generated tokens, so the plan is divided by that fraction.
-    """
+    """``plan(api)``: how many tokens an answer on ``api`` needs, from a pilot answer through the ingress."""
     cap = min(MAX_TOKENS, (vllm_facts.max_model_len or 2048) - PROMPT_ALLOWANCE)
-    alpha = getattr(detector, "alpha", 0.0)
-    null_variance = (1 - alpha) ** 2 + alpha**2
-    z = statistics.NormalDist().inv_cdf(1 - TARGET_P_VALUE)
     plans = {}
 
     def plan(api):
-        if api.id in plans:
-            return plans[api.id]
-        response, pilot = sample(vllm_ingress_client, api, PILOT_TOKENS)
-        if pilot is None or pilot.num_scored_tokens < 2:
-            plans[api.id] = (cap, f"no usable pilot ({response.describe()}): the most the context allows")
-            return plans[api.id]
-        scores = detector.token_scores(pilot.token_ids)
-        mean, spread = float(scores.mean()), float(scores.std(ddof=1))
-        scored_fraction = pilot.num_scored_tokens / len(pilot.token_ids)
-        basis = f"pilot of {len(pilot.token_ids)} tokens: per-token score mean {mean:.2f}, sd {spread:.2f}"
-        if mean <= 1.0:
-            plans[api.id] = (cap, f"{basis}, no watermark signal: the most the context allows")
-            return plans[api.id]
-        scored = ((z * math.sqrt(null_variance) + SAFETY_SIGMAS * spread) / (mean - 1.0)) ** 2
-        tokens = max(MIN_TOKENS, math.ceil(scored / scored_fraction))
-        plans[api.id] = (min(tokens, cap), f"{basis}, {scored_fraction:.0%} scored; needs {tokens}, cap {cap}")
+        if api.id not in plans:
+            response, pilot = sample(vllm_ingress_client, api, PILOT_TOKENS)
+            if pilot is None:
+                plans[api.id] = Plan(cap, f"no usable pilot ({response.describe()}): the most the context allows")
+            else:
+                plans[api.id] = answer_length(
+                    detector, pilot.token_ids, pilot.num_scored_tokens, target_p_value=TARGET_P_VALUE,
+                    cap=cap, min_tokens=MIN_TOKENS, safety_sigmas=SAFETY_SIGMAS,
+                )
         return plans[api.id]
 
     return plan
@@ -177,10 +157,10 @@ def sampled(sample, plan, request):
         request.node.user_properties.append((name, value))
 
     def sampled(client, api, watermarking=None):
-        tokens, basis = plan(api)
-        record_property("watermark_planned_tokens", tokens)
-        record_property("watermark_plan_basis", basis)
-        response, found = sample(client, api, tokens, watermarking)
+        planned = plan(api)
+        record_property("watermark_planned_tokens", planned.tokens)
+        record_property("watermark_plan_basis", planned.basis)
+        response, found = sample(client, api, planned.tokens, watermarking)
         if found is not None:
             record_property("watermark_p_value", f"{found.p_value:.3g}")
             record_property("watermark_scored_tokens", found.num_scored_tokens)
@@ -201,10 +181,10 @@ def test_sampled_output_is_watermarked(api, sampled, plan, vllm_ingress_client):
     if found is None:
         _failed_request(api, "a sampled request through the ingress", response)
     if not found.watermarked:
-        tokens, basis = plan(api)
+        planned = plan(api)
         pytest.fail(
             f"{api}: a sampled answer through the ingress is not watermarked under the declared key: {found}, "
-            f"needs p <= {TARGET_P_VALUE:g}; planned {tokens} tokens ({basis})",
+            f"needs p <= {TARGET_P_VALUE:g}; planned {planned.tokens} tokens ({planned.basis})",
             pytrace=False,
         )
 
