@@ -114,19 +114,21 @@ class VllmServer:
     @property
     def served_model(self) -> str:
         """The model id clients send: the first ``--served-model-name`` given, else the folder's name."""
+        # vLLM would name the model after its argument, a local folder path: a
+        # capture taken on one machine would then diff against another's as one
+        # model removed and another added. The folder's name is the same everywhere.
+        return self._given_name() or Path(self.model).name or self.model
+
+    def _given_name(self) -> str | None:
         for index, arg in enumerate(self.args):
             if arg == "--served-model-name" and index + 1 < len(self.args):
                 return self.args[index + 1]
             if arg.startswith("--served-model-name="):
                 return arg.split("=", 1)[1]
-        # vLLM would name the model after its argument, a local folder path: a
-        # capture taken on one machine would then diff against another's as one
-        # model removed and another added. The folder's name is the same everywhere.
-        return Path(self.model).name or self.model
+        return None
 
     def _default_name(self) -> tuple[str, ...]:
-        named = any(arg == "--served-model-name" or arg.startswith("--served-model-name=") for arg in self.args)
-        return () if named else ("--served-model-name", self.served_model)
+        return () if self._given_name() else ("--served-model-name", self.served_model)
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
