@@ -25,6 +25,7 @@ import pytest
 
 from pytest_vllm_conformance import NOT_CLAIMED, contract, each, watermark
 from pytest_vllm_conformance.client import TransportFailure
+from pytest_vllm_conformance.vllm_answers import tokenized
 from pytest_vllm_conformance.watermark.planning import Plan, answer_length
 
 # A watermarked answer must reach this p-value, an unwatermarked one must not:
@@ -93,8 +94,11 @@ def sample(detector, vllm_client, vllm_facts):
     answers = {}
 
     def tokenize(text, special):
-        body = {"model": vllm_facts.model, "prompt": text, "add_special_tokens": special}
-        return vllm_client.post("/tokenize", body).json()["tokens"]
+        response = vllm_client.post("/tokenize", {"model": vllm_facts.model, "prompt": text, "add_special_tokens": special})
+        tokens = tokenized(response)
+        if tokens is None:
+            pytest.fail(f"cannot score answers: /tokenize gave no token ids: {response.describe()}", pytrace=False)
+        return tokens
 
     def sample(client, api, max_tokens, watermarking=None):
         if api.form:
