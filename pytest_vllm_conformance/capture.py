@@ -30,13 +30,13 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from packaging.version import Version
 
-from . import __version__, profile_diff
+from . import __version__, discovery, profile_diff
 from .client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
 from .contracts import Catalogue
 from .discovery import ServerFacts
 from .reporting import Redactor
 from .serving_profile import Profile, validate
-from .vllm_answers import error_message, reached_handler, scale_out_refusal_status, validation_listing
+from .vllm_answers import error_message, reached_handler, scale_out_refusal_status, tokenized, validation_listing
 
 # Tokenized for the fingerprint; stored in the capture so a later capture can tell it used the same text.
 FINGERPRINT_TEXT = "Serving profile fingerprint: The quick brown fox jumps over 13 lazy dogs; naïve café, 東京, def f(x): return x**2"
@@ -46,14 +46,22 @@ METRIC_TYPE_LINE = re.compile(r"^# TYPE (\S+) \S+")
 METRIC_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)")
 
 
-def observe(client: BoundedClient, facts: ServerFacts, catalogue: Catalogue) -> dict[str, Any]:
-    """The ``observed:`` section of a capture (plain data, JSON/YAML-safe)."""
+def observe(
+    client: BoundedClient, facts: ServerFacts, catalogue: Catalogue, baseline_routes: list[str] | None = None
+) -> dict[str, Any]:
+    """The ``observed:`` section of a capture (plain data, JSON/YAML-safe).
+
+    ``baseline_routes``: the baseline's routes, each probed here when the
+    target's table does not list it, so a removal is seen, not assumed.
+    """
     version = facts.parsed_version
+    unobserved: dict[str, str] = {}
 
     def fact(name: str) -> Any:
         return catalogue.fact(name, version)
 
-    return {
+    routes, routes_unknown = observed_routes(client, facts, baseline_routes or [])
+    observed = {
         "captured_at": datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat(),
         "captured_by": f"pytest-vllm-conformance {__version__}",
         "url": public_url(facts.url),
@@ -63,13 +71,19 @@ def observe(client: BoundedClient, facts: ServerFacts, catalogue: Catalogue) -> 
             {"id": card.id, "max_model_len": card.max_model_len, "root": card.root} for card in facts.models
         ],
         "max_model_len": facts.max_model_len,
-        "routes": route_list(facts.routes),
-        "auth": auth_posture(client, fact("auth_failure_status")),
-        "scale_out": scale_out_state(client, version, fact),
-        "validation_error": validation_error(client, facts, fact("malformed_list_requests")),
-        "metrics": metric_names(client),
-        "tokenizer": tokenizer_fingerprint(client, facts.model),
+        "routes": routes,
+        "routes_source": facts.inventory.source if facts.inventory else None,
+        "routes_unknown": routes_unknown,
+        "auth": auth_posture(client, fact("auth_failure_status"), unobserved),
+        "scale_out": scale_out_state(client, version, fact, unobserved),
+        "validation_error": validation_error(client, facts, fact("malformed_list_requests"), unobserved),
+        "metrics": metric_names(client, unobserved),
+        "tokenizer": tokenizer_fingerprint(client, facts.model, unobserved),
     }
+    if routes is None:
+        unobserved["routes"] = facts.inventory.source if facts.inventory else "the server hides /openapi.json"
+    observed["unobserved"] = unobserved
+    return observed
 
 
 def observe_and_record(
@@ -81,20 +95,23 @@ def observe_and_record(
     baseline: Profile | None,
     diff_report: Path | None,
     redactor: Redactor,
+    baseline_ignore: list[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Observe the target once; write the capture and the diff against the baseline.
 
     Returns the observation (handed to the suites in the facts) and one line
     per file written, for the report header. OSError when a file cannot be written.
     """
-    observed = observe(client, facts, catalogue)
+    baseline_routes = (baseline.data["observed"].get("routes") or []) if baseline is not None else []
+    observed = observe(client, facts, catalogue, baseline_routes)
+    ignore = (baseline_ignore or ())
     notes = []
     if capture_path:
         notes.append(f"vllm capture: {write_profile(capture_path, observed, redactor)}")
     if baseline is not None:
         report = diff_report or profile_diff.default_report_path(baseline.path)
         written, found = profile_diff.write_report(
-            report, baseline.data["observed"], str(baseline.path), observed, redact=redactor
+            report, baseline.data["observed"], str(baseline.path), observed, redact=redactor, ignore=ignore
         )
         matter = sum(difference.matters for difference in found)
         notes.append(
@@ -159,14 +176,42 @@ def route_list(routes: dict[str, tuple[str, ...]] | None) -> list[str] | None:
     return sorted(f"{method} {path}" for path, methods in routes.items() for method in methods)
 
 
-def auth_posture(client: BoundedClient, refusal_status: int) -> dict[str, Any]:
+def observed_routes(client: BoundedClient, facts: ServerFacts, baseline_routes: list[str]) -> tuple[list[str] | None, list[str]]:
+    """The target's routes, plus those of the baseline a probe finds here; and the baseline's a probe could not tell."""
+    routes = route_list(facts.routes)
+    missing = [route for route in baseline_routes if route not in (routes or [])]
+    found, unknown = [], []
+    answers: dict[str, Any] = {}
+    for route in missing:
+        method, _, path = route.partition(" ")
+        if path not in answers:
+            answers[path] = discovery.options_probe(client, path)
+        state = discovery.route_state(answers[path], method)
+        if state == discovery.MOUNTED:
+            found.append(route)
+        elif state != discovery.NOT_MOUNTED:
+            unknown.append(route)
+    if routes is None and not found:
+        return None, unknown
+    return sorted({*(routes or []), *found}), unknown
+
+
+def _answered(response: Response | None, what: str) -> str:
+    return f"{what} answered {response.status}" if response is not None else f"{what} got no answer"
+
+
+def auth_posture(client: BoundedClient, refusal_status: int, unobserved: dict[str, str]) -> dict[str, Any]:
     response = _send(client, "GET", "/v1/models", auth=False)
     status = response.status if response else None
     posture = {refusal_status: "required", 200: "none"}.get(status, "unknown")
+    if posture == "unknown":
+        unobserved["auth"] = _answered(response, "GET /v1/models without a key")
     return {"v1_models_without_key": status, "posture": posture}
 
 
-def scale_out_state(client: BoundedClient, version: Version | None, fact: Callable[[str], Any]) -> dict[str, Any]:
+def scale_out_state(
+    client: BoundedClient, version: Version | None, fact: Callable[[str], Any], unobserved: dict[str, str]
+) -> dict[str, Any]:
     """Probe one scale-out route with ``{}``: a live handler refuses the body, a closed gate the route."""
     route = next(r for r in fact("scale_out_routes") if version is None or version >= Version(r["since"]))
     response = _send(client, route["method"], route["path"], json_body={})
@@ -179,13 +224,20 @@ def scale_out_state(client: BoundedClient, version: Version | None, fact: Callab
         state = "disabled"
     else:
         state = "unknown"
+        unobserved["scale_out"] = (
+            f"{_answered(response, route['method'] + ' ' + route['path'])}, neither its handler's answer "
+            f"nor the version's refusal ({refusal})"
+        )
     return {"probe": f"{route['method']} {route['path']}", "status": status, "state": state}
 
 
-def validation_error(client: BoundedClient, facts: ServerFacts, requests: list[dict[str, Any]]) -> dict[str, Any] | None:
+def validation_error(
+    client: BoundedClient, facts: ServerFacts, requests: list[dict[str, Any]], unobserved: dict[str, str]
+) -> dict[str, Any] | None:
     """One malformed request: its status, size, and whether the error lists every problem."""
     entry = next((r for r in requests if facts.serves("POST", r["path"])), None)
     if entry is None:
+        unobserved["validation_error"] = f"the server serves none of {[r['path'] for r in requests]}"
         return None
     body = {"model": facts.model, **entry.get("base", {}), entry["field"]: [entry["item"]] * MALFORMED_ITEMS}
     response = _send(client, "POST", entry["path"], json_body=body)
@@ -216,9 +268,10 @@ def parse_metric_names(text: str) -> list[str]:
     return sorted(name for name in names if not name.endswith("_created"))
 
 
-def metric_names(client: BoundedClient) -> dict[str, Any] | None:
+def metric_names(client: BoundedClient, unobserved: dict[str, str]) -> dict[str, Any] | None:
     response = _send(client, "GET", "/metrics")
     if response is None or response.status != 200:
+        unobserved["metrics"] = _answered(response, "GET /metrics")
         return None
     return {"names": parse_metric_names(response.text), "truncated": response.truncated}
 
@@ -227,11 +280,12 @@ def token_ids_sha256(tokens: list[int]) -> str:
     return hashlib.sha256(json.dumps(tokens, separators=(",", ":")).encode()).hexdigest()
 
 
-def tokenizer_fingerprint(client: BoundedClient, model: str) -> dict[str, Any] | None:
+def tokenizer_fingerprint(client: BoundedClient, model: str, unobserved: dict[str, str]) -> dict[str, Any] | None:
     """sha256 of the ids /tokenize gives for a fixed text, and for the same text as a chat message."""
     plain = _send(client, "POST", "/tokenize", json_body={"model": model, "prompt": FINGERPRINT_TEXT})
-    tokens = (plain.json_or_none() or {}).get("tokens") if plain is not None and plain.status == 200 else None
-    if not isinstance(tokens, list):
+    tokens = tokenized(plain) if plain is not None else None
+    if tokens is None:
+        unobserved["tokenizer"] = _answered(plain, "POST /tokenize") + ("" if plain is None or plain.status != 200 else " without token ids")
         return None
     chat = _send(
         client,
@@ -239,7 +293,7 @@ def tokenizer_fingerprint(client: BoundedClient, model: str) -> dict[str, Any] |
         "/tokenize",
         json_body={"model": model, "messages": [{"role": "user", "content": FINGERPRINT_TEXT}]},
     )
-    chat_tokens = (chat.json_or_none() or {}).get("tokens") if chat is not None and chat.status == 200 else None
+    chat_tokens = tokenized(chat) if chat is not None else None
     return {
         "text": FINGERPRINT_TEXT,
         "token_count": len(tokens),

@@ -16,10 +16,11 @@ from typing import Any
 
 from packaging.version import Version
 
-from . import NOT_CLAIMED, profile_diff
+from . import profile_diff
 from .client import BoundedClient, Response
 from .context_prompts import CONTEXT_ENDPOINTS, ContextEndpoint
-from .discovery import ServerFacts
+from .contracts import Catalogue
+from .discovery import KnownRoute, ServerFacts
 from .expectations import Expectations
 from .metrics import ExpectedFamily
 from .options import Settings
@@ -160,12 +161,17 @@ def scale_out_routes(facts: ServerFacts, expect: Expectations) -> list[Route]:
     return [Route(r["method"], r["path"]) for r in expect.fact("scale_out_routes") if _since(version, r["since"])]
 
 
+def known_routes(catalogue: Catalogue, version: Version | None) -> list[KnownRoute]:
+    """The routes vLLM ``version`` may register (fact ``route_table``), for discovery to probe."""
+    return [
+        KnownRoute(entry["method"], entry["path"], entry.get("openapi", True), entry["when"] == "always")
+        for entry in catalogue.fact("route_table", version)
+    ]
+
+
 def _all_routes(facts: ServerFacts, expect: Expectations) -> list[Route]:
+    """The server's route table as discovery completed it (served, or probed from the contract data)."""
     routes = {Route(method, path) for path, methods in (facts.routes or {}).items() for method in methods}
-    routes.update(Route(r["method"], r["path"]) for r in expect.fact("routes_outside_openapi"))
-    if expect.declared("endpoint", "scale_out", default_fact="scale_out_default").value == "enabled":
-        # 0.32+ leaves the scale-out routes out of /openapi.json even when they are served.
-        routes.update(scale_out_routes(facts, expect))
     return sorted(routes, key=lambda r: (r.path, r.method))
 
 
@@ -192,7 +198,7 @@ def is_public(path: str, public_routes: list[str]) -> bool:
 @source
 def unguarded_routes_not_declared_public(facts: ServerFacts, expect: Expectations) -> list[Route]:
     """Routes outside the guarded prefixes that the profile does not declare public."""
-    public = expect.declared("endpoint", "public_routes", default_fact="default_public_routes").value
+    public = expect.declared("endpoint", "public_routes").value
     return [
         route
         for route in _all_routes(facts, expect)
@@ -238,17 +244,19 @@ def oversized_prompt_embeds(facts: ServerFacts, expect: Expectations) -> list[Ov
 
 @source
 def context_endpoints(facts: ServerFacts, expect: Expectations) -> list[ContextEndpoint]:
-    """Generation routes whose prompt counts against max_model_len (all of them when the table is hidden)."""
-    return [e for e in CONTEXT_ENDPOINTS if facts.routes is None or facts.serves("POST", e.path)]
+    """Generation routes whose prompt counts against max_model_len."""
+    return [e for e in CONTEXT_ENDPOINTS if facts.serves("POST", e.path)]
 
 
 @source
 def profile_differences(facts: ServerFacts, expect: Expectations) -> list[profile_diff.Difference]:
+    """Each difference from the baseline, or the one finding that there is none."""
     if expect.baseline is None:
-        raise NoCases(f"{NOT_CLAIMED}: no baseline given (--vllm-baseline=PATH, a profile captured with --vllm-capture-profile)")
+        raise NoCases("no baseline to compare with")
     if facts.observed is None:
         raise NoCases("the target was not observed (the run's controlling process makes the observation)")
-    return profile_diff.differences(expect.baseline.data["observed"], facts.observed)
+    ignore = expect.declared("profile_diff", "ignore").value
+    return profile_diff.differences(expect.baseline.data["observed"], facts.observed, ignore) or [profile_diff.NO_DIFFERENCE]
 
 
 @dataclass(frozen=True)
@@ -346,15 +354,13 @@ class GenerationApi:
 def watermark_opt_out_apis(facts: ServerFacts, expect: Expectations) -> list[GenerationApi]:
     """The APIs of this server's version that accept the opt-out and that this server serves."""
     version = facts.parsed_version
-    scale_out = expect.declared("endpoint", "scale_out", default_fact="scale_out_default").value
+    scale_out = expect.declared("endpoint", "scale_out").value
     apis = []
     for entry in expect.fact("watermark_opt_out_apis"):
-        if not _since(version, entry["since"]):
+        if not _since(version, entry["since"]) or not facts.serves("POST", entry["path"]):
             continue
-        # A declared scale-out counts too: some versions leave its routes out of /openapi.json.
-        declared = entry.get("needs") == "scale_out" and scale_out == "enabled"
-        if not (declared or facts.serves("POST", entry["path"])):
-            continue
+        if entry.get("needs") == "scale_out" and scale_out != "enabled":
+            continue  # 0.32+ mount a 403 stub there while scale-out is off: nothing to sample
         returns_ids = "token_ids_since" in entry and _since(version, entry["token_ids_since"])
         apis.append(
             GenerationApi(entry["api"], entry["path"], entry["shape"], tuple(entry["field"]), returns_ids, entry.get("form", False))
@@ -378,16 +384,13 @@ def expected_metric_families(facts: ServerFacts, expect: Expectations) -> list[E
 
 @source
 def dashboard_series(facts: ServerFacts, expect: Expectations) -> list[Named]:
-    names = expect.declared("metrics", "dashboard_names").value
-    if not names:
-        raise NoCases(f"{NOT_CLAIMED}: the profile lists no dashboard series (metrics.dashboard_names)")
-    return [Named(name) for name in names]
+    return [Named(name) for name in expect.declared("metrics", "dashboard_names").value or ()]
 
 
 @offline_source
 def deployment_files(settings: Settings | None, expect: Expectations) -> list[DeploymentFile]:
     if settings is None or not settings.manifests:
-        raise NoCases(f"{NOT_CLAIMED}: no deployment files given (--vllm-manifests=DIR --vllm-target-version=X)")
+        raise NoCases("no deployment files given (--vllm-manifests=DIR)")
     files = find_deployment_files(settings.manifests)
     if not files:
         raise NoCases(f"no deployment files (YAML, JSON, .env, Dockerfile, shell) under {settings.manifests}")
@@ -401,7 +404,4 @@ def startup_log_findings(settings: Settings | None, expect: Expectations) -> lis
 
 @offline_source
 def user_eval_tasks(settings: Settings | None, expect: Expectations) -> list[Named]:
-    tasks = settings.eval_task if settings is not None else ()
-    if not tasks:
-        raise NoCases(f"{NOT_CLAIMED}: no --vllm-eval-task given")
-    return [Named(name) for name in tasks]
+    return [Named(name) for name in (settings.eval_task if settings is not None else ())]

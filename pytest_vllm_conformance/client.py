@@ -21,9 +21,10 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -48,10 +49,33 @@ class NotJSON(AssertionError):
     """A body that a contract needs as JSON is not JSON (or was truncated)."""
 
 
+@dataclass(frozen=True)
+class Connection:
+    """How to reach a server: whose certificates to trust, ours to present, and whether to use proxies.
+
+    Certificates are always verified: a private CA is given, never switched off.
+    """
+
+    ca_bundle: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    # The environment's HTTP(S)_PROXY / NO_PROXY, only when asked for (--vllm-trust-env).
+    trust_env: bool = False
+
+
+DIRECT = Connection()
+
+
 @functools.cache
-def tls_context() -> ssl.SSLContext:
-    """One verifying TLS context for the process: each costs about 15 ms to build (the CA bundle)."""
-    return httpx.create_ssl_context()
+def tls_context(connection: Connection = DIRECT) -> ssl.SSLContext:
+    """One verifying TLS context per connection setting: each costs about 15 ms to build (the CA bundle)."""
+    context = httpx.create_ssl_context()
+    if connection.ca_bundle is not None:
+        context.load_verify_locations(cafile=str(connection.ca_bundle))
+    if connection.client_cert is not None:
+        key = str(connection.client_key) if connection.client_key else None
+        context.load_cert_chain(str(connection.client_cert), keyfile=key)
+    return context
 
 
 def display_url(url: str) -> str:
@@ -146,6 +170,7 @@ class AsyncBoundedClient:
     api_key: Secret | None = None
     timeout: float = 30.0
     max_body: int = 1024 * 1024
+    connection: Connection = DIRECT
     _client: httpx.AsyncClient | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
@@ -160,8 +185,8 @@ class AsyncBoundedClient:
                 follow_redirects=False,
                 # A compressed body could inflate past the cap inside one chunk.
                 headers={"Accept-Encoding": "identity"},
-                trust_env=False,
-                verify=tls_context(),
+                trust_env=self.connection.trust_env,
+                verify=tls_context(self.connection),
             )
         return self._client
 
@@ -255,6 +280,46 @@ class AsyncBoundedClient:
                 retried=retried,
             )
 
+    async def open_stream(
+        self, method: str, path: str, *, json_body: Any = None, first_chunk_within: float | None = None
+    ) -> OpenStream:
+        """Send a request and return once its first body chunk arrived (or it ended), leaving it open.
+
+        What follows is read and dropped in the background, so the stream
+        stays drained and its end is seen; ``OpenStream.close`` hangs up,
+        which a server takes as the caller going away. The deadline covers
+        the wait for the first chunk only.
+        """
+        deadline = self.timeout if first_chunk_within is None else first_chunk_within
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
+        content = json.dumps(json_body).encode() if json_body is not None else None
+        started = time.perf_counter()
+        stream = OpenStream(method, path, started)
+        context = self._http().stream(method, path, content=content, headers=headers, timeout=None)
+        try:
+            async with asyncio.timeout(deadline):
+                response = await context.__aenter__()
+                stream.status = response.status_code
+                chunks = response.aiter_bytes()
+                try:
+                    stream.first_chunk = await anext(chunks)
+                    stream.first_chunk_at = time.perf_counter()
+                except StopAsyncIteration:
+                    stream.ended_at = time.perf_counter()
+        except BaseException as exc:
+            await context.__aexit__(type(exc), exc, exc.__traceback__)
+            if isinstance(exc, TimeoutError):
+                raise RequestTimeout(f"{method} {path}: no first chunk within {deadline:g} s") from None
+            if isinstance(exc, httpx.TransportError):
+                raise TransportFailure(f"{method} {path}: {_explain(exc)}") from None
+            raise
+        stream._closer = context
+        if stream.ended_at is None:
+            stream._drain = asyncio.ensure_future(stream._drain_rest(chunks))
+        return stream
+
     async def get(self, path: str, **kw: Any) -> Response:
         return await self.request("GET", path, **kw)
 
@@ -262,9 +327,64 @@ class AsyncBoundedClient:
         return await self.request("POST", path, json_body=json_body, **kw)
 
 
+# What a TLS failure usually means, and the option that fixes it.
+TLS_HINTS = (
+    ("CERTIFICATE_VERIFY_FAILED", "the server's certificate is not trusted here: give --vllm-ca-bundle=PATH "
+     "with the CA that signed it"),
+    ("WRONG_VERSION_NUMBER", "the server does not speak TLS there: use http:// instead of https://"),
+    ("CERTIFICATE_REQUIRED", "the server requires a client certificate: give --vllm-client-cert=PATH"),
+    ("certificate required", "the server requires a client certificate: give --vllm-client-cert=PATH"),
+)
+
+
+@dataclass
+class OpenStream:
+    """A response being streamed: when its first chunk came, whether and when it ended."""
+
+    method: str
+    path: str
+    started: float
+    status: int | None = None
+    first_chunk: bytes = b""
+    first_chunk_at: float | None = None
+    ended_at: float | None = None
+    _closer: Any = field(default=None, repr=False)
+    _drain: asyncio.Future[None] | None = field(default=None, repr=False)
+
+    async def _drain_rest(self, chunks: Any) -> None:
+        try:
+            async for _ in chunks:
+                pass
+        except (httpx.HTTPError, asyncio.CancelledError):
+            pass
+        finally:
+            if self.ended_at is None:
+                self.ended_at = time.perf_counter()
+
+    def running_at(self, moment: float) -> bool:
+        """Still streaming at ``moment`` (a ``time.perf_counter()`` reading)."""
+        return self.first_chunk_at is not None and (self.ended_at is None or self.ended_at > moment)
+
+    async def close(self) -> None:
+        if self._drain is not None and not self._drain.done():
+            self._drain.cancel()
+            try:
+                await self._drain
+            except asyncio.CancelledError:
+                pass
+        if self._closer is not None:
+            closer, self._closer = self._closer, None
+            try:
+                await closer.__aexit__(None, None, None)
+            except httpx.HTTPError:
+                pass
+
+
 def _explain(exc: BaseException) -> str:
     text = str(exc) or exc.__class__.__name__
-    return f"{exc.__class__.__name__}: {text}" if text != exc.__class__.__name__ else text
+    explained = f"{exc.__class__.__name__}: {text}" if text != exc.__class__.__name__ else text
+    hint = next((hint for marker, hint in TLS_HINTS if marker in text), None)
+    return f"{explained} ({hint})" if hint else explained
 
 
 class BoundedClient:
@@ -277,8 +397,15 @@ class BoundedClient:
     Calls are serialised: the loop runs one call at a time.
     """
 
-    def __init__(self, base_url: str, api_key: Secret | None = None, timeout: float = 30.0, max_body: int = 1024 * 1024):
-        self._async = AsyncBoundedClient(base_url, api_key, timeout, max_body)
+    def __init__(
+        self,
+        base_url: str,
+        api_key: Secret | None = None,
+        timeout: float = 30.0,
+        max_body: int = 1024 * 1024,
+        connection: Connection = DIRECT,
+    ):
+        self._async = AsyncBoundedClient(base_url, api_key, timeout, max_body, connection)
         self._loop = asyncio.new_event_loop()
         self._lock = threading.Lock()
 
@@ -316,6 +443,10 @@ class BoundedClient:
 
     def post(self, path: str, json_body: Any = None, **kw: Any) -> Response:
         return self.request("POST", path, json_body=json_body, **kw)
+
+    def run(self, work: Callable[[AsyncBoundedClient], Coroutine[Any, Any, T]]) -> T:
+        """Run ``work(async_client)`` on this client's loop: several exchanges that must overlap in time."""
+        return self._run(work(self._async))
 
     def concurrently(self, calls: Iterable[tuple[str, str, dict[str, Any]]]) -> list[Response | Exception]:
         """Send several exchanges at once; each item is (method, path, kwargs)."""
@@ -376,8 +507,8 @@ class _CappedStream(httpx.SyncByteStream):
 class CappedTransport(httpx.HTTPTransport):
     """An httpx transport for third-party clients: a body over the cap is an error, never a buffer."""
 
-    def __init__(self, max_body: int, **kwargs: Any) -> None:
-        kwargs.setdefault("verify", tls_context())
+    def __init__(self, max_body: int, connection: Connection = DIRECT, **kwargs: Any) -> None:
+        kwargs.setdefault("verify", tls_context(connection))
         super().__init__(**kwargs)
         self.max_body = max_body
 

@@ -1,13 +1,14 @@
 """The contract catalogue and vLLM's behaviour by version, as data.
 
 ``contracts.yaml`` beside this file is the single source; this module only
-loads it and answers two questions: which contracts exist (and for which
-versions), and what a given vLLM version does (a "fact").
+loads it and answers: which features and contracts exist (for which
+versions, claimed under which conditions), where an undeclared profile key
+takes its value, and what a given vLLM version does (a "fact").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -18,6 +19,8 @@ from packaging.version import Version
 from . import yaml_data
 
 CATALOGUE_FILE = "contracts.yaml"
+CONDITION_KINDS = frozenset({"declared", "given"})
+COMPARISONS = ("is", "is_not", "is_set")
 
 
 class UnknownContract(KeyError):
@@ -29,11 +32,51 @@ class NoFact(LookupError):
 
 
 @dataclass(frozen=True)
+class Condition:
+    """One ``claimed_if`` condition: a declared profile value, or an input the run was given."""
+
+    kind: str  # "declared" or "given"
+    subject: str  # a profile key ("endpoint.scale_out") or an input name ("baseline")
+    comparison: str = "is_set"
+    value: Any = True
+
+    def __str__(self) -> str:
+        if self.kind == "given":
+            return f"given {self.subject}"
+        if self.comparison == "is_set":
+            return f"{self.subject} is declared"
+        word = "is" if self.comparison == "is" else "is not"
+        return f"{self.subject} {word} {_show(self.value)}"
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    statement: str
+    conditions: tuple[Condition, ...] = ()
+    available: SpecifierSet | None = None
+    unavailable: str = ""
+    # Its checks need the server to themselves (run_lock): nothing else may talk to it meanwhile.
+    exclusive: bool = False
+
+    def has(self, version: Version | None) -> bool:
+        return version is None or self.available is None or self.available.contains(version, prereleases=True)
+
+    def missing_in(self, version: Version) -> str:
+        return self.unavailable.format(version=version)
+
+
+@dataclass(frozen=True)
 class Contract:
     id: str
     feature: str
     versions: SpecifierSet
     statement: str
+    conditions: tuple[Condition, ...] = ()
 
     def applies_to(self, version: Version | None) -> bool:
         # An unknown version claims nothing it cannot be held to: the suites
@@ -42,16 +85,39 @@ class Contract:
 
 
 @dataclass(frozen=True)
+class Declaration:
+    """Where a profile key takes its value when the profile leaves it out."""
+
+    key: str
+    fact: str | None = None
+    policy: Any = None
+    has_policy: bool = False
+    from_baseline: bool = False
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Catalogue:
-    features: dict[str, str]
+    features: dict[str, Feature]
     contracts: dict[str, Contract]
     facts: dict[str, list[tuple[SpecifierSet, Any]]]
+    declarations: dict[str, Declaration] = field(default_factory=dict)
 
     def contract(self, contract_id: str) -> Contract:
         try:
             return self.contracts[contract_id]
         except KeyError:
             raise UnknownContract(f"contract {contract_id!r} is not in the catalogue ({CATALOGUE_FILE})") from None
+
+    def declaration(self, key: str) -> Declaration:
+        try:
+            return self.declarations[key]
+        except KeyError:
+            raise KeyError(f"profile key {key!r} has no entry under declarations in {CATALOGUE_FILE}") from None
+
+    def conditions(self, contract: Contract) -> tuple[Condition, ...]:
+        """The feature's conditions, then the contract's own: all must hold for it to be claimed."""
+        return self.features[contract.feature].conditions + contract.conditions
 
     def fact(self, name: str, version: Version | None) -> Any:
         """What vLLM ``version`` does for ``name``; None version means 'newest known'."""
@@ -72,11 +138,56 @@ class Catalogue:
             grouped[contract.feature].append(contract)
         return grouped
 
+    def statements(self) -> dict[str, str]:
+        return {name: feature.statement for name, feature in self.features.items()}
+
+
+def _conditions(raw: Any, where: str) -> tuple[Condition, ...]:
+    if raw is None:
+        return ()
+    entries = raw if isinstance(raw, list) else [raw]
+    conditions = []
+    for entry in entries:
+        kinds = sorted(CONDITION_KINDS.intersection(entry))
+        if len(kinds) != 1:
+            raise ValueError(f"{CATALOGUE_FILE}: {where}: a condition names one of {sorted(CONDITION_KINDS)}: {entry}")
+        kind = kinds[0]
+        if kind == "given":
+            conditions.append(Condition("given", entry["given"]))
+            continue
+        comparisons = [name for name in COMPARISONS if name in entry]
+        if len(comparisons) != 1:
+            raise ValueError(f"{CATALOGUE_FILE}: {where}: a declared condition has one of {COMPARISONS}: {entry}")
+        conditions.append(Condition("declared", entry["declared"], comparisons[0], entry[comparisons[0]]))
+    return tuple(conditions)
+
+
+def _declaration(key: str, entry: dict[str, Any]) -> Declaration:
+    return Declaration(
+        key=key,
+        fact=entry.get("fact"),
+        policy=entry.get("policy"),
+        has_policy="policy" in entry,
+        from_baseline=bool(entry.get("baseline")),
+        why=entry.get("why", ""),
+    )
+
 
 @cache
 def load() -> Catalogue:
     raw = yaml_data.load_shipped(resources.files(__package__).joinpath(CATALOGUE_FILE).read_text())
-    features = dict(raw["features"])
+    features = {
+        name: Feature(
+            name=name,
+            statement=entry["statement"],
+            conditions=_conditions(entry.get("claimed_if"), f"feature {name}"),
+            available=SpecifierSet(entry["available"]) if "available" in entry else None,
+            unavailable=entry.get("unavailable", ""),
+            exclusive=bool(entry.get("exclusive")),
+        )
+        for name, entry in raw["features"].items()
+    }
+    declarations = {key: _declaration(key, entry or {}) for key, entry in raw["declarations"].items()}
     contracts = {}
     for entry in raw["contracts"]:
         if entry["feature"] not in features:
@@ -88,18 +199,25 @@ def load() -> Catalogue:
             feature=entry["feature"],
             versions=SpecifierSet(entry["versions"]),
             statement=entry["statement"],
+            conditions=_conditions(entry.get("claimed_if"), f"contract {entry['id']}"),
         )
     facts = {
         name: [(SpecifierSet(item["versions"]), item["value"]) for item in ranges]
         for name, ranges in raw["facts"].items()
     }
-    return Catalogue(features=features, contracts=contracts, facts=facts)
+    return Catalogue(features=features, contracts=contracts, facts=facts, declarations=declarations)
 
 
 def render_catalogue(catalogue: Catalogue) -> str:
     lines = []
-    for feature, contracts in catalogue.by_feature().items():
-        lines.append(f"{feature}: {catalogue.features[feature]}")
+    for name, contracts in catalogue.by_feature().items():
+        feature = catalogue.features[name]
+        lines.append(f"{name}: {feature.statement}")
+        if feature.conditions:
+            lines.append(f"  (claimed when {' and '.join(map(str, feature.conditions))})")
+        if feature.available is not None:
+            lines.append(f"  (vLLM {feature.available} has it)")
         for contract in contracts:
-            lines.append(f"  {contract.id}  [vLLM {contract.versions}]  {contract.statement}")
+            when = f"  claimed when {' and '.join(map(str, contract.conditions))}." if contract.conditions else ""
+            lines.append(f"  {contract.id}  [vLLM {contract.versions}]  {contract.statement}{when}")
     return "\n".join(lines)

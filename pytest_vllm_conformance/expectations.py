@@ -1,9 +1,11 @@
 """What the server under test is expected to do, and why.
 
-An expectation is the profile's declaration when there is one, else the
-documented default of the detected vLLM version. Each value carries its
-basis, so a failure can say "expected 403 (vLLM 0.32 default)" or
-"expected enabled (profile canary-tiny)".
+An expectation is the profile's declaration when there is one, else what
+the catalogue's ``declarations`` say the key defaults to: the detected vLLM
+version's documented default, the baseline's value, or the plugin's own
+policy. Each value carries its basis, so a failure can say "expected 403
+(vLLM 0.32 default)", "expected enabled (profile canary-tiny)" or "public
+routes [...] (plugin policy)", never calling the plugin's choice vLLM's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from packaging.version import Version
 from .contracts import Catalogue
 from .serving_profile import Profile
 
+PLUGIN_POLICY = "plugin policy"
+
 
 @dataclass(frozen=True)
 class Expectation:
@@ -25,6 +29,10 @@ class Expectation:
     def __str__(self) -> str:
         return f"{self.value} ({self.basis})"
 
+    @property
+    def from_profile(self) -> bool:
+        return self.basis.startswith("profile ")
+
 
 class Expectations:
     def __init__(
@@ -33,7 +41,7 @@ class Expectations:
         self.catalogue = catalogue
         self.version = version
         self.profile = profile
-        # A captured profile (--vllm-baseline): what the server was, consulted only where a suite asks.
+        # A captured profile (--vllm-baseline): what the server was, consulted for keys whose declaration says so.
         self.baseline = baseline
 
     @property
@@ -45,30 +53,25 @@ class Expectations:
         """One line for the report header."""
         if self.profile:
             where = f" ({self.profile.path})" if self.profile.path else ""
-            return f"profile {self.profile.name}{where}, else {self.version_label} defaults"
-        return f"{self.version_label} documented defaults (no --vllm-profile given)"
+            return f"profile {self.profile.name}{where}, else {self.version_label} defaults and plugin policy"
+        return f"{self.version_label} documented defaults and plugin policy (no --vllm-profile given)"
 
     def fact(self, name: str) -> Any:
         return self.catalogue.fact(name, self.version)
 
-    def declared(
-        self,
-        section: str,
-        key: str,
-        *,
-        default_fact: str | None = None,
-        default: Any = None,
-        from_baseline: bool = False,
-    ) -> Expectation:
-        """The profile's value, else the baseline's (when asked), else a version fact, else a plain default."""
+    def declared(self, section: str, key: str) -> Expectation:
+        """The profile's value, else the default its declaration names (version fact, baseline, plugin policy)."""
         if self.profile is not None:
             value = self.profile.get(section, key)
             if value is not None:
                 return Expectation(value, f"profile {self.profile.name}")
-        if from_baseline and self.baseline is not None:
+        declaration = self.catalogue.declaration(f"{section}.{key}")
+        if declaration.from_baseline and self.baseline is not None:
             value = self.baseline.get(section, key)
             if value is not None:
                 return Expectation(value, f"baseline {self.baseline.path}")
-        if default_fact is not None:
-            return Expectation(self.fact(default_fact), f"{self.version_label} default")
-        return Expectation(default, "plugin default")
+        if declaration.fact is not None:
+            return Expectation(self.fact(declaration.fact), f"{self.version_label} default")
+        if declaration.has_policy:
+            return Expectation(declaration.policy, PLUGIN_POLICY)
+        return Expectation(None, "not declared")

@@ -44,8 +44,8 @@ class Exposition:
     def names_with_prefix(self, prefix: str) -> list[str]:
         return sorted(name for name in self.families if name.startswith(prefix))
 
-    def counter_total(self, name: str) -> float | None:
-        """The sum of a counter family's ``_total`` samples over every label set, or None if absent."""
+    def total(self, name: str) -> float | None:
+        """The sum of a family's samples over every label set (a counter's ``_total`` ones), or None if absent."""
         family = self.families.get(name)
         return sum(family.values) if family is not None else None
 

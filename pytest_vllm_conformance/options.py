@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from packaging.version import Version
 
-Kind = Literal["str", "int", "float", "path", "list", "flag", "version"]
+Kind = Literal["str", "int", "float", "path", "list", "flag", "version", "choice", "url"]
 Source = Literal["cli", "env", "ini", "default"]
 
 GROUP = "vllm-conformance"
@@ -60,6 +61,7 @@ class Option:
     env: str | None = None
     secret: bool = False
     metavar: str | None = None
+    choices: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -76,7 +78,13 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("vllm-url", "Base URL of the vLLM server under test.", env="VLLM_URL", metavar="URL"),
+    Option(
+        "vllm-url",
+        "Base URL of the vLLM server under test (a path is a prefix, as behind --root-path).",
+        kind="url",
+        env="VLLM_URL",
+        metavar="URL",
+    ),
     Option(
         "vllm-api-key",
         "API key sent as 'Authorization: Bearer'. Never printed; prefer the env variable.",
@@ -153,6 +161,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "vllm-ingress-url",
         "Public entry (gateway, proxy) in front of --vllm-url; the watermark suite sends callers' requests here.",
+        kind="url",
         env="VLLM_CONFORMANCE_INGRESS_URL",
         metavar="URL",
     ),
@@ -220,6 +229,7 @@ OPTIONS: tuple[Option, ...] = (
         "vllm-baseline-url",
         "A second server (the old version or config) the quality suite asks the same requests and compares "
         "the target with, in the same run.",
+        kind="url",
         env="VLLM_CONFORMANCE_BASELINE_URL",
         metavar="URL",
     ),
@@ -299,6 +309,44 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "vllm-gate",
+        "How the run's exit status treats a claimed feature that was not fully checked (a skip, an undecided "
+        "eval): 'report' leaves the exit status pytest's; 'strict' fails the run, for promotion gates.",
+        kind="choice",
+        default="report",
+        choices=("report", "strict"),
+        env="VLLM_CONFORMANCE_GATE",
+        metavar="report|strict",
+    ),
+    Option(
+        "vllm-ca-bundle",
+        "CA certificates (PEM) to verify an HTTPS server with, e.g. a private CA (default: the system's).",
+        kind="path",
+        env="VLLM_CONFORMANCE_CA_BUNDLE",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-client-cert",
+        "Client certificate (PEM) for servers that require mutual TLS; its key in the same file or --vllm-client-key.",
+        kind="path",
+        env="VLLM_CONFORMANCE_CLIENT_CERT",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-client-key",
+        "Private key (PEM) of --vllm-client-cert, when not in the certificate file.",
+        kind="path",
+        env="VLLM_CONFORMANCE_CLIENT_KEY",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-trust-env",
+        "Use the environment's proxies (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) to reach the servers; "
+        "without it every request goes straight to the URL given.",
+        kind="flag",
+        default=False,
+    ),
+    Option(
         "vllm-list-contracts",
         "Print the catalogue of contracts (id, feature, versions, statement) and exit.",
         kind="flag",
@@ -354,6 +402,29 @@ def _show(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return shlex.join(str(item) for item in value)
     return str(value)
+
+
+def server_url(text: str) -> str:
+    """A server's base URL: http(s), a host, maybe a path prefix; never a query or fragment (a token hides there)."""
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("give a server's base URL, e.g. http://host:8000")
+    if parts.query or parts.fragment:
+        # Not echoed: a token may hide there.
+        raise ValueError(f"a server's base URL takes no {'query string' if parts.query else 'fragment'}; give it without")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"bad port: {exc}") from None
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/")))
+
+
+def _masked_url(text: str) -> str:
+    """A URL as an error may show it: no user:password, no query values."""
+    parts = urlsplit(text.strip())
+    host = parts.netloc.rsplit("@", 1)[-1]
+    shown = parts._replace(netloc=("***@" if "@" in parts.netloc else "") + host, query="..." if parts.query else "")
+    return urlunsplit(shown)
 
 
 def register(parser: pytest.Parser) -> None:
@@ -423,8 +494,12 @@ def _convert(option: Option, raw: Any, source: Source) -> Any:
             return tuple(raw)
         if option.kind == "version":
             return Version(str(raw))  # InvalidVersion is a ValueError: a usage error below
+        if option.kind == "choice" and raw not in option.choices:
+            raise ValueError(f"choose one of {', '.join(option.choices)}")
+        if option.kind == "url":
+            return server_url(str(raw))
     except ValueError as exc:
-        shown = "***" if option.secret else repr(raw)
+        shown = "***" if option.secret else repr(_masked_url(str(raw)) if option.kind == "url" else raw)
         raise pytest.UsageError(f"{option.flag} (from {where}): {shown} is not valid: {exc}") from None
     if option.secret:
         return Secret(str(raw))

@@ -14,13 +14,13 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from . import NOT_CLAIMED, options, preflight, startup_log
-from .client import AsyncBoundedClient, BoundedClient, CappedTransport
+from . import options, preflight, startup_log
+from .client import BoundedClient, CappedTransport
 from .discovery import ServerFacts
 from .expectations import Expectations
 from .launcher import ServerPool
 from .run import run_state
-from .target import client_for
+from .target import async_client_for, client_for, connection_for
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +48,7 @@ def vllm_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> Bounded
 async def vllm_async_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts):
     state = run_state(pytestconfig)
     settings = state.settings
-    client = AsyncBoundedClient(state.base_url, settings.api_key, settings.timeout, settings.max_body)
+    client = async_client_for(settings, state.base_url)
     yield client
     await client.aclose()
 
@@ -79,6 +79,12 @@ def vllm_direct_client(pytestconfig: pytest.Config, vllm_client: BoundedClient) 
 
 
 @pytest.fixture(scope="session")
+def vllm_exclusive(pytestconfig: pytest.Config):
+    """``with vllm_exclusive():`` no other test (on any xdist worker) talks to the server meanwhile."""
+    return run_state(pytestconfig).run_lock.exclusive
+
+
+@pytest.fixture(scope="session")
 def vllm_watermark_key(pytestconfig: pytest.Config) -> options.Secret | None:
     """The server's watermark key (--vllm-watermark-key, else the profile's watermark.key_env), or None."""
     return run_state(pytestconfig).watermark_key
@@ -91,7 +97,10 @@ def vllm_openai(pytestconfig: pytest.Config, vllm_facts: ServerFacts):
 
     state = run_state(pytestconfig)
     settings = state.settings
-    http_client = httpx.Client(transport=CappedTransport(settings.max_body), timeout=settings.timeout, trust_env=False)
+    connection = connection_for(settings)
+    http_client = httpx.Client(
+        transport=CappedTransport(settings.max_body, connection), timeout=settings.timeout, trust_env=connection.trust_env
+    )
     sdk = openai.OpenAI(
         base_url=f"{state.base_url.rstrip('/')}/v1",
         api_key=settings.api_key.reveal() if settings.api_key else "no-key",
@@ -115,12 +124,16 @@ def vllm_startup_log(pytestconfig: pytest.Config, vllm_offline_expect: Expectati
     state = run_state(pytestconfig)
     path = state.settings.log or state.serve_log
     if path is None:
-        pytest.skip(f"{NOT_CLAIMED}: no vLLM log given (--vllm-log=FILE, or the server the plugin starts with --vllm-serve)")
+        pytest.fail("no vLLM log given (--vllm-log=FILE, or the server the plugin starts with --vllm-serve)", pytrace=False)
     kinds = startup_log.finding_kinds(vllm_offline_expect.fact("startup_log_findings"))
     try:
-        return startup_log.scan(Path(path), kinds)
+        scanned = startup_log.scan(Path(path), kinds, vllm_offline_expect.fact("startup_log_signature"))
     except startup_log.LogUnreadable as exc:
         pytest.fail(str(exc), pytrace=False)
+    problem = scanned.not_a_vllm_log()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    return scanned
 
 
 @pytest.fixture(scope="session")

@@ -200,6 +200,8 @@ class FileLint:
     text: str | None
     problem: str | None
     findings: tuple[Finding, ...]
+    # Why the file's format could not be checked here (no bash, a template that is YAML only once rendered).
+    unchecked: str | None = None
 
     def of_kind(self, kind: str) -> list[Finding]:
         return [finding for finding in self.findings if finding.kind == kind]
@@ -222,8 +224,8 @@ class Linter:
         text, problem = read_text(file)
         if text is None:
             return FileLint(file, None, problem, ())
-        problem = parse_problem(file, text)
-        return FileLint(file, text, problem, tuple(self._scan(file, text)))
+        problem, unchecked = parse_problem(file, text)
+        return FileLint(file, text, problem, tuple(self._scan(file, text)), unchecked)
 
     def _scan(self, file: DeploymentFile, text: str) -> Iterator[Finding]:
         for number, line in enumerate(text.splitlines(), start=1):
@@ -286,33 +288,54 @@ def read_text(file: DeploymentFile) -> tuple[str | None, str | None]:
         return None, f"{file.id}: not UTF-8 text (byte {exc.start})"
 
 
-def parse_problem(file: DeploymentFile, text: str) -> str | None:
-    """Why the file does not parse in its own format, with its line; None when it does."""
+def parse_problem(file: DeploymentFile, text: str) -> tuple[str | None, str | None]:
+    """(why the file does not parse in its own format, with its line; why it could not be checked here)."""
     kind = file.format
     if kind == "yaml" and "{{" in text:
-        return None  # a Helm template: YAML only once rendered, scanned as text
+        # A Helm template is YAML only once rendered: with its actions blanked it still must be.
+        if _yaml_problem(file, blank_helm_actions(text)) is None:
+            return None, None
+        return None, (
+            f"{file.id}: a Helm template that is not YAML even with its template actions blanked; "
+            "render it (helm template ...) and lint the output"
+        )
     if kind == "yaml":
-        try:
-            for _ in yaml.safe_load_all(text):
-                pass
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{file.id}:{mark.line + 1}" if mark is not None else file.id
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            return f"{where}: not valid YAML: {problem}"
+        return _yaml_problem(file, text), None
     if kind == "json":
         try:
             json.loads(text)
         except ValueError as exc:
-            return f"{file.id}:{getattr(exc, 'lineno', '?')}: not valid JSON: {getattr(exc, 'msg', exc)}"
+            return f"{file.id}:{getattr(exc, 'lineno', '?')}: not valid JSON: {getattr(exc, 'msg', exc)}", None
     if kind == "env":
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip() and not line.lstrip().startswith("#") and not ENV_ASSIGNMENT.match(line):
-                return f"{file.id}:{number}: not a KEY=VALUE line: {line.strip()[:80]!r}"
+                return f"{file.id}:{number}: not a KEY=VALUE line: {line.strip()[:80]!r}", None
     if kind == "dockerfile":
-        return _dockerfile_problem(file, text)
+        return _dockerfile_problem(file, text), None
     if kind == "shell":
         return _shell_problem(file)
+    return None, None
+
+
+HELM_ACTION = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+HELM_CONTROL_LINE = re.compile(r"^\s*\{\{-?\s*(?:/\*.*\*/|(?:if|else|end|range|with|define|template|block)\b.*?)\s*-?\}\}\s*$")
+
+
+def blank_helm_actions(text: str) -> str:
+    """Control lines (if, range, end...) dropped, every other ``{{ ... }}`` a plain scalar; line numbers kept."""
+    lines = ["" if HELM_CONTROL_LINE.match(line) else line for line in text.split("\n")]
+    return HELM_ACTION.sub("helm-value", "\n".join(lines))
+
+
+def _yaml_problem(file: DeploymentFile, text: str) -> str | None:
+    try:
+        for _ in yaml.safe_load_all(text):
+            pass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file.id}:{mark.line + 1}" if mark is not None else file.id
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return f"{where}: not valid YAML: {problem}"
     return None
 
 
@@ -328,21 +351,21 @@ def _dockerfile_problem(file: DeploymentFile, text: str) -> str | None:
     return f"{file.id}: an empty Dockerfile"
 
 
-def _shell_problem(file: DeploymentFile) -> str | None:
-    """``bash -n`` reads the script without running any of it; without bash the check is skipped."""
+def _shell_problem(file: DeploymentFile) -> tuple[str | None, str | None]:
+    """``bash -n`` reads the script without running any of it; without bash it cannot be checked."""
     bash = shutil.which("bash")
     if bash is None:
-        return None
+        return None, f"{file.id}: no bash on this machine to check the script with (bash -n)"
     try:
         result = subprocess.run([bash, "-n", str(file.path)], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{file.id}: bash -n could not check it: {exc}"
+        return None, f"{file.id}: bash -n could not check it: {exc}"
     if result.returncode == 0:
-        return None
+        return None, None
     first = (result.stderr.strip().splitlines() or ["syntax error"])[0]
     line = re.search(r"line (\d+)", first)
     detail = first.split(": ", 2)[-1]
-    return f"{file.id}:{line.group(1) if line else '?'}: not valid shell: {detail}"
+    return f"{file.id}:{line.group(1) if line else '?'}: not valid shell: {detail}", None
 
 
 def describe_all(findings: list[Finding]) -> str:

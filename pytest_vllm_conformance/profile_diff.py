@@ -6,12 +6,15 @@ Data in, data out: no HTTP and no pytest. ``differences`` compares two
 ``profile_diff`` suite fails it: max_model_len, a route or model removed,
 the auth posture, the scale-out state, the tokenizer) or is informational
 (reported and passing: the vLLM version, routes, models or metric names
-added, ...). ``render_markdown`` writes the same list for people.
+added, ...). What either side could not observe is never taken as
+unchanged: it is a failing difference naming what was not seen and how to
+make it visible, unless the profile lists it under ``profile_diff.ignore``.
+``render_markdown`` writes the same list for people.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,10 @@ class Difference:
     @property
     def message(self) -> str:
         return f"{self.id}: {self.why}"
+
+
+# The one "difference" of two observations that agree: its test passes and says so.
+NO_DIFFERENCE = Difference("no difference", "all", None, None, False, "the target's observation matches the baseline's")
 
 
 def _serving(id: str, aspect: str, before: Any, after: Any, why: str) -> Difference:
@@ -85,34 +92,23 @@ def _models(baseline: Observed, target: Observed) -> Iterator[Difference]:
                         "another path may hold the same weights; the tokenizer fingerprint says more")
 
 
-def _one_side_missing(
-    before: Any, after: Any, subject: str, gone: str, came: str, key: str, why: str
-) -> Iterator[Difference]:
-    """When one observation lacks a section, that alone is the (informational) difference."""
-    if (before is None) != (after is None):
-        yield _info(f"{subject} {gone if after is None else came}", key, before is not None, after is not None, why)
-
-
 def _routes(baseline: Observed, target: Observed) -> Iterator[Difference]:
-    before, after = baseline.get("routes"), target.get("routes")
-    if before is None or after is None:
-        yield from _one_side_missing(before, after, "route table", "no longer published (/openapi.json)",
-                                     "now published (/openapi.json)", "routes",
-                                     "without both route tables, removed routes cannot be told")
-        return
-    for route in sorted(set(before) - set(after)):
-        yield _serving(f"route removed: {route}", "routes", route, None, "clients calling this route now get 404 or 405")
-    for route in sorted(set(after) - set(before)):
+    before, after = set(baseline.get("routes") or []), set(target.get("routes") or [])
+    unknown = set(target.get("routes_unknown") or [])
+    for route in sorted(before - after):
+        if route in unknown:
+            yield _serving(f"route not compared: {route}", "routes", route, "probe refused", (
+                f"whether the target still serves {route} could not be seen: its probe was refused before "
+                f"vLLM's router. {HOW_TO_SEE['routes']}, or list routes under profile_diff.ignore"))
+        else:
+            yield _serving(f"route removed: {route}", "routes", route, None, "clients calling this route now get 404 or 405")
+    for route in sorted(after - before):
         yield _info(f"route added: {route}", "routes", None, route, "a new route breaks no client (the auth suite checks who may call it)")
 
 
 def _auth(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = _section(baseline, "auth").get("posture"), _section(target, "auth").get("posture")
-    if before == after:
-        return
-    if "unknown" in (before, after) or None in (before, after):
-        yield _info(f"auth posture: {before} -> {after}", "auth", before, after, "the posture could not be observed on both servers")
-    else:
+    if before != after:
         yield _serving(f"auth posture: {before} -> {after}", "auth", before, after,
                        "/v1 answers without a key on one server and not on the other: clients or exposure change")
 
@@ -121,11 +117,8 @@ def _scale_out(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = _section(baseline, "scale_out"), _section(target, "scale_out")
     old, new = before.get("state"), after.get("state")
     if old != new:
-        if "unknown" in (old, new) or None in (old, new):
-            yield _info(f"scale-out: {old} -> {new}", "scale_out", old, new, "the state could not be observed on both servers")
-        else:
-            yield _serving(f"scale-out: {old} -> {new}", "scale_out", old, new,
-                           "the render, derender and token-generate routes are served on one server and refused on the other")
+        yield _serving(f"scale-out: {old} -> {new}", "scale_out", old, new,
+                       "the render, derender and token-generate routes are served on one server and refused on the other")
     elif before.get("status") != after.get("status"):
         yield _info(f"scale-out answer to {after.get('probe')}: {before.get('status')} -> {after.get('status')}",
                     "scale_out", before.get("status"), after.get("status"),
@@ -134,8 +127,6 @@ def _scale_out(baseline: Observed, target: Observed) -> Iterator[Difference]:
 
 def _validation(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = _section(baseline, "validation_error"), _section(target, "validation_error")
-    if not before or not after:
-        return
     if before.get("bounded") is True and after.get("bounded") is False:
         yield _serving("validation errors: bounded -> unbounded", "validation_error", True, False,
                        f"{after.get('request')} now lists every error ({after.get('bytes')} bytes): "
@@ -152,12 +143,7 @@ def _validation(baseline: Observed, target: Observed) -> Iterator[Difference]:
 
 
 def _metrics(baseline: Observed, target: Observed) -> Iterator[Difference]:
-    before, after = baseline.get("metrics"), target.get("metrics")
-    if before is None or after is None:
-        yield from _one_side_missing(before, after, "/metrics", "no longer served", "now served", "metrics",
-                                     "dashboards and alerts depend on it")
-        return
-    old, new = set(before.get("names") or []), set(after.get("names") or [])
+    old, new = set(_section(baseline, "metrics").get("names") or []), set(_section(target, "metrics").get("names") or [])
     for name in sorted(old - new):
         yield _info(f"metric removed: {name}", "metrics", name, None, "dashboards and alerts reading it go blank")
     for name in sorted(new - old):
@@ -165,11 +151,7 @@ def _metrics(baseline: Observed, target: Observed) -> Iterator[Difference]:
 
 
 def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
-    before, after = baseline.get("tokenizer"), target.get("tokenizer")
-    if before is None or after is None:
-        yield from _one_side_missing(before, after, "tokenizer not observable on the", "target", "baseline",
-                                     "tokenizer", "/tokenize did not answer, so the fingerprints cannot be compared")
-        return
+    before, after = _section(baseline, "tokenizer"), _section(target, "tokenizer")
     if before.get("text") != after.get("text"):
         yield _info("tokenizer probe text changed", "tokenizer", before.get("text"), after.get("text"),
                     "the captures tokenized different texts; recapture the baseline to compare tokenizers")
@@ -183,16 +165,70 @@ def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
                        "the same messages render to other tokens: the chat template changed")
 
 
+# Aspects a capture may fail to see, how it shows (besides an ``unobserved`` entry
+# naming why), and what makes it visible. A difference that cannot be decided is a
+# failure that says so, unless the profile lists the aspect under profile_diff.ignore.
+ASPECTS: dict[str, tuple[Callable[[Observed], bool], str]] = {
+    "routes": (lambda o: o.get("routes") is None,
+               "serve /openapi.json to the run, or let OPTIONS requests through to vLLM's router"),
+    "auth": (lambda o: _section(o, "auth").get("posture") not in ("required", "none"),
+             "let GET /v1/models through to vLLM without a key"),
+    "scale_out": (lambda o: _section(o, "scale_out").get("state") not in ("enabled", "disabled"),
+                  "let the scale-out routes through to vLLM (the probe sends {} and triggers nothing)"),
+    "validation_error": (lambda o: not _section(o, "validation_error"),
+                         "serve one of the malformed-request routes (POST /v1/completions, ...) to the run"),
+    "metrics": (lambda o: not _section(o, "metrics"), "serve GET /metrics to the run"),
+    "tokenizer": (lambda o: not _section(o, "tokenizer"), "allow POST /tokenize for the key the run uses"),
+}
+HOW_TO_SEE = {aspect: how for aspect, (_, how) in ASPECTS.items()}
+
+
+def _unseen(observed: Observed, aspect: str) -> str | None:
+    """Why ``aspect`` is missing from an observation, or None when it was seen."""
+    missing, _ = ASPECTS[aspect]
+    if not missing(observed):
+        return None
+    return _section(observed, "unobserved").get(aspect) or "not in its capture"
+
+
+def _blind(baseline: Observed, target: Observed, aspect: str) -> Difference | None:
+    before, after = _unseen(baseline, aspect), _unseen(target, aspect)
+    if before is None and after is None:
+        return None
+    unseen = [f"the {side} ({why})" for side, why in (("baseline", before), ("target", after)) if why]
+    return _serving(
+        f"{aspect} not compared", aspect, before or "observed", after or "observed",
+        f"could not be observed on {' nor on '.join(unseen)}: {HOW_TO_SEE[aspect]}, "
+        f"or list {aspect} under profile_diff.ignore in the profile",
+    )
+
+
 COMPARISONS: tuple[Callable[[Observed, Observed], Iterator[Difference]], ...] = (
     _version, _models, _routes, _auth, _scale_out, _validation, _metrics, _tokenizer,
 )
 
 
-def differences(baseline: Observed, target: Observed) -> list[Difference]:
-    """Every difference between two observations, those that matter for serving first."""
+ASPECT_OF: dict[Callable[[Observed, Observed], Iterator[Difference]], str] = {
+    _routes: "routes", _auth: "auth", _scale_out: "scale_out", _validation: "validation_error",
+    _metrics: "metrics", _tokenizer: "tokenizer",
+}
+
+
+def differences(baseline: Observed, target: Observed, ignore: Iterable[str] = ()) -> list[Difference]:
+    """Every difference between two observations, those that matter for serving first.
+
+    An aspect either side could not observe is one failing difference saying
+    what was not seen and how to make it visible, never a silent pass; an
+    aspect in ``ignore`` (profile_diff.ignore) is not compared at all.
+    """
+    ignored = set(ignore)
     found: dict[str, Difference] = {}
     for compare in COMPARISONS:
-        for difference in compare(baseline, target):
+        aspect = ASPECT_OF.get(compare)
+        if aspect in ignored:
+            continue
+        blind = _blind(baseline, target, aspect) if aspect else None
+        for difference in [blind] if blind else compare(baseline, target):
             found.setdefault(difference.id, difference)
     return sorted(found.values(), key=lambda d: not d.matters)
 
@@ -241,8 +277,9 @@ def write_report(
     baseline_where: str,
     target: Observed,
     redact: Callable[[str], str] = str,
+    ignore: Iterable[str] = (),
 ) -> tuple[Path, list[Difference]]:
-    found = differences(baseline, target)
+    found = differences(baseline, target, ignore)
     text = render_markdown(
         found, describe_observation(baseline, baseline_where), describe_observation(target, str(target.get("url")))
     )

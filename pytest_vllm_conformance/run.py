@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from . import contracts, options
+from . import applicability, contracts, options
 from .client import BoundedClient
 from .discovery import ServerFacts
 from .expectations import Expectations
 from .reporting import Redactor
+from .run_lock import RunLock
 from .serving_profile import Profile, ProfileError, load_profile
 from .target import Target
 
@@ -37,10 +38,32 @@ class RunState:
     watermark_key: options.Secret | None = None
     baseline: Profile | None = None
     header_notes: list[str] = field(default_factory=list)
+    claims: dict[str, applicability.Claim] = field(default_factory=dict)
+    # Shared by the controlling process and its xdist workers (none in a run without workers).
+    run_lock: RunLock = field(default_factory=lambda: RunLock(None))
+    lock_dir: str | None = None
 
     def expectations(self) -> Expectations:
         version = self.facts.parsed_version if self.facts else None
         return Expectations(self.catalogue, version, self.profile, self.baseline)
+
+    def inputs(self) -> dict[str, bool]:
+        """Which of the inputs a contract may be claimed on (applicability.INPUTS) this run was given."""
+        settings = self.settings
+        return {
+            "baseline": bool(settings.baseline),
+            "quality_baseline": bool(settings.baseline_url or settings.eval_baseline_file or settings.eval_save),
+            "manifests": bool(settings.manifests),
+            "server_log": bool(settings.log or self.serve_log),
+            "eval_task": bool(settings.eval_task),
+        }
+
+    def claim(self, contract_id: str) -> applicability.Claim:
+        """Decided once per contract per process, after the target is known (facts name the version)."""
+        if contract_id not in self.claims:
+            contract = self.catalogue.contract(contract_id)
+            self.claims[contract_id] = applicability.claim(contract, self.catalogue, self.expectations(), self.inputs())
+        return self.claims[contract_id]
 
 
 STATE = pytest.StashKey[RunState]()

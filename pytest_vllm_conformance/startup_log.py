@@ -64,6 +64,20 @@ class StartupLog:
     path: Path
     found: Mapping[str, tuple[LogLine, ...]]
     counts: Mapping[str, int]
+    total_lines: int = 0
+    # Lines in vLLM's own log format: a file without any is not a vLLM server's log.
+    vllm_lines: int = 0
+
+    def not_a_vllm_log(self) -> str | None:
+        """Why this file cannot be judged as a vLLM start-up log, or None."""
+        if self.total_lines == 0:
+            return f"{self.path}: the log is empty, so nothing in it can be checked"
+        if self.vllm_lines == 0:
+            return (
+                f"{self.path}: not a vLLM log: none of its {self.total_lines} line(s) has vLLM's log format "
+                "(LEVEL MM-DD HH:MM:SS [file.py:N] message)"
+            )
+        return None
 
     def lines(self, kind: FindingKind | str) -> tuple[LogLine, ...]:
         return self.found.get(str(kind), ())
@@ -76,13 +90,19 @@ class StartupLog:
         return text + (f"\n  ...and {more} more" if more > 0 else "")
 
 
-def scan(path: Path, kinds: list[FindingKind]) -> StartupLog:
+def scan(path: Path, kinds: list[FindingKind], signature: str | None = None) -> StartupLog:
+    """``signature``: a regular expression one line of a vLLM log matches (fact ``startup_log_signature``)."""
     found: dict[str, list[LogLine]] = {kind.kind: [] for kind in kinds}
     counts = dict.fromkeys(found, 0)
+    vllm_format = re.compile(signature) if signature else None
+    total = vllm_lines = 0
     try:
         with open(path, encoding="utf-8", errors="replace") as log:
             for number, raw in enumerate(log, start=1):
                 line = ANSI_ESCAPE.sub("", raw.rstrip("\r\n"))
+                total = number
+                if vllm_format is not None and vllm_format.search(line):
+                    vllm_lines += 1
                 for kind in kinds:
                     if kind.matches(line):
                         counts[kind.kind] += 1
@@ -90,4 +110,4 @@ def scan(path: Path, kinds: list[FindingKind]) -> StartupLog:
                             found[kind.kind].append(LogLine(number, line))
     except OSError as exc:
         raise LogUnreadable(f"vLLM log {path}: cannot read it: {exc.strerror or exc}") from None
-    return StartupLog(Path(path), {k: tuple(v) for k, v in found.items()}, counts)
+    return StartupLog(Path(path), {k: tuple(v) for k, v in found.items()}, counts, total, vllm_lines)

@@ -10,10 +10,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .client import BoundedClient
-from .discovery import ServerFacts, discover
+from .client import AsyncBoundedClient, BoundedClient, Connection
+from .discovery import KnownRoutes, ServerFacts, discover
 from .launcher import VllmServer
-from .options import Settings
+from .options import Secret, Settings
 
 
 class NoTarget(Exception):
@@ -40,12 +40,22 @@ def configured(settings: Settings) -> bool:
     return bool(settings.url or settings.serve or settings.ingress_url)
 
 
-def client_for(settings: Settings, base_url: str) -> BoundedClient:
-    return BoundedClient(base_url, api_key=settings.api_key, timeout=settings.timeout, max_body=settings.max_body)
+def connection_for(settings: Settings) -> Connection:
+    return Connection(settings.ca_bundle, settings.client_cert, settings.client_key, settings.trust_env)
 
 
-def establish(settings: Settings) -> Target:
-    """Start the embedded server if asked to, then discover the target."""
+def client_for(settings: Settings, base_url: str, api_key: Secret | None | bool = True) -> BoundedClient:
+    """The run's client for ``base_url``: its byte cap, timeout and TLS; the run's key unless another is given."""
+    key = settings.api_key if api_key is True else (api_key or None)
+    return BoundedClient(base_url, key, settings.timeout, settings.max_body, connection_for(settings))
+
+
+def async_client_for(settings: Settings, base_url: str) -> AsyncBoundedClient:
+    return AsyncBoundedClient(base_url, settings.api_key, settings.timeout, settings.max_body, connection_for(settings))
+
+
+def establish(settings: Settings, known_routes: KnownRoutes | None = None) -> Target:
+    """Start the embedded server if asked to, then discover the target (``known_routes``: see ``discover``)."""
     server = None
     # Given only the public entry (--vllm-ingress-url), the run tests what callers reach.
     base_url = settings.url or (None if settings.serve else settings.ingress_url)
@@ -64,7 +74,7 @@ def establish(settings: Settings) -> Target:
         base_url = server.url
     try:
         with client_for(settings, base_url) as client:
-            facts = discover(client, settings.model)
+            facts = discover(client, settings.model, known_routes)
     except BaseException:
         if server is not None:
             server.stop()

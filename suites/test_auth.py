@@ -10,14 +10,14 @@ serve, which an auth layer refuses before routing and a router refuses with
 
 import pytest
 
-from pytest_vllm_conformance import NOT_CLAIMED, contract, each
+from pytest_vllm_conformance import contract, each
 
 WRONG_KEY = "Bearer conformance-wrong-key"
 
 
 @pytest.fixture(scope="module")
 def auth(vllm_expect):
-    return vllm_expect.declared("endpoint", "auth", default="required")
+    return vllm_expect.declared("endpoint", "auth")
 
 
 @pytest.fixture(scope="module")
@@ -26,17 +26,13 @@ def refusal(vllm_expect):
 
 
 @pytest.fixture(scope="module")
-def key_required(auth, vllm_client):
-    if auth.value != "required":
-        pytest.skip(f"{NOT_CLAIMED}: auth is {auth}")
+def key_required(vllm_client):
     if not vllm_client.has_api_key:
         pytest.skip("no API key given (--vllm-api-key or VLLM_API_KEY): guarded routes cannot be checked")
 
 
 @pytest.fixture(scope="module")
-def server_requires_key(auth, vllm_client, refusal):
-    if auth.value != "required":
-        pytest.skip(f"{NOT_CLAIMED}: auth is {auth}")
+def server_requires_key(vllm_client, refusal):
     response = vllm_client.get("/v1/models", auth=False)
     if response.status != refusal:
         pytest.skip("the server answers /v1 without a key, so every route does (see auth.open_server_declared)")
@@ -88,7 +84,7 @@ def test_guarded_route_accepts_key(route, key_required, vllm_client, refusal):
 def test_route_answering_without_key_is_public(route, server_requires_key, vllm_client, vllm_expect, refusal):
     response = route.send(vllm_client, method=route.other_method(), auth=False)
     risk = vllm_expect.fact("unguarded_route_risks").get(route.path, "not declared public")
-    public = vllm_expect.declared("endpoint", "public_routes", default_fact="default_public_routes")
+    public = vllm_expect.declared("endpoint", "public_routes")
     assert response.status in (refusal, 403, 404), (
         f"{route} answers without a key ({risk}): {response.describe()} reached the server "
         f"unauthenticated; public_routes are {public}"

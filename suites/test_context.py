@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from pytest_vllm_conformance import NOT_CLAIMED, contract, each
+from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.context_prompts import PromptUnavailable
 
 OUTPUT_TOKENS = 2
@@ -39,7 +39,7 @@ def overflow(vllm_expect):
 
 @pytest.fixture(scope="module")
 def clamp(vllm_expect):
-    return vllm_expect.declared("context", "max_tokens_clamp", default_fact="max_tokens_clamp_default")
+    return vllm_expect.declared("context", "max_tokens_clamp")
 
 
 @pytest.fixture
@@ -70,9 +70,7 @@ def assert_refused_naming_the_limit(generation, max_model_len, refusal):
 
 @contract("context.max_model_len_as_declared")
 def test_models_report_the_declared_max_model_len(vllm_facts, vllm_expect):
-    declared = vllm_expect.declared("context", "max_model_len", from_baseline=True)
-    if declared.value is None:
-        pytest.skip(f"{NOT_CLAIMED}: no max_model_len declared (profile context.max_model_len, or --vllm-baseline)")
+    declared = vllm_expect.declared("context", "max_model_len")
     reported = vllm_facts.max_model_len
     yarn = vllm_expect.fact("yarn_max_model_len")
     assert reported == declared.value, (
@@ -102,7 +100,10 @@ def test_request_one_token_over_the_limit_is_refused_or_clamped(endpoint, genera
     if over.status != 200:
         assert_refused_naming_the_limit(over, max_model_len, refusal)
         return
-    total = (over.served_prompt_tokens or 0) + (over.completion_tokens or 0)
+    assert over.served_prompt_tokens is not None and over.completion_tokens is not None, (
+        f"the answer carries no usage, so the tokens it served cannot be counted against max_model_len: {over}"
+    )
+    total = over.served_prompt_tokens + over.completion_tokens
     assert total <= max_model_len, f"the server generated past max_model_len {max_model_len} ({total} tokens): {over}"
     assert clamp.value == "allowed", (
         f"the server clamped max_tokens from {OUTPUT_TOKENS} to {over.completion_tokens} instead of refusing "
@@ -115,6 +116,9 @@ def test_request_one_token_over_the_limit_is_refused_or_clamped(endpoint, genera
 @each("endpoint", "context_endpoints")
 def test_prompt_alone_over_the_limit_is_refused(endpoint, generate, max_model_len, refusal):
     over = generate(max_model_len + 1, 1)
+    if over.status == 200 and over.served_prompt_tokens is None:
+        pytest.fail(f"a prompt over max_model_len {max_model_len} was served, and the answer carries no usage "
+                    f"to tell whether it was truncated: {over}", pytrace=False)
     if over.status == 200 and over.served_prompt_tokens == over.prompt_tokens:
         pytest.fail(f"a prompt over max_model_len {max_model_len} was served whole: the server enforces more than "
                     f"/v1/models advertises: {over}", pytrace=False)

@@ -22,11 +22,9 @@ assert contracts (agreement, statistical gates), never wording.
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
-from pytest_vllm_conformance import NOT_CLAIMED, contract, each
+from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.evals import greedy, offline, session, task_files
 from pytest_vllm_conformance.evals.runner import EvalFailed
 
@@ -45,17 +43,15 @@ def _setting(option, declared):
 @pytest.fixture(scope="module")
 def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, tmp_path_factory):
     settings = vllm_settings
-    if not (settings.baseline_url or settings.eval_baseline_file or settings.eval_save):
-        pytest.skip(f"{NOT_CLAIMED}: {session.NO_BASELINE}")
     spread = hasattr(pytestconfig, "workerinput") and pytestconfig.getoption("dist", "no") in ("load", "worksteal")
     if settings.eval_save and spread:
         pytest.fail("--vllm-eval-save under pytest-xdist needs the quality tests on one worker: add --dist loadfile", pytrace=False)
     try:
         run = session.open_run(
             settings, vllm_facts, vllm_client, tmp_path_factory.mktemp("quality"),
-            tolerance=_setting(settings.eval_tolerance, vllm_expect.declared("quality", "tolerance", default=0.05)),
-            confidence=_setting(settings.eval_confidence, vllm_expect.declared("quality", "confidence", default=0.95)),
-            greedy_tokens=vllm_expect.declared("quality", "greedy_tokens", default=16).value,
+            tolerance=_setting(settings.eval_tolerance, vllm_expect.declared("quality", "tolerance")),
+            confidence=_setting(settings.eval_confidence, vllm_expect.declared("quality", "confidence")),
+            greedy_tokens=vllm_expect.declared("quality", "greedy_tokens").value,
         )
     except (session.BaselineUnusable, ValueError) as exc:
         pytest.fail(str(exc), pytrace=False)
@@ -79,23 +75,26 @@ def outcome_of(compare):
     """One comparison; a skip when it cannot be made, a failure when a server could not answer it."""
     try:
         return compare()
-    except session.NoBaseline as exc:
-        pytest.skip(f"{NOT_CLAIMED}: {exc}")
-    except session.NotComparable as exc:
-        pytest.skip(str(exc))
+    except (session.NoBaseline, session.NotComparable) as exc:
+        pytest.skip(f"could not compare: {exc}")
     except (EvalFailed, greedy.GreedyUnavailable) as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
 def assert_not_worse(outcomes, record):
-    """Both scores, the delta and its interval go to the report; the test fails when any metric is shown worse."""
-    worse, notes = [], []
+    """Both scores, the delta and its interval go to the report.
+
+    The test fails when any metric is shown worse, and is undecided (a skip:
+    the feature is then partial, which --vllm-gate=strict fails) when the
+    interval straddles the tolerance: too few items to tell.
+    """
+    worse, undecided, notes = [], [], []
     for outcome in outcomes:
         for comparison in outcome.comparisons:
             for name, value in comparison.properties().items():
                 record(name, value)
             if comparison.verdict == "inconclusive":
-                warnings.warn(f"{outcome.label}: too few items to show the target is not worse: {comparison}", stacklevel=2)
+                undecided.append(f"{outcome.label} {comparison}")
         worse.extend(f"{outcome.label} {comparison}" for comparison in outcome.worse)
         notes.extend(note for note in outcome.notes if note not in notes)
     count = len(worse)
@@ -104,6 +103,8 @@ def assert_not_worse(outcomes, record):
         + "\n  ".join(worse)
         + "".join(f"\n  ({note})" for note in notes)
     )
+    if undecided:
+        pytest.skip("undecided: too few items to show the target is not worse: " + "; ".join(undecided))
 
 
 @contract("quality.greedy_tokens_match_baseline")

@@ -7,19 +7,18 @@ does is in the contract data (facts ``scale_out_gate``, ``scale_out_routes``).
 
 import pytest
 
-from pytest_vllm_conformance import NOT_CLAIMED, contract, each
+from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.vllm_answers import HANDLER_STATUSES, reached_handler, scale_out_refusal_status
+
 
 @pytest.fixture(scope="module")
 def scale_out(vllm_expect):
-    return vllm_expect.declared("endpoint", "scale_out", default_fact="scale_out_default")
+    return vllm_expect.declared("endpoint", "scale_out")
 
 
 @contract("scale_out.enabled_routes_served")
 @each("route", "scale_out_routes")
-def test_enabled_route_is_served(route, scale_out, vllm_client, vllm_expect):
-    if scale_out.value != "enabled":
-        pytest.skip(f"{NOT_CLAIMED}: scale-out is {scale_out}")
+def test_enabled_route_is_served(route, scale_out, vllm_client):
     response = route.send(vllm_client)
     assert reached_handler(response), (
         f"scale-out is {scale_out}, but {route} did not reach its handler "
@@ -30,8 +29,6 @@ def test_enabled_route_is_served(route, scale_out, vllm_client, vllm_expect):
 @contract("scale_out.disabled_routes_refused")
 @each("route", "scale_out_routes")
 def test_disabled_route_is_refused(route, scale_out, vllm_client, vllm_expect):
-    if scale_out.value != "disabled":
-        pytest.skip(f"{NOT_CLAIMED}: scale-out is {scale_out}")
     gate = vllm_expect.fact("scale_out_gate")
     response = route.send(vllm_client)
     assert gate["gate"] != "none", f"scale-out is {scale_out}, but {gate['note']}: {response.describe()}"

@@ -17,7 +17,7 @@ from pytest_vllm_conformance import contract, each
 @contract("startup_log.declared_findings_absent")
 @each("finding", "startup_log_findings")
 def test_startup_log_finding(finding, vllm_startup_log, vllm_offline_expect, request):
-    fail_on = vllm_offline_expect.declared("startup_log", "fail_on", default_fact="startup_log_fail_on_default")
+    fail_on = vllm_offline_expect.declared("startup_log", "fail_on")
     lines = vllm_startup_log.lines(finding)
     for line in lines:
         # user_properties, not record_property: the same JUnit property without xunit2's warning.

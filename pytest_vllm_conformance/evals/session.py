@@ -19,6 +19,7 @@ from pathlib import Path
 from ..client import BoundedClient, display_url
 from ..discovery import DiscoveryError, ServerFacts, discover
 from ..options import Settings
+from ..target import client_for
 from . import greedy, long_context, paired, task_files
 from .baseline_file import BaselineFile, BaselineFileError, run_key
 from .runner import Backend, Endpoint, TaskResult, evaluate, language_model, task_manager
@@ -320,9 +321,7 @@ def client_key(settings: Settings, role: str):
 
 def connect_baseline(settings: Settings, target_facts: ServerFacts) -> ServerSide:
     """The live baseline: its facts, and the model it serves (the target's id when it serves that too)."""
-    client = BoundedClient(
-        settings.baseline_url, api_key=client_key(settings, "baseline"), timeout=settings.timeout, max_body=settings.max_body
-    )
+    client = client_for(settings, settings.baseline_url, api_key=client_key(settings, "baseline"))
     try:
         facts = discover(client, settings.baseline_model)
     except DiscoveryError as exc:

@@ -21,7 +21,7 @@ import pytest
 from .. import __version__
 from ..client import display_url
 from . import junit, report_files
-from .outcomes import OUTCOMES, FeatureResult, OutcomeCollector, feature_results, overall_result
+from .outcomes import OUTCOMES, PARTIAL, FeatureResult, OutcomeCollector, feature_results, overall_result
 from .redaction import LogRecordRedaction, url_password
 
 PLUGIN_NAME = "vllm-conformance-reporter"
@@ -29,14 +29,14 @@ SUMMARY_TITLE = "vLLM conformance"
 
 
 class ConformanceReporter:
-    def __init__(self, config: pytest.Config, state: Any, not_claimed_prefix: str) -> None:
+    def __init__(self, config: pytest.Config, state: Any) -> None:
         """``state`` is the plugin's RunState: settings, catalogue, profile, redactor, and the facts once known."""
         self.config = config
         self.state = state
         self.redactor = state.redactor
         # A URL given as scheme://user:password@host: its password is a secret too.
         self.redactor.add(url_password(state.settings.url))
-        self.collector = OutcomeCollector(not_claimed_prefix)
+        self.collector = OutcomeCollector()
         self.started = datetime.now(timezone.utc)
         self.controls_run = not hasattr(config, "workerinput")
         self.report_path = self._report_path(state.settings.report)
@@ -89,9 +89,12 @@ class ConformanceReporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.controls_run:
             return
-        self.results = feature_results(self.state.catalogue.features, self.collector.finished())
+        self.results = feature_results(self.state.catalogue.statements(), self.collector.finished())
+        if self.gate_failures() and session.exitstatus == pytest.ExitCode.OK:
+            # --vllm-gate=strict: a claimed feature that was not fully checked fails the promotion.
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.report_path is not None and not self.config.option.collectonly:
-            report = report_files.build(self._run_info(int(exitstatus)), self.results, self.redactor)
+            report = report_files.build(self._run_info(int(session.exitstatus)), self.results, self.redactor)
             try:
                 self.written = report_files.write(self.report_path, report)
             except OSError as exc:
@@ -102,6 +105,11 @@ class ConformanceReporter:
         if self.junit_path is not None and self.junit_path.is_file():
             junit.rewrite(self.junit_path, self.config.getini("junit_family"), self.redactor, self._suite_properties())
 
+    def gate_failures(self) -> list[FeatureResult]:
+        if self.state.settings.gate != "strict":
+            return []
+        return [result for result in self.results if result.result == PARTIAL]
+
     def _run_info(self, exit_status: int) -> report_files.RunInfo:
         state = self.state
         facts = state.facts
@@ -111,6 +119,10 @@ class ConformanceReporter:
             run.vllm_version = facts.version
             run.model = facts.model
             run.expectations = state.expectations().basis
+            if facts.inventory is not None:
+                run.routes = facts.inventory.source
+                run.routes_not_mounted = facts.inventory.not_mounted
+        run.gate = state.settings.gate
         run.embedded_server = bool(state.target is not None and state.target.server is not None)
         if state.profile is not None:
             run.profile_name = state.profile.name
@@ -151,7 +163,12 @@ class ConformanceReporter:
         width = max(len(result.name) for result in self.results)
         for result in self.results:
             counts = ", ".join(f"{result.counts[o]} {o}" for o in OUTCOMES if result.counts[o])
-            lines.append(f"  {result.name:<{width}}  {result.result:<11}  {counts}".rstrip())
+            checked = f"{result.coverage}: " if result.claimed else ""
+            lines.append(f"  {result.name:<{width}}  {result.result:<11}  {checked}{counts}".rstrip())
+        failing = self.gate_failures()
+        if failing:
+            names = ", ".join(f"{result.name} ({result.coverage})" for result in failing)
+            lines.append(f"--vllm-gate=strict: partial feature(s) fail the run: {names}")
         if self.written is not None:
             lines.append(f"report: {self.written[0]} and {self.written[1]}")
         if self.write_error is not None:

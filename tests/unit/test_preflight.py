@@ -121,12 +121,25 @@ def test_a_file_that_does_not_parse_is_reported_with_its_line(tmp_path, name, te
     assert lint_text(tmp_path, name, text).problem == problem
 
 
-def test_a_helm_template_is_scanned_but_not_parsed(tmp_path):
-    lint = lint_text(tmp_path, "templates/d.yaml", "args: {{ toYaml .Values.args }}\nenv: [VLLM_KIMI_K3_GEMM_RS]\n")
-    assert lint.problem is None
+def test_a_helm_template_is_scanned_and_parsed_with_its_actions_blanked(tmp_path):
+    text = "{{- if .Values.enabled }}\nargs: {{ toYaml .Values.args }}\nenv: [VLLM_KIMI_K3_GEMM_RS]\n{{- end }}\n"
+    lint = lint_text(tmp_path, "templates/d.yaml", text)
+    assert (lint.problem, lint.unchecked) == (None, None)
     assert first_lines(lint) == [
-        "templates/d.yaml:2: environment variable VLLM_KIMI_K3_GEMM_RS: not in vLLM 0.32.0; use VLLM_ENABLE_GEMM_RS instead"
+        "templates/d.yaml:3: environment variable VLLM_KIMI_K3_GEMM_RS: not in vLLM 0.32.0; use VLLM_ENABLE_GEMM_RS instead"
     ]
+
+
+def test_a_helm_template_that_is_no_yaml_even_blanked_is_unchecked_not_passed(tmp_path):
+    lint = lint_text(tmp_path, "templates/d.yaml", "args: [{{ .Values.a }}\nenv: x\n")
+    assert lint.problem is None
+    assert lint.unchecked.startswith("templates/d.yaml: a Helm template that is not YAML even with its template actions blanked")
+
+
+def test_a_shell_script_without_bash_to_check_it_is_unchecked_not_passed(tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: None)
+    lint = lint_text(tmp_path, "run.sh", 'echo "unclosed\n')
+    assert (lint.problem, lint.unchecked) == (None, "run.sh: no bash on this machine to check the script with (bash -n)")
 
 
 def test_unreadable_and_binary_files_are_reported_not_raised(tmp_path):
@@ -270,7 +283,7 @@ def test_a_broken_directory_never_stops_the_run(pytester, tmp_path):
 
 def test_without_manifests_or_version_the_suite_skips_with_the_reason(pytester):
     result = pytester.runpytest_subprocess(str(SUITES), "-m", "preflight", "-p", "no:cacheprovider", "-rs", timeout=300)
-    result.stdout.fnmatch_lines(["*not claimed: no deployment files given (--vllm-manifests=DIR --vllm-target-version=X)*"])
+    result.stdout.fnmatch_lines(["*not claimed: not given: --vllm-manifests=DIR (with --vllm-target-version=X when no server is given)*"])
     result = pytester.runpytest_subprocess(
         str(SUITES), "-m", "preflight", f"--vllm-manifests={MANIFESTS}", "-p", "no:cacheprovider", "-rs", timeout=300
     )

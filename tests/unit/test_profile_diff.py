@@ -76,11 +76,36 @@ def test_unbounded_validation_errors_matter_only_when_they_appear():
     assert not back["validation errors bounded: False -> True"].matters
 
 
-def test_missing_observations_are_informational_not_failures():
-    found = differences(observation(), observation(routes=None, metrics=None, tokenizer=None))
-    assert {d.id for d in found} == {
-        "route table no longer published (/openapi.json)", "/metrics no longer served", "tokenizer not observable on the target"}
-    assert not any(d.matters for d in found)
+def test_what_one_side_could_not_observe_fails_saying_how_to_see_it():
+    blocked = observation(routes=None, metrics=None, tokenizer=None,
+                          unobserved={"tokenizer": "POST /tokenize answered 403", "metrics": "GET /metrics answered 404"})
+    found = by_id(differences(observation(), blocked))
+    assert set(found) == {"routes not compared", "metrics not compared", "tokenizer not compared"}
+    assert all(d.matters for d in found.values())
+    tokenizer = found["tokenizer not compared"]
+    assert tokenizer.message == (
+        "tokenizer not compared: could not be observed on the target (POST /tokenize answered 403): allow POST "
+        "/tokenize for the key the run uses, or list tokenizer under profile_diff.ignore in the profile"
+    )
+    assert "the target (not in its capture)" in found["routes not compared"].why
+    # Unseen on both sides is no better than on one.
+    assert by_id(differences(blocked, blocked))["tokenizer not compared"].matters
+
+
+def test_an_ignored_aspect_is_not_compared_at_all():
+    blocked = observation(tokenizer=None, unobserved={"tokenizer": "POST /tokenize answered 403"})
+    assert differences(observation(), blocked, ignore=["tokenizer"]) == []
+    changed = observation(tokenizer={**observation()["tokenizer"], "sha256": "f" * 64})
+    assert differences(observation(), changed, ignore=["tokenizer"]) == []
+
+
+def test_a_baseline_route_whose_probe_was_refused_is_not_taken_as_removed():
+    baseline = observation()
+    route = baseline["routes"][0]
+    target = observation(routes=baseline["routes"][1:], routes_unknown=[route])
+    (difference,) = differences(baseline, target)
+    assert difference.id == f"route not compared: {route}" and difference.matters
+    assert "its probe was refused before vLLM's router" in difference.why
 
 
 def test_markdown_lists_each_difference_with_its_verdict(tmp_path):

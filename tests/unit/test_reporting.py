@@ -16,12 +16,14 @@ from pytest_vllm_conformance import contracts
 
 # One test per outcome, spread so that each feature verdict shows up:
 # discovery all passed (success), auth one failure (failure), validation_bounds
-# a skip beside a pass (partial), scale_out only not-claimed (not claimed).
+# a skip beside a pass (partial), scale_out only not-claimed (not claimed: the
+# plugin decides that before the test runs, from the newest release's default
+# "scale-out disabled", since no server is known here).
 STAND_INS = """
     import pytest
     from pytest_vllm_conformance import contract
 
-    @contract("discovery.health_ok")
+    @contract("discovery.max_model_len_published")
     def test_health():
         pass
 
@@ -49,11 +51,14 @@ STAND_INS = """
     @contract("scale_out.enabled_routes_served")
     @pytest.mark.parametrize("route", ["a", "b"])
     def test_served(route):
-        pytest.skip("not claimed: scale-out is disabled (profile plain)")
+        raise AssertionError("a contract that is not claimed never runs")
 
     def test_not_a_contract():
         pass
 """
+
+
+SCALE_OUT_OFF = "endpoint.scale_out is disabled (vLLM (version unknown: newest known rules) default)"
 
 
 @pytest.fixture
@@ -97,12 +102,16 @@ def test_report_judges_every_catalogue_feature(pytester, clean_env):
     ]
     assert (features["scale_out"]["claimed"], features["scale_out"]["result"]) == (False, "not claimed")
     assert features["scale_out"]["not_claimed"] == [
-        {"contract": "scale_out.enabled_routes_served", "tests": 2, "reason": "scale-out is disabled (profile plain)"}
+        {"contract": "scale_out.enabled_routes_served", "tests": 2, "reason": SCALE_OUT_OFF}
     ]
+    assert features["discovery"]["checked"] == "2 of 2 checked"
+    assert features["validation_bounds"]["checked"] == "1 of 2 checked"
+    assert features["scale_out"]["checked"] is None
     assert features["embedding_limits"]["result"] == "not run"
     assert report["counts"] == {"passed": 5, "failed": 1, "skipped": 1, "not_claimed": 2}
     assert report["plugin"]["version"] and report["date"]
     assert set(report["target"]) == {"url", "vllm_version", "model", "server", "profile", "profile_file"}
+    assert report["gate"] == "report"
 
 
 def test_markdown_twin_has_the_feature_table_and_each_failure(pytester, clean_env):
@@ -110,14 +119,14 @@ def test_markdown_twin_has_the_feature_table_and_each_failure(pytester, clean_en
     pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=report.yaml")
     markdown = (pytester.path / "report.md").read_text()
     assert markdown.startswith("# vLLM conformance report: failure\n")
-    assert "| discovery | yes | success | 2 | 0 | 0 | 0 |" in markdown
-    assert "| validation_bounds | yes | partial | 1 | 0 | 1 | 0 |" in markdown
-    assert "| scale_out | no | not claimed | 0 | 0 | 0 | 2 |" in markdown
+    assert "| discovery | yes | success | 2 of 2 checked | 2 | 0 | 0 | 0 |" in markdown
+    assert "| validation_bounds | yes | partial | 1 of 2 checked | 1 | 0 | 1 | 0 |" in markdown
+    assert "| scale_out | no | not claimed | — | 0 | 0 | 0 | 2 |" in markdown
     assert (
         "- `auth.guarded_route_accepts_key` `test_stand_ins.py::test_accepts_key[POST /v1/completions]`: "
         "POST /v1/completions refused the right key: 401"
     ) in markdown
-    assert "- `scale_out.enabled_routes_served` (2 tests): scale-out is disabled (profile plain)" in markdown
+    assert f"- `scale_out.enabled_routes_served` (2 tests): {SCALE_OUT_OFF}" in markdown
 
 
 @pytest.mark.parametrize(
@@ -132,15 +141,65 @@ def test_markdown_twin_has_the_feature_table_and_each_failure(pytester, clean_en
     ],
 )
 def test_claimed_feature_with_a_skipped_contract_is_partial_never_success(pytester, clean_env, outcomes, expected):
+    # With auth declared none, the guarded-route contracts are not claimed and open_server_declared still is.
     bodies = {"pass": "pass", "fail": "assert False, 'broken'", "skip": "pytest.skip('no key')",
-              "not_claimed": "pytest.skip('not claimed: off')"}
+              "not_claimed": "raise AssertionError('never runs')"}
+    contract_of = {"not_claimed": "auth.guarded_route_accepts_key"}
     lines = ["import pytest", "from pytest_vllm_conformance import contract"]
     for kind, count in outcomes.items():
         for index in range(count):
-            lines += ['@contract("auth.guarded_route_accepts_key")', f"def test_{kind}_{index}():", f"    {bodies[kind]}"]
+            contract_id = contract_of.get(kind, "auth.open_server_declared")
+            lines += [f'@contract("{contract_id}")', f"def test_{kind}_{index}():", f"    {bodies[kind]}"]
     pytester.makepyfile("\n".join(lines))
-    pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=r.yaml")
+    pytester.makefile(".yaml", profile="profile: 1\nname: open\nendpoint: {auth: none}\n")
+    pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=r.yaml", "--vllm-profile=profile.yaml")
     assert read_report(pytester.path / "r.yaml")["features"]["auth"]["result"] == expected
+
+
+def test_a_test_cannot_declare_itself_not_claimed(pytester, clean_env):
+    """Only the plugin decides "not claimed"; a skip a test raises, whatever its words, leaves the feature partial."""
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_vllm_conformance import contract
+
+        @contract("auth.open_server_declared")
+        def test_sneaky():
+            pytest.skip("not claimed: the server looked odd")
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=r.yaml")
+    auth = read_report(pytester.path / "r.yaml")["features"]["auth"]
+    assert (auth["result"], auth["counts"]["skipped"], auth["counts"]["not_claimed"]) == ("partial", 1, 0)
+
+
+def test_strict_gate_fails_a_partial_run(pytester, clean_env):
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_vllm_conformance import contract
+
+        @contract("auth.open_server_declared")
+        def test_skipped():
+            pytest.skip("no key given")
+
+        @contract("discovery.version_parses")
+        def test_ok():
+            pass
+        """
+    )
+    assert pytester.runpytest("-p", "no:cacheprovider").ret == pytest.ExitCode.OK
+    result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-gate=strict", "--vllm-report=r.yaml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["--vllm-gate=strict: partial feature(s) fail the run: auth (0 of 1 checked)"])
+    report = read_report(pytester.path / "r.yaml")
+    assert (report["gate"], report["exit_status"]) == ("strict", 1)
+
+
+def test_gate_takes_only_its_two_values(pytester, clean_env):
+    result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-gate=lenient")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--vllm-gate (from --vllm-gate): 'lenient' is not valid: choose one of report, strict*"])
 
 
 def test_errors_in_setup_and_xfail_are_counted(pytester, clean_env):
@@ -153,11 +212,11 @@ def test_errors_in_setup_and_xfail_are_counted(pytester, clean_env):
         def broken():
             raise RuntimeError("fixture exploded")
 
-        @contract("discovery.health_ok")
+        @contract("discovery.max_model_len_published")
         def test_setup_error(broken):
             pass
 
-        @contract("discovery.model_listed")
+        @contract("discovery.core_routes_served")
         @pytest.mark.xfail(reason="known regression")
         def test_known():
             assert False
@@ -189,10 +248,10 @@ def test_terminal_summary_has_one_line_per_feature(pytester, clean_env):
     result.stdout.fnmatch_lines(
         [
             "*- vLLM conformance: failure -*",
-            "  discovery *success *2 passed",
+            "  discovery *success *2 of 2 checked: 2 passed",
             "  scale_out *not claimed *2 not claimed",
-            "  auth *failure *2 passed, 1 failed",
-            "  validation_bounds *partial *1 passed, 1 skipped",
+            "  auth *failure *3 of 3 checked: 2 passed, 1 failed",
+            "  validation_bounds *partial *1 of 2 checked: 1 passed, 1 skipped",
             "  embedding_limits *not run",
         ]
     )
@@ -245,7 +304,7 @@ def test_xunit2_system_out_merges_with_captured_output(pytester, clean_env):
         """
         from pytest_vllm_conformance import contract
 
-        @contract("discovery.health_ok")
+        @contract("discovery.max_model_len_published")
         def test_prints():
             print("captured line")
         """
@@ -255,7 +314,7 @@ def test_xunit2_system_out_merges_with_captured_output(pytester, clean_env):
     (case,) = cases_by_name(pytester.path / "junit.xml").values()
     outputs = case.findall("system-out")
     assert len(outputs) == 1
-    assert outputs[0].text.startswith("vllm_contract: discovery.health_ok\nvllm_feature: discovery\n")
+    assert outputs[0].text.startswith("vllm_contract: discovery.max_model_len_published\nvllm_feature: discovery\n")
     assert "captured line" in outputs[0].text
 
 
@@ -265,7 +324,7 @@ def test_xunit1_keeps_per_test_properties(pytester, clean_env, family):
     pytester.runpytest("-p", "no:cacheprovider", "-o", f"junit_family={family}", "--junitxml=junit.xml")
     case = cases_by_name(pytester.path / "junit.xml")["test_health"]
     properties = {p.get("name"): p.get("value") for p in case.find("properties")}
-    assert properties == {"vllm_contract": "discovery.health_ok", "vllm_feature": "discovery"}
+    assert properties == {"vllm_contract": "discovery.max_model_len_published", "vllm_feature": "discovery"}
     assert case.find("system-out") is None
 
 
@@ -274,7 +333,7 @@ def test_other_plugins_properties_are_left_where_pytest_put_them(pytester, clean
         """
         from pytest_vllm_conformance import contract
 
-        @contract("discovery.health_ok")
+        @contract("discovery.max_model_len_published")
         def test_records(record_property):
             record_property("ticket", "OPS-1")
         """
@@ -282,7 +341,7 @@ def test_other_plugins_properties_are_left_where_pytest_put_them(pytester, clean
     pytester.runpytest("-p", "no:cacheprovider", "--junitxml=junit.xml", "-W", "ignore::pytest.PytestWarning")
     (case,) = cases_by_name(pytester.path / "junit.xml").values()
     assert [(p.get("name"), p.get("value")) for p in case.find("properties")] == [("ticket", "OPS-1")]
-    assert case.find("system-out").text.startswith("vllm_contract: discovery.health_ok\n")
+    assert case.find("system-out").text.startswith("vllm_contract: discovery.max_model_len_published\n")
 
 
 def test_junit_suite_properties_name_the_result_and_the_report(pytester, clean_env):
@@ -342,7 +401,7 @@ def test_list_contracts_names_id_feature_versions_and_statement(pytester, clean_
     result = pytester.runpytest("--vllm-list-contracts")
     assert result.ret == 0
     catalogue = contracts.load()
-    headings = {f"{feature}: {statement}": feature for feature, statement in catalogue.features.items()}
+    headings = {f"{name}: {feature.statement}": name for name, feature in catalogue.features.items()}
     listed = {}  # contract line -> the feature heading it is listed under
     feature = None
     for line in result.outlines:
@@ -351,7 +410,12 @@ def test_list_contracts_names_id_feature_versions_and_statement(pytester, clean_
             listed[line] = feature
     for contract in catalogue.contracts.values():
         line = f"  {contract.id}  [vLLM {contract.versions}]  {contract.statement}"
+        if contract.conditions:
+            line += f"  claimed when {' and '.join(map(str, contract.conditions))}."
         assert listed.get(line) == contract.feature, line
+    # Each feature's own condition and the releases that have it are shown under its heading.
+    result.stdout.fnmatch_lines(["watermark: *", "  (claimed when watermark.required is true)", "  (vLLM >=0.30 has it)"])
+    result.stdout.fnmatch_lines(["  scale_out.disabled_routes_refused  *  claimed when endpoint.scale_out is disabled."])
 
 
 def test_report_option_is_in_the_help(pytester, clean_env):
@@ -390,7 +454,7 @@ def test_report_entries_do_not_depend_on_the_order_tests_ended():
 
 def test_a_report_that_cannot_be_written_fails_the_run(pytester, clean_env):
     pytester.makepyfile(test_passing="from pytest_vllm_conformance import contract\n\n"
-                        "@contract('discovery.health_ok')\ndef test_ok():\n    pass\n")
+                        "@contract('discovery.max_model_len_published')\ndef test_ok():\n    pass\n")
     (pytester.path / "not-a-dir").write_text("")
     result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=not-a-dir/report.yaml")
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
