@@ -196,15 +196,12 @@ def is_public(path: str, public_routes: list[str]) -> bool:
 
 
 @source
-def unguarded_routes_not_declared_public(facts: ServerFacts, expect: Expectations) -> list[Route]:
-    """Routes outside the guarded prefixes that the profile does not declare public."""
-    public = expect.declared("endpoint", "public_routes").value
+def unguarded_routes(facts: ServerFacts, expect: Expectations) -> list[Route]:
+    """Every route outside the guarded prefixes: each must be declared public, or refuse callers without a key."""
     return [
         route
         for route in _all_routes(facts, expect)
-        if route.method not in ("HEAD", "OPTIONS")
-        and not is_guarded(route.path, expect)
-        and not is_public(route.path, public)
+        if route.method not in ("HEAD", "OPTIONS") and not is_guarded(route.path, expect)
     ]
 
 

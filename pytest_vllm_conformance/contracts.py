@@ -19,6 +19,7 @@ from packaging.version import Version
 from . import yaml_data
 
 CATALOGUE_FILE = "contracts.yaml"
+ROUTE_TABLES_FILE = "route_tables.yaml"
 CONDITION_KINDS = frozenset({"declared", "given"})
 COMPARISONS = ("is", "is_not", "is_set")
 
@@ -175,7 +176,13 @@ def _declaration(key: str, entry: dict[str, Any]) -> Declaration:
 
 @cache
 def load() -> Catalogue:
-    raw = yaml_data.load_shipped(resources.files(__package__).joinpath(CATALOGUE_FILE).read_text())
+    package = resources.files(__package__)
+    raw = yaml_data.load_shipped(package.joinpath(CATALOGUE_FILE).read_text())
+    # The route tables are facts too, kept in their own file for their size.
+    for name, ranges in yaml_data.load_shipped(package.joinpath(ROUTE_TABLES_FILE).read_text()).items():
+        if name in raw["facts"]:
+            raise ValueError(f"{ROUTE_TABLES_FILE}: fact {name!r} is in {CATALOGUE_FILE} too")
+        raw["facts"][name] = ranges
     features = {
         name: Feature(
             name=name,

@@ -9,6 +9,7 @@ tiny models built here, shared per flag set through the plugin's
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -112,13 +113,17 @@ def plain_server(vllm_server_pool, tiny_models):
     return vllm_server_pool.get(tiny_models["tiny-llama"], CPU_SERVE_ARGS)
 
 
+# A hardened server: an API key, and no /openapi.json (--disable-fastapi-docs),
+# so every route-driven suite runs on the contract data's route table, probed.
+GATED_SERVE_ARGS = (*CPU_SERVE_ARGS, "--enable-scale-out", "--enable-prompt-embeds", "--disable-fastapi-docs")
+
+
 @pytest.fixture
 def gated_server(vllm_server_pool, tiny_models):
-    """Scale-out and prompt embeds enabled, behind an API key."""
+    """Scale-out and prompt embeds enabled, behind an API key, its /openapi.json hidden."""
     from pytest_vllm_conformance.options import Secret
 
-    args = (*CPU_SERVE_ARGS, "--enable-scale-out", "--enable-prompt-embeds")
-    return vllm_server_pool.get(tiny_models["tiny-llama"], args, api_key=Secret(TEST_KEY))
+    return vllm_server_pool.get(tiny_models["tiny-llama"], GATED_SERVE_ARGS, api_key=Secret(TEST_KEY))
 
 
 PLAIN_PROFILE = """
@@ -198,6 +203,95 @@ def watermark_ingress_rules():
         StripJsonField("watermarking", path=r"/v1/(chat/)?completions(/batch)?|/v1/responses|/v1/messages|/invocations|/cohere/v2/chat"),
         StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
     ]
+
+
+# ---- verdicts by contract id --------------------------------------------------
+#
+# Our proofs pin what each contract of a run must come to, by its id (the
+# vllm_contract property), never by a suite test's function name: a suite that
+# quietly turns a check into a skip, or a "not claimed", fails our CI.
+
+VERDICTS = ("passed", "failed", "skipped", "not claimed")
+
+
+@dataclass(frozen=True)
+class ContractRun:
+    """One suite test of a run, as its JUnit testcase tells it."""
+
+    contract: str
+    case: str | None  # the parameter id between the brackets, None for an unparametrized test
+    verdict: str
+    message: str  # the failure's whole text, or the skip's reason
+    properties: dict[str, str]
+
+    @property
+    def key(self) -> str:
+        return self.contract if self.case is None else f"{self.contract}[{self.case}]"
+
+
+def _leading_properties(text: str | None) -> dict[str, str]:
+    properties = {}
+    for line in (text or "").splitlines():
+        name, sep, value = line.partition(": ")
+        if not sep or not name.startswith("vllm_"):
+            break
+        properties.setdefault(name, value)
+    return properties
+
+
+def contract_runs(path: Path) -> list[ContractRun]:
+    import xml.etree.ElementTree as ET
+
+    runs = []
+    for case in ET.parse(path).iter("testcase"):
+        system_out = case.find("system-out")
+        properties = _leading_properties(system_out.text if system_out is not None else None)
+        properties.update({p.get("name"): p.get("value") for p in case.iter("property")})
+        contract = properties.get("vllm_contract")
+        if contract is None:
+            continue
+        verdict, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                verdict, message = "failed", child.text or child.get("message", "")
+            elif child.tag == "skipped":
+                claim = properties.get("vllm_claim")
+                verdict = "not claimed" if claim == "not claimed" else "skipped"
+                message = child.get("message", "")
+        name = case.get("name")
+        param = name[name.index("[") + 1 : -1] if name.endswith("]") and "[" in name else None
+        runs.append(ContractRun(contract, param, verdict, message, properties))
+    return runs
+
+
+def verdicts(path: Path) -> dict[str, dict[str, int]]:
+    """Contract id -> {verdict: number of its tests}."""
+    from collections import Counter
+
+    counted: dict[str, Counter] = {}
+    for run in contract_runs(path):
+        counted.setdefault(run.contract, Counter())[run.verdict] += 1
+    return {contract: dict(counts) for contract, counts in counted.items()}
+
+
+def assert_verdicts(path: Path, expected: dict[str, str | dict[str, int]]) -> None:
+    """Every contract of the run is pinned: a verdict all its tests share, or {verdict: count}."""
+    seen = verdicts(path)
+    assert set(seen) == set(expected), (
+        f"contracts run but not pinned: {sorted(set(seen) - set(expected))}; "
+        f"pinned but not run: {sorted(set(expected) - set(seen))}"
+    )
+    wrong = {}
+    for contract, want in expected.items():
+        got = seen[contract]
+        if (set(got) != {want}) if isinstance(want, str) else (got != want):
+            wrong[contract] = (want, got)
+    assert not wrong, "verdicts differ (expected, seen): " + "; ".join(f"{c}: {w}" for c, w in sorted(wrong.items()))
+
+
+def failed_checks(path: Path) -> dict[str, str]:
+    """``contract[case]`` (or ``contract``) -> the whole failure text, for each failed test."""
+    return {run.key: run.message for run in contract_runs(path) if run.verdict == "failed"}
 
 
 def junit_results(path: Path) -> dict[str, tuple[str, str]]:

@@ -33,6 +33,7 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
         "pytest_vllm_conformance/suites/__init__.py",
         "pytest_vllm_conformance/suites/test_auth.py",
         "pytest_vllm_conformance/contracts.yaml",
+        "pytest_vllm_conformance/route_tables.yaml",
         "pytest_vllm_conformance/profile.schema.json",
         "pytest_vllm_conformance/vllm_cli.py",
     ):

@@ -1,0 +1,104 @@
+"""Verdicts without noise: the admission suite run N times, and all suites serial against -n 2.
+
+A gate that fails a conformant server now and then gets switched off. This
+script starts one real vLLM server with a queue bound (``--max-num-queued-reqs
+2``, tiny model), declares that bound in the profile, and then:
+
+1. runs ``pytest suites -m admission`` ``--admission-runs`` times (default 20)
+   and prints how many runs failed (target: 0);
+2. runs every suite ``--agreement-runs`` times (default 10) with ``-n 2`` and
+   compares each run's verdict per contract id with a serial run's (target:
+   every run agrees). Under -n 2 the admission burst holds the server alone
+   (pytest_vllm_conformance/run_lock.py) while the other worker waits.
+
+Verdicts are read from each run's JUnit file by contract id, as our tests do.
+
+    python bench/verdict_stability.py [--python PYTHON_WITH_VLLM] [--admission-runs N] [--agreement-runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from fixtures import tiny_models  # noqa: E402
+from pytest_vllm_conformance.launcher import VllmServer  # noqa: E402
+from tests.conftest import contract_runs  # noqa: E402
+
+BOUND = 2
+SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--max-num-queued-reqs", str(BOUND))
+PROFILE = f"""
+profile: 1
+name: bounded
+endpoint: {{scale_out: disabled, auth: none, prompt_embeds: disabled}}
+context: {{max_model_len: 512}}
+admission: {{max_queued_requests: {BOUND}}}
+"""
+
+
+def run(url: str, workdir: Path, name: str, *args: str) -> dict[str, str]:
+    """One pytest run of the suites; contract[case] -> verdict."""
+    junit = workdir / f"{name}.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", str(REPO / "suites"), f"--vllm-url={url}", f"--vllm-profile={workdir / 'profile.yaml'}",
+         f"--junitxml={junit}", "-q", "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function", *args],
+        cwd=workdir, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+    )
+    return {r.key: r.verdict for r in contract_runs(junit)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--python", help="interpreter with vLLM (default: this one)")
+    parser.add_argument("--admission-runs", type=int, default=20)
+    parser.add_argument("--agreement-runs", type=int, default=10)
+    args = parser.parse_args()
+    model = tiny_models.build("tiny-llama")
+    with tempfile.TemporaryDirectory() as tmp, VllmServer(model, SERVE_ARGS, python=args.python) as server:
+        workdir = Path(tmp)
+        (workdir / "profile.yaml").write_text(PROFILE)
+        print(f"server: tiny-llama, --max-num-queued-reqs {BOUND}, ready in {server.ready_seconds:.1f} s")
+
+        failed_runs = []
+        started = time.perf_counter()
+        for index in range(args.admission_runs):
+            verdicts = run(server.url, workdir, f"admission-{index}", "-m", "admission")
+            bad = sorted(key for key, verdict in verdicts.items() if verdict != "passed")
+            if bad or not verdicts:
+                failed_runs.append((index, bad or ["no admission test ran"]))
+        print(f"admission suite: {args.admission_runs - len(failed_runs)} of {args.admission_runs} runs all passed, "
+              f"{len(failed_runs)} with a failure or skip ({time.perf_counter() - started:.0f} s)")
+        for index, bad in failed_runs:
+            print(f"  run {index}: {', '.join(bad)}")
+
+        serial = run(server.url, workdir, "serial")
+        print(f"all suites serial: {len(serial)} tests, "
+              f"{sum(v == 'passed' for v in serial.values())} passed, "
+              f"{sum(v == 'not claimed' for v in serial.values())} not claimed, "
+              f"{sum(v in ('failed', 'skipped') for v in serial.values())} failed or skipped")
+        disagreeing = []
+        for index in range(args.agreement_runs):
+            spread = run(server.url, workdir, f"xdist-{index}", "-n", "2")
+            differences = sorted(
+                f"{key}: {serial.get(key)} serially, {spread.get(key)} with -n 2"
+                for key in set(serial) | set(spread)
+                if serial.get(key) != spread.get(key)
+            )
+            if differences:
+                disagreeing.append((index, differences))
+        print(f"all suites with -n 2: {args.agreement_runs - len(disagreeing)} of {args.agreement_runs} runs agree "
+              "with the serial run, contract by contract")
+        for index, differences in disagreeing:
+            print(f"  run {index}: " + "; ".join(differences[:5]) + (" ..." if len(differences) > 5 else ""))
+
+
+if __name__ == "__main__":
+    main()
