@@ -9,7 +9,7 @@ profile that forbids it.
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
-from tests.conftest import failures, requires_vllm, run_suites
+from tests.conftest import failed_checks, requires_vllm, run_suites
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 
@@ -24,13 +24,13 @@ def test_a_shorter_context_than_the_baseline_fails_diff_and_context(pytester, pl
 
     short = vllm_server_pool.get(tiny_models["tiny-llama"], SHORT_CONTEXT_ARGS)
     run_suites(pytester, "-m", "context or profile_diff", f"--vllm-baseline={baseline}", url=short.url)
-    failed = failures(pytester.path / "junit.xml")
-    assert set(failed) == {"test_difference_from_the_baseline[max_model_len: 512 -> 256]",
-                           "test_models_report_the_declared_max_model_len"}, failed
+    failed = failed_checks(pytester.path / "junit.xml")
+    assert set(failed) == {"profile_diff.serving_unchanged[max_model_len: 512 -> 256]",
+                           "context.max_model_len_as_declared"}, failed
     assert "max_model_len: 512 -> 256: prompts that fitted before are now refused or get their max_tokens clamped" in (
-        failed["test_difference_from_the_baseline[max_model_len: 512 -> 256]"])
+        failed["profile_diff.serving_unchanged[max_model_len: 512 -> 256]"])
     assert f"/v1/models reports max_model_len 256 for 'tiny-llama', expected 512 (baseline {baseline})" in (
-        failed["test_models_report_the_declared_max_model_len"])
+        failed["context.max_model_len_as_declared"])
     report = (tmp_path / "canary-512.diff.md").read_text()
     assert "| max_model_len: 512 -> 256 | 512 | 256 | **fails** |" in report
 
@@ -39,28 +39,27 @@ def test_a_server_advertising_more_than_it_enforces_fails_context(pytester, plai
     advertise_1024 = RewriteJsonResponse(json_path=("data", "*", "max_model_len"), value=1024, path="/v1/models")
     with FaultProxy(plain_server.url, rules=[advertise_1024]) as proxy:
         run_suites(pytester, "-m", "context", url=proxy.url)
-    failed = failures(pytester.path / "junit.xml")
+    failed = failed_checks(pytester.path / "junit.xml")
     assert set(failed) == {
-        f"{test}[{endpoint}]"
-        for test in ("test_request_filling_the_context_exactly_is_served",
-                     "test_request_one_token_over_the_limit_is_refused_or_clamped",
-                     "test_prompt_alone_over_the_limit_is_refused")
+        f"{contract}[{endpoint}]"
+        for contract in ("context.request_at_limit_served", "context.request_over_limit_refused_or_clamped",
+                         "context.prompt_over_limit_refused")
         for endpoint in ENDPOINTS
     }, failed
-    at_limit = failed["test_request_filling_the_context_exactly_is_served[POST /v1/completions]"]
+    at_limit = failed["context.request_at_limit_served[POST /v1/completions]"]
     assert "prompt + max_tokens = max_model_len 1024 (from /v1/models) must be served" in at_limit
     assert "with a prompt of 1022 tokens and max_tokens 2 -> 400" in at_limit
     assert "maximum context length is 512 tokens" in at_limit
-    over = failed["test_prompt_alone_over_the_limit_is_refused[POST /v1/chat/completions]"]
+    over = failed["context.prompt_over_limit_refused[POST /v1/chat/completions]"]
     assert "the refusal names a limit of 512, but /v1/models reports max_model_len 1024" in over
 
 
 def test_a_clamp_fails_context_where_the_profile_forbids_it(pytester, plain_server):
     forbid = "profile: 1\nname: no-clamp\ncontext:\n  max_model_len: 512\n  max_tokens_clamp: forbidden\n"
     run_suites(pytester, "-m", "context", url=plain_server.url, profile=forbid)
-    failed = failures(pytester.path / "junit.xml")
-    assert set(failed) == {f"test_request_one_token_over_the_limit_is_refused_or_clamped[{e}]" for e in ENDPOINTS}
-    message = failed["test_request_one_token_over_the_limit_is_refused_or_clamped[POST /v1/completions]"]
+    failed = failed_checks(pytester.path / "junit.xml")
+    assert set(failed) == {f"context.request_over_limit_refused_or_clamped[{e}]" for e in ENDPOINTS}
+    message = failed["context.request_over_limit_refused_or_clamped[POST /v1/completions]"]
     assert ("the server clamped max_tokens from 2 to 1 instead of refusing prompt + max_tokens one token over "
             "max_model_len 512, and max_tokens_clamp is forbidden (profile no-clamp)") in message
     assert "with a prompt of 511 tokens and max_tokens 2 -> 200" in message

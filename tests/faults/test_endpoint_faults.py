@@ -22,7 +22,7 @@ from tests.conftest import (
     GATED_PROFILE,
     PLAIN_PROFILE,
     TEST_KEY,
-    failures,
+    failed_checks,
     requires_vllm,
     run_suites,
 )
@@ -36,9 +36,9 @@ def test_a_leaked_scale_out_route_fails_scale_out(pytester, plain_server, gated_
             InjectAuth(path="/v1/completions/render", header_value=f"Bearer {TEST_KEY}")]
     with FaultProxy(plain_server.url, rules=leak) as proxy:
         run_suites(pytester, "-m", "scale_out", url=proxy.url, profile=PLAIN_PROFILE)
-    failed = failures(pytester.path / "junit.xml")
-    assert list(failed) == ["test_disabled_route_is_refused[POST /v1/completions/render]"]
-    message = failed["test_disabled_route_is_refused[POST /v1/completions/render]"]
+    failed = failed_checks(pytester.path / "junit.xml")
+    assert list(failed) == ["scale_out.disabled_routes_refused[POST /v1/completions/render]"]
+    message = failed["scale_out.disabled_routes_refused[POST /v1/completions/render]"]
     assert "scale-out is disabled (profile plain): POST /v1/completions/render should be refused with 403" in message
     assert "-> 400" in message
 
@@ -47,17 +47,17 @@ def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_serv
     # An ingress that authenticates GET /v1/models on every caller's behalf.
     with FaultProxy(gated_server.url, rules=[InjectAuth(path="/v1/models", header_value=f"Bearer {TEST_KEY}")]) as proxy:
         run_suites(pytester, "-m", "auth", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE)
-    failed = failures(pytester.path / "junit.xml")
+    failed = failed_checks(pytester.path / "junit.xml")
     # The ingress authenticates every method on the path, so the other-method variant leaks too.
     assert set(failed) == {
-        f"test_guarded_route_refuses_{check}[GET /v1/models ({variant})]"
+        f"auth.guarded_route_refuses_{check}[GET /v1/models ({variant})]"
         for check in ("missing_key", "wrong_key", "other_scheme")
         for variant in ("exact", "other method")
-    } | {"test_open_server_is_declared_open"}
+    } | {"auth.open_server_declared"}
     assert "GET /v1/models (exact) answered without a key: GET /v1/models -> 200" in (
-        failed["test_guarded_route_refuses_missing_key[GET /v1/models (exact)]"]
+        failed["auth.guarded_route_refuses_missing_key[GET /v1/models (exact)]"]
     )
-    assert "auth is required (profile gated), but the server is open" in failed["test_open_server_is_declared_open"]
+    assert "auth is required (profile gated), but the server is open" in failed["auth.open_server_declared"]
     for artifact in (pytester.path / "junit.xml",):
         assert TEST_KEY not in artifact.read_text()
 
@@ -65,10 +65,10 @@ def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_serv
 def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server):
     with FaultProxy(plain_server.url, rules=[AmplifyErrors(factor_bytes=5_000_000)]) as proxy:
         run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
-    failed = failures(pytester.path / "junit.xml")
-    bounded = {name: msg for name, msg in failed.items() if name.startswith("test_error_body_is_bounded")}
+    failed = failed_checks(pytester.path / "junit.xml")
+    bounded = {name: msg for name, msg in failed.items() if name.startswith("validation_bounds.error_body_bounded")}
     assert len(bounded) == 12, sorted(failed)  # three served routes, four sizes each
-    message = bounded["test_error_body_is_bounded[/v1/completions promptx800]"]
+    message = bounded["validation_bounds.error_body_bounded[/v1/completions promptx800]"]
     assert "the error body passed the bound of 32768 bytes (profile plain)" in message
     assert "truncated at 32,769 bytes" in message
 
@@ -76,10 +76,10 @@ def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server)
 def test_a_file_path_in_an_error_fails_validation_bounds(pytester, plain_server):
     with FaultProxy(plain_server.url, rules=[LeakInternals(path="/v1/chat/completions")]) as proxy:
         run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
-    failed = failures(pytester.path / "junit.xml")
-    assert set(failed) == {f"test_error_names_no_internals[/v1/chat/completions messagesx{n}]" for n in (10, 100, 800, 5000)}
+    failed = failed_checks(pytester.path / "junit.xml")
+    assert set(failed) == {f"validation_bounds.no_internals[/v1/chat/completions messagesx{n}]" for n in (10, 100, 800, 5000)}
     assert "the error shows a server file path '/usr/lib/python3/dist-packages/vllm/entrypoints/serve.py'" in (
-        failed["test_error_names_no_internals[/v1/chat/completions messagesx10]"]
+        failed["validation_bounds.no_internals[/v1/chat/completions messagesx10]"]
     )
 
 
@@ -90,15 +90,15 @@ def test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits(pytester, vll
     server = vllm_server_pool.get(tiny_models["tiny-llama"], args, env={"VLLM_MAX_EMBED_DECODE_BYTES": "0"})
     profile = "profile: 1\nname: embeds\nendpoint: {prompt_embeds: enabled, auth: none}\n"
     run_suites(pytester, "-m", "embedding_limits", url=server.url, profile=profile)
-    failed = failures(pytester.path / "junit.xml")
+    failed = failed_checks(pytester.path / "junit.xml")
     assert set(failed) == {
-        "test_oversized_declaration_is_refused_fast[declares 4 TiB 1048576x1048576]",
-        "test_oversized_declaration_is_refused_fast[declares just over 2 GiB 4194305x128]",
+        "embedding_limits.oversized_declaration_refused[declares 4 TiB 1048576x1048576]",
+        "embedding_limits.oversized_declaration_refused[declares just over 2 GiB 4194305x128]",
     }
-    huge = failed["test_oversized_declaration_is_refused_fast[declares 4 TiB 1048576x1048576]"]
+    huge = failed["embedding_limits.oversized_declaration_refused[declares 4 TiB 1048576x1048576]"]
     assert "a payload that declares 4 TiB 1048576x1048576 was not refused with 400 naming 'prompt_embeds'" in huge
     assert "-> 500" in huge
-    over = failed["test_oversized_declaration_is_refused_fast[declares just over 2 GiB 4194305x128]"]
+    over = failed["embedding_limits.oversized_declaration_refused[declares just over 2 GiB 4194305x128]"]
     assert "was not refused with 400 naming 'prompt_embeds'" in over or "it was decoded before it was refused" in over
 
 
@@ -113,12 +113,11 @@ def test_answers_the_sdk_cannot_use_fail_sdk(pytester, plain_server):
     ]
     with FaultProxy(plain_server.url, rules=rules) as proxy:
         run_suites(pytester, "-m", "sdk", url=proxy.url, profile=PLAIN_PROFILE)
-    failed = failures(pytester.path / "junit.xml")
-    assert set(failed) == {"test_sdk_lists_the_model", "test_sdk_completion_parses",
-                           "test_sdk_chat_completion_parses", "test_sdk_streamed_chat_completion_parses"}
-    assert "the OpenAI SDK sees ['another-model']" in failed["test_sdk_lists_the_model"]
-    assert "the completion reports 99 completion tokens for max_tokens=8" in failed["test_sdk_completion_parses"]
-    assert "the answer's role is 'user', not 'assistant'" in failed["test_sdk_chat_completion_parses"]
+    failed = failed_checks(pytester.path / "junit.xml")
+    assert set(failed) == {"sdk.lists_model", "sdk.completion_parses", "sdk.chat_parses", "sdk.chat_stream_parses"}
+    assert "the OpenAI SDK sees ['another-model']" in failed["sdk.lists_model"]
+    assert "the completion reports 99 completion tokens for max_tokens=8" in failed["sdk.completion_parses"]
+    assert "the answer's role is 'user', not 'assistant'" in failed["sdk.chat_parses"]
     assert "asked for stream_options.include_usage, but the stream does not end with a usage chunk" in (
-        failed["test_sdk_streamed_chat_completion_parses"]
+        failed["sdk.chat_stream_parses"]
     )

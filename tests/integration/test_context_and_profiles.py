@@ -10,17 +10,15 @@ import os
 import pytest
 
 from pytest_vllm_conformance.serving_profile import load_profile
-from tests.conftest import failures, junit_results, requires_vllm, run_suites
+from fixtures.fault_proxy import FaultProxy, Respond
+from tests.conftest import assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites, verdicts
 
 pytestmark = [pytest.mark.server, requires_vllm]
 
 # No --max-model-len: the server derives it from the checkpoint.
 DERIVED_LENGTH_ARGS = ("--dtype", "float32", "--enforce-eager")
-CONTEXT_TESTS = (
-    "test_request_filling_the_context_exactly_is_served",
-    "test_request_one_token_over_the_limit_is_refused_or_clamped",
-    "test_prompt_alone_over_the_limit_is_refused",
-)
+CONTEXT_LIMITS = ("context.request_at_limit_served", "context.request_over_limit_refused_or_clamped",
+                  "context.prompt_over_limit_refused")
 
 
 def context_profile(max_model_len, clamp=None):
@@ -28,17 +26,11 @@ def context_profile(max_model_len, clamp=None):
     return text + (f"  max_tokens_clamp: {clamp}\n" if clamp else "")
 
 
-def passed(results, name):
-    return results.get(name, ("missing", ""))[0] == "passed"
-
-
-def assert_context_suite_passed(junit, max_model_len_checked=True):
-    results = junit_results(junit)
-    assert failures(junit) == {}
-    for test in CONTEXT_TESTS:
-        for endpoint in ("POST /v1/completions", "POST /v1/chat/completions"):
-            assert passed(results, f"{test}[{endpoint}]"), (test, endpoint, results.get(f"{test}[{endpoint}]"))
-    assert passed(results, "test_models_report_the_declared_max_model_len") == max_model_len_checked
+def assert_context_suite_passed(junit, **others):
+    """Every context contract passed on both endpoints; ``others``: the rest of the run's verdicts, pinned too."""
+    pinned = {contract.replace("__", "."): verdict for contract, verdict in others.items()}
+    assert_verdicts(junit, {**dict.fromkeys(CONTEXT_LIMITS, {"passed": 2}), "context.max_model_len_as_declared": "passed",
+                            **pinned})
 
 
 def test_any_run_captures_the_observed_profile(pytester, plain_server, tmp_path):
@@ -66,11 +58,37 @@ def test_a_capture_serves_as_profile_and_as_baseline_of_the_same_server(pytester
                         f"--vllm-profile={capture}", f"--vllm-baseline={capture}", url=plain_server.url)
     junit = pytester.path / "junit.xml"
     assert result.ret == 0
-    assert_context_suite_passed(junit)
-    results = junit_results(junit)
-    assert passed(results, "test_target_is_compared_with_the_baseline")
-    assert results["test_difference_from_the_baseline[none]"][0] == "skipped"
+    assert_context_suite_passed(
+        junit, profile_diff__baseline_compared="passed", profile_diff__serving_unchanged={"passed": 1},
+        scale_out__enabled_routes_served="not claimed", scale_out__disabled_routes_refused={"passed": 8},
+        discovery__version_parses="passed", discovery__max_model_len_published="passed",
+        discovery__core_routes_served="passed",
+    )
+    assert [run.case for run in contract_runs(junit) if run.contract == "profile_diff.serving_unchanged"] == ["no difference"]
     assert "0 difference(s)" in (tmp_path / "plain-512.diff.md").read_text()
+
+
+def test_a_baseline_compared_with_a_target_that_hides_its_tokenizer_fails_saying_so(pytester, plain_server, tmp_path):
+    """profile_diff never passes blind: /tokenize refused on the target is a failure that says how to show it."""
+    capture = tmp_path / "plain-512.yaml"
+    run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={capture}", url=plain_server.url)
+    blocked = Respond(status=403, body_json={"detail": "Forbidden"}, path="/tokenize")
+    with FaultProxy(plain_server.url, rules=[blocked]) as proxy:
+        result = run_suites(pytester, "-m", "profile_diff", f"--vllm-baseline={capture}", url=proxy.url)
+    junit = pytester.path / "junit.xml"
+    failed = failed_checks(junit)
+    assert list(failed) == ["profile_diff.serving_unchanged[tokenizer not compared]"]
+    assert ("tokenizer not compared: could not be observed on the target (POST /tokenize answered 403): allow "
+            "POST /tokenize for the key the run uses, or list tokenizer under profile_diff.ignore") in (
+        failed["profile_diff.serving_unchanged[tokenizer not compared]"])
+    assert result.ret == 1
+    # Declared not compared, the same run passes.
+    ignore = "profile: 1\nname: no-tokenizer\nprofile_diff: {ignore: [tokenizer]}\n"
+    with FaultProxy(plain_server.url, rules=[blocked]) as proxy:
+        result = run_suites(pytester, "-m", "profile_diff", f"--vllm-baseline={capture}", url=proxy.url, profile=ignore)
+    assert verdicts(junit) == {"profile_diff.baseline_compared": {"passed": 1},
+                               "profile_diff.serving_unchanged": {"passed": 1}}
+    assert result.ret == 0
 
 
 def test_context_suite_passes_on_vllm_0_32_defaults(pytester, plain_server):
@@ -109,15 +127,15 @@ def test_vllm_0_29_multiplies_the_yarn_length_and_refuses_overflow(pytester, vll
     run_suites(pytester, "-m", "context or profile_diff", f"--vllm-baseline={baseline}", url=old.url,
                profile=context_profile(2048))
     junit = pytester.path / "junit.xml"
-    failed = failures(junit)
+    failed = failed_checks(junit)
     # 0.29 derives 512 x 4 = 2048, refuses one token over it, and has no scale-out gate.
     assert "max_model_len: 512 -> 2048: the context window changed" in (
-        failed["test_difference_from_the_baseline[max_model_len: 512 -> 2048]"])
-    assert "test_difference_from_the_baseline[scale-out: disabled -> enabled]" in failed
-    assert not any(name.startswith(CONTEXT_TESTS) or "declared_max_model_len" in name for name in failed), failed
-    results = junit_results(junit)
-    for test in CONTEXT_TESTS:
-        for endpoint in ("POST /v1/completions", "POST /v1/chat/completions"):
-            assert passed(results, f"{test}[{endpoint}]"), (test, endpoint)
-    version_change = [name for name in results if name.startswith("test_difference_from_the_baseline[vLLM version: 0.32")]
-    assert version_change and all(passed(results, name) for name in version_change), version_change  # informational
+        failed["profile_diff.serving_unchanged[max_model_len: 512 -> 2048]"])
+    assert "profile_diff.serving_unchanged[scale-out: disabled -> enabled]" in failed
+    assert not any(key.startswith(("context.",)) for key in failed), failed
+    seen = verdicts(junit)
+    for contract in CONTEXT_LIMITS:
+        assert seen[contract] == {"passed": 2}, (contract, seen[contract])
+    diff = {run.key: run.verdict for run in contract_runs(junit) if run.contract == "profile_diff.serving_unchanged"}
+    version_change = [key for key in diff if "vLLM version: 0.32" in key]
+    assert version_change and all(diff[key] == "passed" for key in version_change), version_change  # informational
