@@ -161,12 +161,15 @@ async def exact_burst(
     finally:
         await _release(held)
     described = tuple(_describe(stream, answered_by) for stream in held.streams)
+    burst = Burst(tuple(outcomes), rejection_status, counted_before, described)
+    # A slot freed early may have let the burst in (each request arriving after the one before had finished, on a
+    # starved server): the measurement says nothing either way.
     if any(h.admitted and not h.ran_throughout for h in described):
         raise BoundNotHeld(
             "a request holding the bound finished before the burst was answered: make the held requests longer "
             "(a larger max_model_len) or the burst smaller"
         )
-    return Burst(tuple(outcomes), rejection_status, counted_before, described)
+    return burst
 
 
 async def wait_until_served(client: AsyncBoundedClient, path: str, body: dict[str, Any], within: float) -> Response:

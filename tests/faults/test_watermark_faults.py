@@ -14,8 +14,8 @@ from fixtures.fault_proxy import FaultProxy, StripJsonField
 from tests.conftest import (
     WATERMARK_KEY,
     WATERMARK_PROFILE,
-    failures,
-    junit_results,
+    contract_runs,
+    failed_checks,
     requires_vllm,
     run_suites,
     watermark_ingress_rules,
@@ -39,17 +39,17 @@ def _run(pytester, monkeypatch, server_url, rules):
     monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
     with FaultProxy(server_url, rules=rules) as ingress:
         run_suites(pytester, "-m", "watermark", f"--vllm-ingress-url={ingress.url}", url=server_url, profile=WATERMARK_PROFILE)
-    return failures(pytester.path / "junit.xml")
+    return failed_checks(pytester.path / "junit.xml")
 
 
 def test_a_passthrough_ingress_fails_every_api_by_name(pytester, monkeypatch, watermark_server):
     failed = _run(pytester, monkeypatch, watermark_server.url, rules=[])
-    assert set(failed) == {f"test_opt_out_is_stripped_at_ingress[{api}]" for api in APIS}
+    assert set(failed) == {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in APIS}
     for api in APIS:
-        message = failed[f"test_opt_out_is_stripped_at_ingress[{api}]"]
+        message = failed[f"watermark.opt_out_stripped_at_ingress[{api}]"]
         assert f"{api} let the opt-out through the ingress: the answer to \"watermarking\": false is not watermarked" in message
     assert 'the ingress must remove "sampling_params.watermarking" from POST /inference/v1/generate bodies' in (
-        failed["test_opt_out_is_stripped_at_ingress[token generate (POST /inference/v1/generate)]"]
+        failed["watermark.opt_out_stripped_at_ingress[token generate (POST /inference/v1/generate)]"]
     )
 
 
@@ -59,20 +59,20 @@ def test_an_ingress_that_forgets_chat_completions_fails_that_api_only(pytester, 
         StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
     ]
     failed = _run(pytester, monkeypatch, watermark_server.url, rules=everywhere_but_chat)
-    name = "test_opt_out_is_stripped_at_ingress[chat completions (POST /v1/chat/completions)]"
+    name = "watermark.opt_out_stripped_at_ingress[chat completions (POST /v1/chat/completions)]"
     assert list(failed) == [name]
-    assert failed[name].startswith(
-        'Failed: chat completions (POST /v1/chat/completions) let the opt-out through the ingress: the answer to "watermarking": '
+    assert (
+        'chat completions (POST /v1/chat/completions) let the opt-out through the ingress: the answer to "watermarking": '
         "false is not watermarked (p="
-    )
+    ) in failed[name]
     assert 'the ingress must remove "watermarking" from POST /v1/chat/completions bodies' in failed[name]
 
 
 def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypatch, watermark_server_ignoring_opt_out):
     failed = _run(pytester, monkeypatch, watermark_server_ignoring_opt_out.url, rules=watermark_ingress_rules())
-    assert set(failed) == {f"test_opt_out_sent_to_the_server_is_honoured[{api}]" for api in APIS}
-    message = failed["test_opt_out_sent_to_the_server_is_honoured[completions (POST /v1/completions)]"]
-    assert message.startswith('Failed: the server watermarks completions (POST /v1/completions) answers even with "watermarking": false (p=')
+    assert set(failed) == {f"watermark.opt_out_control[{api}]" for api in APIS}
+    message = failed["watermark.opt_out_control[completions (POST /v1/completions)]"]
+    assert 'the server watermarks completions (POST /v1/completions) answers even with "watermarking": false (p=' in message
     assert "the opt-out check of completions (POST /v1/completions) has no power" in message
-    passed = {n for n, (o, _) in junit_results(pytester.path / "junit.xml").items() if o == "passed"}
-    assert {f"test_opt_out_is_stripped_at_ingress[{api}]" for api in APIS} <= passed  # vacuously: hence the control
+    passed = {run.key for run in contract_runs(pytester.path / "junit.xml") if run.verdict == "passed"}
+    assert {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in APIS} <= passed  # vacuously: hence the control

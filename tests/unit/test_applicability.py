@@ -1,0 +1,104 @@
+"""Whether a contract is claimed is decided from declarations and inputs, before any test runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from packaging.version import Version
+
+from pytest_vllm_conformance import applicability, contracts
+from pytest_vllm_conformance.expectations import Expectations
+from pytest_vllm_conformance.run_lock import RunLock
+from pytest_vllm_conformance.serving_profile import Profile
+
+CATALOGUE = contracts.load()
+NO_INPUTS = dict.fromkeys(applicability.INPUTS, False)
+
+
+def claim(contract_id, version="0.32.0", profile=None, **inputs):
+    data = {"profile": 1, "name": "p", **(profile or {})}
+    expect = Expectations(CATALOGUE, Version(version) if version else None, Profile("p", None, data) if profile else None)
+    return applicability.claim(CATALOGUE.contract(contract_id), CATALOGUE, expect, {**NO_INPUTS, **inputs})
+
+
+def test_a_declared_choice_turns_a_contract_off_and_says_which():
+    assert claim("scale_out.disabled_routes_refused", profile={"endpoint": {"scale_out": "enabled"}}) == \
+        applicability.Claim("not claimed", "endpoint.scale_out is enabled (profile p)")
+    assert claim("scale_out.disabled_routes_refused").claimed  # the 0.32 default: disabled
+    assert claim("scale_out.enabled_routes_served", version="0.29.0").claimed  # no gate before 0.30
+
+
+def test_plugin_policy_is_named_as_such():
+    assert claim("watermark.opt_out_control").reason == "watermark.required is false (plugin policy)"
+    assert claim("auth.guarded_route_accepts_key").reason == "endpoint.auth is required (plugin policy)"
+
+
+def test_a_requirement_the_release_cannot_meet_is_unmeetable_not_unclaimed():
+    required = {"watermark": {"required": True}}
+    found = claim("watermark.opt_out_control", version="0.29.0", profile=required)
+    assert found.status == "unmeetable"
+    assert found.reason == ("the profile requires watermark (watermark.required is true (profile p)), but vLLM 0.29.0 "
+                            "has no watermark (--watermark-config came in vLLM 0.30)")
+    assert claim("watermark.opt_out_control", version="0.32.0", profile=required).claimed
+    queue = {"admission": {"max_queued_requests": 2}}
+    assert claim("admission.burst_bounded", version="0.28.0", profile=queue).status == "unmeetable"
+    # A contract narrower than its feature: the release's documented behaviour, not a requirement.
+    assert claim("admission.rejections_counted", version="0.29.0", profile=queue) == applicability.Claim(
+        "not claimed", "admission.rejections_counted applies to vLLM >=0.32; the server is 0.29.0")
+
+
+def test_inputs_claim_what_needs_them():
+    assert claim("profile_diff.baseline_compared").reason.startswith("not given: --vllm-baseline=PATH")
+    assert claim("profile_diff.baseline_compared", baseline=True).claimed
+    assert not claim("quality.greedy_tokens_match_baseline").claimed
+    assert claim("quality.greedy_tokens_match_baseline", quality_baseline=True).claimed
+
+
+def test_every_condition_names_a_known_profile_key_or_input():
+    for contract in CATALOGUE.contracts.values():
+        for condition in CATALOGUE.conditions(contract):
+            if condition.kind == "given":
+                assert condition.subject in applicability.INPUTS, contract.id
+            else:
+                CATALOGUE.declaration(condition.subject)  # raises for an undeclared key
+
+
+# ---- the run lock ---------------------------------------------------------------------
+
+
+def test_an_exclusive_holder_keeps_shared_holders_out_and_waiting_writers_go_first(tmp_path):
+    lock = RunLock(tmp_path)
+    events = []
+
+    def reader(name, hold=0.0):
+        with lock.shared():
+            events.append(f"{name} in")
+            time.sleep(hold)
+            events.append(f"{name} out")
+
+    def writer():
+        with lock.exclusive():
+            events.append("writer in")
+            time.sleep(0.2)
+            events.append("writer out")
+
+    first = threading.Thread(target=reader, args=("first", 0.3))
+    first.start()
+    time.sleep(0.05)
+    burst = threading.Thread(target=writer)
+    burst.start()
+    time.sleep(0.05)
+    late = threading.Thread(target=reader, args=("late",))
+    late.start()
+    for thread in (first, burst, late):
+        thread.join(5)
+    # The writer waits for the reader already in; the reader that came after the writer waits for it.
+    assert events.index("first out") < events.index("writer in") < events.index("writer out") < events.index("late in")
+
+
+def test_without_a_directory_the_lock_is_free():
+    lock = RunLock(None)
+    with lock.exclusive(), lock.shared():
+        pass
