@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .client import AsyncBoundedClient, OpenStream, RequestTimeout, Response, TransportFailure
+from pytest_vllm_conformance.client import AsyncBoundedClient, OpenStream, RequestTimeout, Response, TransportFailure
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from . import NOT_CLAIMED
-from .contracts import Catalogue, Condition, Contract
-from .expectations import Expectations
+from pytest_vllm_conformance import NOT_CLAIMED
+from pytest_vllm_conformance.contracts import Catalogue, Condition, Contract
+from pytest_vllm_conformance.expectations import Expectations
 
 CLAIMED = "claimed"
 UNMEETABLE = "unmeetable"

@@ -30,13 +30,13 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from packaging.version import Version
 
-from . import __version__, discovery, profile_diff
-from .client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
-from .contracts import Catalogue
-from .discovery import ServerFacts
-from .reporting import Redactor
-from .serving_profile import Profile, validate
-from .vllm_answers import error_message, reached_handler, scale_out_refusal_status, tokenized, validation_listing
+from pytest_vllm_conformance import __version__, discovery, profile_diff
+from pytest_vllm_conformance.client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
+from pytest_vllm_conformance.contracts import Catalogue
+from pytest_vllm_conformance.discovery import ServerFacts
+from pytest_vllm_conformance.reporting import Redactor
+from pytest_vllm_conformance.serving_profile import Profile, validate
+from pytest_vllm_conformance.vllm_answers import error_message, reached_handler, scale_out_refusal_status, tokenized, validation_listing
 
 # Tokenized for the fingerprint; stored in the capture so a later capture can tell it used the same text.
 FINGERPRINT_TEXT = "Serving profile fingerprint: The quick brown fox jumps over 13 lazy dogs; naïve café, 東京, def f(x): return x**2"

@@ -16,17 +16,17 @@ from typing import Any
 
 from packaging.version import Version
 
-from . import profile_diff
-from .client import BoundedClient, Response
-from .context_prompts import CONTEXT_ENDPOINTS, ContextEndpoint
-from .contracts import Catalogue
-from .discovery import KnownRoute, ServerFacts
-from .expectations import Expectations
-from .metrics import ExpectedFamily
-from .options import Settings
-from .preflight import DeploymentFile
-from .preflight import deployment_files as find_deployment_files
-from .startup_log import FindingKind, finding_kinds
+from pytest_vllm_conformance import profile_diff
+from pytest_vllm_conformance.client import BoundedClient, Response
+from pytest_vllm_conformance.context_prompts import CONTEXT_ENDPOINTS, ContextEndpoint
+from pytest_vllm_conformance.contracts import Catalogue
+from pytest_vllm_conformance.discovery import KnownRoute, ServerFacts
+from pytest_vllm_conformance.expectations import Expectations
+from pytest_vllm_conformance.metrics import ExpectedFamily
+from pytest_vllm_conformance.options import Settings
+from pytest_vllm_conformance.preflight import DeploymentFile
+from pytest_vllm_conformance.preflight import deployment_files as find_deployment_files
+from pytest_vllm_conformance.startup_log import FindingKind, finding_kinds
 
 PATH_PARAMETER = re.compile(r"\{[^}]+\}")
 PROBE_ID = "conformance-probe"

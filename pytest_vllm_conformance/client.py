@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .options import Secret
+from pytest_vllm_conformance.options import Secret
 
 T = TypeVar("T")
 

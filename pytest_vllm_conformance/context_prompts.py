@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .client import BoundedClient, Response, TransportFailure
-from .vllm_answers import tokenized
+from pytest_vllm_conformance.client import BoundedClient, Response, TransportFailure
+from pytest_vllm_conformance.vllm_answers import tokenized
 
 # Tokenized once for the ids of completion prompts (cycled to any length).
 SEED_TEXT = "conformance probe of the context limit"

@@ -16,7 +16,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import yaml_data
+from pytest_vllm_conformance import yaml_data
 
 CATALOGUE_FILE = "contracts.yaml"
 ROUTE_TABLES_FILE = "route_tables.yaml"

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .serving_profile import SCHEMA_FILE, schema
+from pytest_vllm_conformance.serving_profile import SCHEMA_FILE, schema
 
 COMMAND = "python -m pytest_vllm_conformance.docs_gen --write docs/profile-reference.md"
 TOP_LEVEL = "Top level"

@@ -15,8 +15,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from .contracts import Catalogue
-from .serving_profile import Profile
+from pytest_vllm_conformance.contracts import Catalogue
+from pytest_vllm_conformance.serving_profile import Profile
 
 PLUGIN_POLICY = "plugin policy"
 

@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from . import NOT_CLAIMED, capture, cases, contracts, options
-from .applicability import CLAIMED, UNMEETABLE
-from .discovery import DiscoveryError, ServerFacts
-from .launcher import LaunchError
-from .reporting import PLUGIN_NAME as REPORTER_NAME
-from .reporting import ConformanceReporter
-from .run import STATE, RunState, configure_run, run_state
-from .run_lock import RunLock
-from .target import NoTarget, client_for, configured, establish
+from pytest_vllm_conformance import NOT_CLAIMED, capture, cases, contracts, options
+from pytest_vllm_conformance.applicability import CLAIMED, UNMEETABLE
+from pytest_vllm_conformance.discovery import DiscoveryError, ServerFacts
+from pytest_vllm_conformance.launcher import LaunchError
+from pytest_vllm_conformance.reporting import PLUGIN_NAME as REPORTER_NAME
+from pytest_vllm_conformance.reporting import ConformanceReporter
+from pytest_vllm_conformance.run import STATE, RunState, configure_run, run_state
+from pytest_vllm_conformance.run_lock import RunLock
+from pytest_vllm_conformance.target import NoTarget, client_for, configured, establish
 
 pytest_plugins = ("pytest_vllm_conformance.plugin_fixtures",)
 

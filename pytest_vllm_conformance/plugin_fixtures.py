@@ -14,13 +14,13 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from . import options, preflight, startup_log
-from .client import BoundedClient, CappedTransport
-from .discovery import ServerFacts
-from .expectations import Expectations
-from .launcher import ServerPool
-from .run import run_state
-from .target import async_client_for, client_for, connection_for
+from pytest_vllm_conformance import options, preflight, startup_log
+from pytest_vllm_conformance.client import BoundedClient, CappedTransport
+from pytest_vllm_conformance.discovery import ServerFacts
+from pytest_vllm_conformance.expectations import Expectations
+from pytest_vllm_conformance.launcher import ServerPool
+from pytest_vllm_conformance.run import run_state
+from pytest_vllm_conformance.target import async_client_for, client_for, connection_for
 
 
 @pytest.fixture(scope="session")

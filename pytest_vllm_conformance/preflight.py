@@ -27,7 +27,7 @@ import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import yaml_data
+from pytest_vllm_conformance import yaml_data
 
 RULES_FILE = "deprecations.yaml"
 MAX_FILE_BYTES = 5 * 1024 * 1024

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from . import applicability, contracts, options
-from .client import BoundedClient
-from .discovery import ServerFacts
-from .expectations import Expectations
-from .reporting import Redactor
-from .run_lock import RunLock
-from .serving_profile import Profile, ProfileError, load_profile
-from .target import Target
+from pytest_vllm_conformance import applicability, contracts, options
+from pytest_vllm_conformance.client import BoundedClient
+from pytest_vllm_conformance.discovery import ServerFacts
+from pytest_vllm_conformance.expectations import Expectations
+from pytest_vllm_conformance.reporting import Redactor
+from pytest_vllm_conformance.run_lock import RunLock
+from pytest_vllm_conformance.serving_profile import Profile, ProfileError, load_profile
+from pytest_vllm_conformance.target import Target
 
 
 @dataclass

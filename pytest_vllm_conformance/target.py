@@ -10,10 +10,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .client import AsyncBoundedClient, BoundedClient, Connection
-from .discovery import KnownRoutes, ServerFacts, discover
-from .launcher import VllmServer
-from .options import Secret, Settings
+from pytest_vllm_conformance.client import AsyncBoundedClient, BoundedClient, Connection
+from pytest_vllm_conformance.discovery import KnownRoutes, ServerFacts, discover
+from pytest_vllm_conformance.launcher import VllmServer
+from pytest_vllm_conformance.options import Secret, Settings
 
 
 class NoTarget(Exception):

@@ -18,8 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .greedy import Continuation
-from .runner import TaskResult
+from pytest_vllm_conformance.evals.greedy import Continuation
+from pytest_vllm_conformance.evals.runner import TaskResult
 
 FORMAT = "pytest-vllm-conformance quality baseline"
 FORMAT_VERSION = 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client import BoundedClient, RequestTimeout, TransportFailure
+from pytest_vllm_conformance.client import BoundedClient, RequestTimeout, TransportFailure
 
 # Varied text, tokenized by the target once; the ids are what both servers continue.
 PROMPT_TEXTS = (

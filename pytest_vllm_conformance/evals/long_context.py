@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ..client import BoundedClient, TransportFailure
-from ..vllm_answers import tokenized
+from pytest_vllm_conformance.client import BoundedClient, TransportFailure
+from pytest_vllm_conformance.vllm_answers import tokenized
 
 FILLER_SEED = 503
 ITEMS_PER_LENGTH = 8

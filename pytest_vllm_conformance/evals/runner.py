@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..client import BoundedClient, RequestTimeout, TransportFailure
-from ..options import Secret
-from .offline import require_lm_eval
+from pytest_vllm_conformance.client import BoundedClient, RequestTimeout, TransportFailure
+from pytest_vllm_conformance.options import Secret
+from pytest_vllm_conformance.evals.offline import require_lm_eval
 
 Backend = Literal["completions", "chat"]
 SEED = 1234
@@ -117,7 +117,7 @@ def task_manager(include_paths: Sequence[Path], names: Sequence[str]):
 def language_model(endpoint: Endpoint, backend: Backend, client: BoundedClient, max_length: int | None = None):
     """lm-eval's backend object for ``endpoint``; ``max_length`` defaults to the server's max_model_len."""
     require_lm_eval()
-    from . import lm_eval_backends
+    from pytest_vllm_conformance.evals import lm_eval_backends
 
     key = endpoint.api_key.reveal() if endpoint.api_key else None
     common: dict[str, Any] = {

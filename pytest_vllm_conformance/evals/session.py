@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..client import BoundedClient, display_url
-from ..discovery import DiscoveryError, ServerFacts, discover
-from ..options import Settings
-from ..target import client_for
-from . import greedy, long_context, paired, task_files
-from .baseline_file import BaselineFile, BaselineFileError, run_key
-from .runner import Backend, Endpoint, TaskResult, evaluate, language_model, task_manager
+from pytest_vllm_conformance.client import BoundedClient, display_url
+from pytest_vllm_conformance.discovery import DiscoveryError, ServerFacts, discover
+from pytest_vllm_conformance.options import Settings
+from pytest_vllm_conformance.target import client_for
+from pytest_vllm_conformance.evals import greedy, long_context, paired, task_files
+from pytest_vllm_conformance.evals.baseline_file import BaselineFile, BaselineFileError, run_key
+from pytest_vllm_conformance.evals.runner import Backend, Endpoint, TaskResult, evaluate, language_model, task_manager
 
 LONG_CONTEXT_PERCENTS = (25, 50, 90, 100)
 NO_BASELINE = (

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .. import yaml_data
+from pytest_vllm_conformance import yaml_data
 
 TASKS_DIR = Path(__file__).with_name("tasks")
 SHORT_ANSWER = "vllm_conformance_short_answer"

@@ -7,7 +7,7 @@
 ``hooks``        the pytest plugin object that ties them to a run
 """
 
-from .hooks import PLUGIN_NAME, ConformanceReporter
-from .redaction import MASK, LogRecordRedaction, Redactor
+from pytest_vllm_conformance.reporting.hooks import PLUGIN_NAME, ConformanceReporter
+from pytest_vllm_conformance.reporting.redaction import MASK, LogRecordRedaction, Redactor
 
 __all__ = ["MASK", "PLUGIN_NAME", "ConformanceReporter", "LogRecordRedaction", "Redactor"]

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from .. import __version__
-from ..client import display_url
-from . import junit, report_files
-from .outcomes import OUTCOMES, PARTIAL, FeatureResult, OutcomeCollector, feature_results, overall_result
-from .redaction import LogRecordRedaction, url_password
+from pytest_vllm_conformance import __version__
+from pytest_vllm_conformance.client import display_url
+from pytest_vllm_conformance.reporting import junit, report_files
+from pytest_vllm_conformance.reporting.outcomes import OUTCOMES, PARTIAL, FeatureResult, OutcomeCollector, feature_results, overall_result
+from pytest_vllm_conformance.reporting.redaction import LogRecordRedaction, url_password
 
 PLUGIN_NAME = "vllm-conformance-reporter"
 SUMMARY_TITLE = "vLLM conformance"

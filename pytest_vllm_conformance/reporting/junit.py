@@ -27,7 +27,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .redaction import Redactor
+from pytest_vllm_conformance.reporting.redaction import Redactor
 
 OUR_PROPERTY_PREFIX = "vllm_"
 # Counts, times and places pytest computes: never a secret, and masking a short

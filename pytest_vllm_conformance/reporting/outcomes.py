@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import NOT_CLAIMED
+from pytest_vllm_conformance import NOT_CLAIMED
 
 PASSED = "passed"
 FAILED = "failed"

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from .outcomes import FAILED, NOT_CLAIMED, OUTCOMES, PASSED, SKIPPED, FeatureResult, overall_result
-from .redaction import Redactor
+from pytest_vllm_conformance.reporting.outcomes import FAILED, NOT_CLAIMED, OUTCOMES, PASSED, SKIPPED, FeatureResult, overall_result
+from pytest_vllm_conformance.reporting.redaction import Redactor
 
 REPORT_KIND = "VllmConformanceReport"
 REPORT_API_VERSION = "pytest-vllm-conformance/v1"

@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .detector import (
+    from pytest_vllm_conformance.watermark.detector import (
         Detection,
         DualKeyGumbelDetector,
         GumbelDetector,
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         make_detector,
         regularized_gamma_q,
     )
-    from .prf import PHILOX_VERSION, PhiloxPRF, derive_watermark_key
+    from pytest_vllm_conformance.watermark.prf import PHILOX_VERSION, PhiloxPRF, derive_watermark_key
 
 # Loaded on first use (PEP 562): every run collects the watermark suite and
 # imports this package, but only runs with a watermark key need numpy.

@@ -24,7 +24,7 @@ import re
 import sys
 from typing import IO, Any, NoReturn
 
-from .detector import make_detector
+from pytest_vllm_conformance.watermark.detector import make_detector
 
 EXIT_USAGE = 2
 _KEY_PATTERN = re.compile(r"(?:[0-9]+|0[xX][0-9a-fA-F]+)")

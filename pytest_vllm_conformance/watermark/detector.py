@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .prf import PhiloxPRF, derive_watermark_key, validate_key
+from pytest_vllm_conformance.watermark.prf import PhiloxPRF, derive_watermark_key, validate_key
 
 __all__ = [
     "Detection",
