@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 try:
-    from pytest_vllm_conformance.watermark import make_detector
+    from pytest_vllm_conformance.features.watermark import make_detector
 except ImportError:  # running from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from pytest_vllm_conformance.watermark import make_detector
+    from pytest_vllm_conformance.features.watermark import make_detector
 
 # Any fixed value works: this only has to be the same key for both detectors.
 BENCH_KEY = 0x5EED_0F_BE_7C_4A11

@@ -16,8 +16,9 @@ import time
 
 import pytest
 
-from pytest_vllm_conformance import admission, contract
-from pytest_vllm_conformance.metrics import ExpositionError, parse
+from pytest_vllm_conformance import contract
+from pytest_vllm_conformance.features import admission
+from pytest_vllm_conformance.features.metrics import ExpositionError, parse
 
 ATTEMPTS = 3  # a held request that ends before the burst is answered makes the measurement void
 IDLE_WITHIN = 30.0

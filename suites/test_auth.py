@@ -11,7 +11,7 @@ serve, which an auth layer refuses before routing and a router refuses with
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.cases import is_public
+from pytest_vllm_conformance.catalogue.cases import is_public
 
 WRONG_KEY = "Bearer conformance-wrong-key"
 

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.context_prompts import PromptUnavailable
+from pytest_vllm_conformance.features.context import PromptUnavailable
 
 OUTPUT_TOKENS = 2
 

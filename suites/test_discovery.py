@@ -6,7 +6,7 @@ These contracts hold what discovery tolerates but a gate should not.
 """
 
 from pytest_vllm_conformance import contract
-from pytest_vllm_conformance.discovery import parse_version
+from pytest_vllm_conformance.target.discovery import parse_version
 
 CORE_ROUTES = ("/v1/completions", "/v1/chat/completions")
 

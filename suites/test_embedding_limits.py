@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from pytest_vllm_conformance import contract, each, tensor_payload
+from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features import tensor_payload
 
 RESIDENT_MEMORY = re.compile(r"^process_resident_memory_bytes\s+(\S+)$", re.MULTILINE)
 

@@ -12,7 +12,7 @@ version's replacement.
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.metrics import ExpositionError, parse, series_gap
+from pytest_vllm_conformance.features.metrics import ExpositionError, parse, series_gap
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.evals import greedy, offline, session, task_files
-from pytest_vllm_conformance.evals.runner import EvalFailed
+from pytest_vllm_conformance.features.quality import greedy, offline, session, task_files
+from pytest_vllm_conformance.features.quality.runner import EvalFailed
 
 
 @pytest.fixture

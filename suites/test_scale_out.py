@@ -8,7 +8,7 @@ does is in the contract data (facts ``scale_out_gate``, ``scale_out_routes``).
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.vllm_answers import HANDLER_STATUSES, reached_handler, scale_out_refusal_status
+from pytest_vllm_conformance.catalogue.vllm_answers import HANDLER_STATUSES, reached_handler, scale_out_refusal_status
 
 
 @pytest.fixture(scope="module")

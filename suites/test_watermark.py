@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_vllm_conformance import contract, each, watermark
-from pytest_vllm_conformance.client import TransportFailure
-from pytest_vllm_conformance.vllm_answers import tokenized
-from pytest_vllm_conformance.watermark.planning import Plan, answer_length
+from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features import watermark
+from pytest_vllm_conformance.target.client import TransportFailure
+from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
+from pytest_vllm_conformance.features.watermark.planning import Plan, answer_length
 
 # A watermarked answer must reach this p-value, an unwatermarked one must not:
 # either verdict is then wrong about once in a million answers.

@@ -4,10 +4,10 @@
 ``outcomes``     test reports -> one verdict per catalogue feature
 ``report_files`` the ``--vllm-report`` YAML and its Markdown twin
 ``junit``        the ``--junitxml`` file made valid under xunit2, and scrubbed
-``hooks``        the pytest plugin object that ties them to a run
+
+The pytest plugin object that ties them to a run is ``plugin/reporter.py``.
 """
 
-from pytest_vllm_conformance.reporting.hooks import PLUGIN_NAME, ConformanceReporter
 from pytest_vllm_conformance.reporting.redaction import MASK, LogRecordRedaction, Redactor
 
-__all__ = ["MASK", "PLUGIN_NAME", "ConformanceReporter", "LogRecordRedaction", "Redactor"]
+__all__ = ["MASK", "LogRecordRedaction", "Redactor"]

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from pytest_vllm_conformance.serving_profile import load_profile
+from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from fixtures.fault_proxy import FaultProxy, Respond
 from tests.conftest import assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites, verdicts
 

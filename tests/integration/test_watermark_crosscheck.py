@@ -31,7 +31,7 @@ with warnings.catch_warnings():
     vllm_gumbel = pytest.importorskip("vllm.v1.watermarking.gumbel")
     vllm_prfs = pytest.importorskip("vllm.v1.watermarking.prfs")
 
-from pytest_vllm_conformance.watermark import (  # noqa: E402
+from pytest_vllm_conformance.features.watermark import (  # noqa: E402
     DualKeyGumbelDetector,
     GumbelDetector,
     PhiloxPRF,

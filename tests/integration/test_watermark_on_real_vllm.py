@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from fixtures.fault_proxy import FaultProxy
-from pytest_vllm_conformance.watermark import GumbelDetector
+from pytest_vllm_conformance.features.watermark import GumbelDetector
 from tests.conftest import (
     WATERMARK_KEY,
     WATERMARK_KEY_ENV,

@@ -8,10 +8,11 @@ import time
 import pytest
 from packaging.version import Version
 
-from pytest_vllm_conformance import applicability, contracts
-from pytest_vllm_conformance.expectations import Expectations
-from pytest_vllm_conformance.run_lock import RunLock
-from pytest_vllm_conformance.serving_profile import Profile
+from pytest_vllm_conformance.catalogue import applicability
+from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.catalogue.expectations import Expectations
+from pytest_vllm_conformance.target.run_lock import RunLock
+from pytest_vllm_conformance.catalogue.serving_profile import Profile
 
 CATALOGUE = contracts.load()
 NO_INPUTS = dict.fromkeys(applicability.INPUTS, False)

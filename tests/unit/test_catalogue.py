@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from pytest_vllm_conformance import contracts
+from pytest_vllm_conformance.catalogue import contracts
 
 SUITES = Path(__file__).resolve().parents[2] / "suites"
 COVERED_RELEASES = [Version(f"0.{minor}.0") for minor in range(28, 34)]

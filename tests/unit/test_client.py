@@ -11,14 +11,14 @@ import time
 import pytest
 
 from fixtures.hostile_server import HostileServer
-from pytest_vllm_conformance.client import (
+from pytest_vllm_conformance.target.client import (
     AsyncBoundedClient,
     BoundedClient,
     NotJSON,
     RequestTimeout,
     TransportFailure,
 )
-from pytest_vllm_conformance.options import Secret
+from pytest_vllm_conformance.plugin.options import Secret
 
 CAP = 64 * 1024
 

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from pytest_vllm_conformance import docs_gen
-from pytest_vllm_conformance.serving_profile import schema
+from pytest_vllm_conformance.catalogue import docs_gen
+from pytest_vllm_conformance.catalogue.serving_profile import schema
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "profile-reference.md"
 

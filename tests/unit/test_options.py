@@ -17,7 +17,7 @@ def settings_of(pytester, *args):
     """Resolve settings inside a pytester run and print them as 'key=value (source)'."""
     pytester.makeconftest(
         """
-        from pytest_vllm_conformance.run import run_state
+        from pytest_vllm_conformance.plugin.run import run_state
 
         def pytest_collection_finish(session):
             settings = run_state(session.config).settings

@@ -32,14 +32,16 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
     for needed in (
         "pytest_vllm_conformance/suites/__init__.py",
         "pytest_vllm_conformance/suites/test_auth.py",
-        "pytest_vllm_conformance/contracts.yaml",
-        "pytest_vllm_conformance/route_tables.yaml",
-        "pytest_vllm_conformance/profile.schema.json",
-        "pytest_vllm_conformance/vllm_cli.py",
+        "pytest_vllm_conformance/catalogue/contracts.yaml",
+        "pytest_vllm_conformance/catalogue/route_tables.yaml",
+        "pytest_vllm_conformance/catalogue/profile.schema.json",
+        "pytest_vllm_conformance/target/vllm_cli.py",
+        "pytest_vllm_conformance/features/preflight/deprecations.yaml",
+        "pytest_vllm_conformance/features/quality/tasks/short_answer.jsonl",
     ):
         assert needed in names
-    assert "[pytest11]\nvllm_conformance = pytest_vllm_conformance.plugin" in entry_text
-    assert "vllm-conformance = pytest_vllm_conformance.cli:main" in entry_text
+    assert "[pytest11]\nvllm_conformance = pytest_vllm_conformance.plugin.hooks" in entry_text
+    assert "vllm-conformance = pytest_vllm_conformance.plugin.cli:main" in entry_text
     assert not any(name.startswith(("tests/", "fixtures/")) for name in names)
 
 

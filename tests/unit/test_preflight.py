@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from pytest_vllm_conformance import preflight
+from pytest_vllm_conformance.features.preflight import lint as preflight
 from tests.conftest import REPO, SUITES, failure_reports, junit_results
 
 MANIFESTS = REPO / "fixtures" / "manifests"

@@ -1,6 +1,6 @@
 """The diff between a captured baseline and a target: one difference per change, judged."""
 
-from pytest_vllm_conformance.profile_diff import default_report_path, differences, render_markdown, write_report
+from pytest_vllm_conformance.features.profile.diff import default_report_path, differences, render_markdown, write_report
 from tests.unit.sample_observation import MODEL, observation
 
 

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from pytest_vllm_conformance import contracts
+from pytest_vllm_conformance.catalogue import contracts
 
 # One test per outcome, spread so that each feature verdict shows up:
 # discovery all passed (success), auth one failure (failure), validation_bounds

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_vllm_conformance.watermark import (
+from pytest_vllm_conformance.features.watermark import (
     Detection,
     DualKeyGumbelDetector,
     GumbelDetector,
@@ -157,7 +157,7 @@ def test_dedup_ignores_the_target_token() -> None:
 
 
 def test_dedup_does_not_depend_on_the_row_hash(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_vllm_conformance.watermark import detector as detector_module
+    from pytest_vllm_conformance.features.watermark import detector as detector_module
 
     rng = np.random.default_rng(3)
     tokens = rng.integers(0, 4, 400).tolist()  # tiny vocabulary: many repeats
@@ -369,7 +369,7 @@ def _run_cli(
     if env_key is not None:
         env["WM_TEST_KEY"] = env_key
     result = subprocess.run(
-        [sys.executable, "-m", "pytest_vllm_conformance.watermark", "detect", *args],
+        [sys.executable, "-m", "pytest_vllm_conformance.features.watermark", "detect", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -1,0 +1,1 @@
+"""What is checked and expected: contracts and vLLM's facts by version, profiles, applicability, cases."""

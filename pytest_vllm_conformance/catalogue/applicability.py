@@ -1,0 +1,104 @@
+"""Whether a contract is claimed for this run, decided before its test runs.
+
+A contract's conditions (its feature's ``claimed_if`` and its own, in
+``contracts.yaml``) are declared choices: a profile value (or the default
+its declaration names: the release's documented behaviour, or the plugin's
+policy) or an input the run was given. A condition that does not hold makes
+the contract "not claimed", with the condition as the reason. Nothing a test
+observes can make it so: a claimed contract that cannot be checked is a
+skip or a failure, never "not claimed".
+
+A profile that explicitly requires a feature the server's release does not
+have (watermarking on 0.29, admission control on 0.28) gets one failure per
+contract saying so, instead of a quiet "not claimed".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from pytest_vllm_conformance import NOT_CLAIMED
+from pytest_vllm_conformance.catalogue.contracts import Catalogue, Condition, Contract
+from pytest_vllm_conformance.catalogue.expectations import Expectations
+
+CLAIMED = "claimed"
+UNMEETABLE = "unmeetable"
+
+# What each `given` input is, and how a user gives it.
+INPUTS: dict[str, str] = {
+    "baseline": "--vllm-baseline=PATH (a profile captured with --vllm-capture-profile)",
+    "quality_baseline": "--vllm-baseline-url=URL, --vllm-eval-baseline-file=PATH or --vllm-eval-save=PATH",
+    "manifests": "--vllm-manifests=DIR (with --vllm-target-version=X when no server is given)",
+    "server_log": "--vllm-log=FILE, or a server the plugin starts (--vllm-serve=MODEL_DIR)",
+    "eval_task": "--vllm-eval-task=NAME",
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    status: Literal["claimed", "not claimed", "unmeetable"]
+    reason: str
+
+    @property
+    def claimed(self) -> bool:
+        return self.status == CLAIMED
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    holds: bool
+    reason: str
+    declared_by_profile: bool = False
+
+
+def _evaluate(condition: Condition, expect: Expectations, inputs: Mapping[str, bool]) -> _Evaluation:
+    if condition.kind == "given":
+        if condition.subject not in INPUTS:
+            raise KeyError(f"claimed_if names an unknown input {condition.subject!r}; known: {sorted(INPUTS)}")
+        if inputs.get(condition.subject):
+            return _Evaluation(True, f"given {condition.subject}")
+        return _Evaluation(False, f"not given: {INPUTS[condition.subject]}")
+    section, key = condition.subject.split(".", 1)
+    expectation = expect.declared(section, key)
+    value = expectation.value
+    if condition.comparison == "is_set":
+        holds = value is not None and value != [] and value != ()
+        shown = f"{condition.subject} is {value} ({expectation.basis})" if holds else f"{condition.subject} is not declared"
+    else:
+        holds = (value == condition.value) == (condition.comparison == "is")
+        shown = f"{condition.subject} is {_show(value)} ({expectation.basis})"
+    return _Evaluation(holds, shown, declared_by_profile=holds and expectation.from_profile)
+
+
+def _show(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def claim(contract: Contract, catalogue: Catalogue, expect: Expectations, inputs: Mapping[str, bool]) -> Claim:
+    """Claimed, not claimed (and which condition turned it off), or a requirement the release cannot meet."""
+    reasons, required_by = [], []
+    for condition in catalogue.conditions(contract):
+        evaluation = _evaluate(condition, expect, inputs)
+        if not evaluation.holds:
+            return Claim(NOT_CLAIMED, evaluation.reason)
+        reasons.append(evaluation.reason)
+        if evaluation.declared_by_profile:
+            required_by.append(evaluation.reason)
+    feature = catalogue.features[contract.feature]
+    version = expect.version
+    if version is not None and not feature.has(version):
+        missing = feature.missing_in(version)
+        if required_by:
+            return Claim(UNMEETABLE, f"the profile requires {feature.name} ({'; '.join(required_by)}), but {missing}")
+        return Claim(NOT_CLAIMED, missing)
+    if not contract.applies_to(version):
+        return Claim(NOT_CLAIMED, f"{contract.id} applies to vLLM {contract.versions}; the server is {version}")
+    return Claim(CLAIMED, "; ".join(reasons) or "claimed on every server")
+
+
+def describe_conditions(contract: Contract, catalogue: Catalogue) -> str:
+    """``claimed when endpoint.scale_out is disabled`` (or ``always claimed``), for listings and reports."""
+    conditions = catalogue.conditions(contract)
+    return f"claimed when {' and '.join(map(str, conditions))}" if conditions else "always claimed"

@@ -1,0 +1,230 @@
+"""The contract catalogue and vLLM's behaviour by version, as data.
+
+``contracts.yaml`` beside this file is the single source; this module only
+loads it and answers: which features and contracts exist (for which
+versions, claimed under which conditions), where an undeclared profile key
+takes its value, and what a given vLLM version does (a "fact").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from pytest_vllm_conformance.catalogue import yaml_data
+
+CATALOGUE_FILE = "contracts.yaml"
+ROUTE_TABLES_FILE = "route_tables.yaml"
+CONDITION_KINDS = frozenset({"declared", "given"})
+COMPARISONS = ("is", "is_not", "is_set")
+
+
+class UnknownContract(KeyError):
+    pass
+
+
+class NoFact(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One ``claimed_if`` condition: a declared profile value, or an input the run was given."""
+
+    kind: str  # "declared" or "given"
+    subject: str  # a profile key ("endpoint.scale_out") or an input name ("baseline")
+    comparison: str = "is_set"
+    value: Any = True
+
+    def __str__(self) -> str:
+        if self.kind == "given":
+            return f"given {self.subject}"
+        if self.comparison == "is_set":
+            return f"{self.subject} is declared"
+        word = "is" if self.comparison == "is" else "is not"
+        return f"{self.subject} {word} {_show(self.value)}"
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    statement: str
+    conditions: tuple[Condition, ...] = ()
+    available: SpecifierSet | None = None
+    unavailable: str = ""
+    # Its checks need the server to themselves (run_lock): nothing else may talk to it meanwhile.
+    exclusive: bool = False
+
+    def has(self, version: Version | None) -> bool:
+        return version is None or self.available is None or self.available.contains(version, prereleases=True)
+
+    def missing_in(self, version: Version) -> str:
+        return self.unavailable.format(version=version)
+
+
+@dataclass(frozen=True)
+class Contract:
+    id: str
+    feature: str
+    versions: SpecifierSet
+    statement: str
+    conditions: tuple[Condition, ...] = ()
+
+    def applies_to(self, version: Version | None) -> bool:
+        # An unknown version claims nothing it cannot be held to: the suites
+        # still run, and the version-specific facts then say what is unknown.
+        return version is None or self.versions.contains(version, prereleases=True)
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """Where a profile key takes its value when the profile leaves it out."""
+
+    key: str
+    fact: str | None = None
+    policy: Any = None
+    has_policy: bool = False
+    from_baseline: bool = False
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    features: dict[str, Feature]
+    contracts: dict[str, Contract]
+    facts: dict[str, list[tuple[SpecifierSet, Any]]]
+    declarations: dict[str, Declaration] = field(default_factory=dict)
+
+    def contract(self, contract_id: str) -> Contract:
+        try:
+            return self.contracts[contract_id]
+        except KeyError:
+            raise UnknownContract(f"contract {contract_id!r} is not in the catalogue ({CATALOGUE_FILE})") from None
+
+    def declaration(self, key: str) -> Declaration:
+        try:
+            return self.declarations[key]
+        except KeyError:
+            raise KeyError(f"profile key {key!r} has no entry under declarations in {CATALOGUE_FILE}") from None
+
+    def conditions(self, contract: Contract) -> tuple[Condition, ...]:
+        """The feature's conditions, then the contract's own: all must hold for it to be claimed."""
+        return self.features[contract.feature].conditions + contract.conditions
+
+    def fact(self, name: str, version: Version | None) -> Any:
+        """What vLLM ``version`` does for ``name``; None version means 'newest known'."""
+        try:
+            ranges = self.facts[name]
+        except KeyError:
+            raise NoFact(f"no fact {name!r} in {CATALOGUE_FILE}") from None
+        if version is None:
+            return ranges[-1][1]
+        for specifier, value in ranges:
+            if specifier.contains(version, prereleases=True):
+                return value
+        raise NoFact(f"{CATALOGUE_FILE} says nothing about {name!r} for vLLM {version}")
+
+    def by_feature(self) -> dict[str, list[Contract]]:
+        grouped: dict[str, list[Contract]] = {feature: [] for feature in self.features}
+        for contract in self.contracts.values():
+            grouped[contract.feature].append(contract)
+        return grouped
+
+    def statements(self) -> dict[str, str]:
+        return {name: feature.statement for name, feature in self.features.items()}
+
+
+def _conditions(raw: Any, where: str) -> tuple[Condition, ...]:
+    if raw is None:
+        return ()
+    entries = raw if isinstance(raw, list) else [raw]
+    conditions = []
+    for entry in entries:
+        kinds = sorted(CONDITION_KINDS.intersection(entry))
+        if len(kinds) != 1:
+            raise ValueError(f"{CATALOGUE_FILE}: {where}: a condition names one of {sorted(CONDITION_KINDS)}: {entry}")
+        kind = kinds[0]
+        if kind == "given":
+            conditions.append(Condition("given", entry["given"]))
+            continue
+        comparisons = [name for name in COMPARISONS if name in entry]
+        if len(comparisons) != 1:
+            raise ValueError(f"{CATALOGUE_FILE}: {where}: a declared condition has one of {COMPARISONS}: {entry}")
+        conditions.append(Condition("declared", entry["declared"], comparisons[0], entry[comparisons[0]]))
+    return tuple(conditions)
+
+
+def _declaration(key: str, entry: dict[str, Any]) -> Declaration:
+    return Declaration(
+        key=key,
+        fact=entry.get("fact"),
+        policy=entry.get("policy"),
+        has_policy="policy" in entry,
+        from_baseline=bool(entry.get("baseline")),
+        why=entry.get("why", ""),
+    )
+
+
+@cache
+def load() -> Catalogue:
+    package = resources.files(__package__)
+    raw = yaml_data.load_shipped(package.joinpath(CATALOGUE_FILE).read_text())
+    # The route tables are facts too, kept in their own file for their size.
+    for name, ranges in yaml_data.load_shipped(package.joinpath(ROUTE_TABLES_FILE).read_text()).items():
+        if name in raw["facts"]:
+            raise ValueError(f"{ROUTE_TABLES_FILE}: fact {name!r} is in {CATALOGUE_FILE} too")
+        raw["facts"][name] = ranges
+    features = {
+        name: Feature(
+            name=name,
+            statement=entry["statement"],
+            conditions=_conditions(entry.get("claimed_if"), f"feature {name}"),
+            available=SpecifierSet(entry["available"]) if "available" in entry else None,
+            unavailable=entry.get("unavailable", ""),
+            exclusive=bool(entry.get("exclusive")),
+        )
+        for name, entry in raw["features"].items()
+    }
+    declarations = {key: _declaration(key, entry or {}) for key, entry in raw["declarations"].items()}
+    contracts = {}
+    for entry in raw["contracts"]:
+        if entry["feature"] not in features:
+            raise ValueError(f"{CATALOGUE_FILE}: contract {entry['id']} names unknown feature {entry['feature']!r}")
+        if entry["id"] in contracts:
+            raise ValueError(f"{CATALOGUE_FILE}: contract {entry['id']} is listed twice")
+        contracts[entry["id"]] = Contract(
+            id=entry["id"],
+            feature=entry["feature"],
+            versions=SpecifierSet(entry["versions"]),
+            statement=entry["statement"],
+            conditions=_conditions(entry.get("claimed_if"), f"contract {entry['id']}"),
+        )
+    facts = {
+        name: [(SpecifierSet(item["versions"]), item["value"]) for item in ranges]
+        for name, ranges in raw["facts"].items()
+    }
+    return Catalogue(features=features, contracts=contracts, facts=facts, declarations=declarations)
+
+
+def render_catalogue(catalogue: Catalogue) -> str:
+    lines = []
+    for name, contracts in catalogue.by_feature().items():
+        feature = catalogue.features[name]
+        lines.append(f"{name}: {feature.statement}")
+        if feature.conditions:
+            lines.append(f"  (claimed when {' and '.join(map(str, feature.conditions))})")
+        if feature.available is not None:
+            lines.append(f"  (vLLM {feature.available} has it)")
+        for contract in contracts:
+            when = f"  claimed when {' and '.join(map(str, contract.conditions))}." if contract.conditions else ""
+            lines.append(f"  {contract.id}  [vLLM {contract.versions}]  {contract.statement}{when}")
+    return "\n".join(lines)

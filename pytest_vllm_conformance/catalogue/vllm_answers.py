@@ -1,0 +1,61 @@
+"""How to read vLLM's answers: what the suites and the capture both interpret.
+
+Pure functions over a response or a fact; no I/O, no verdicts. A suite
+asserts on what they return, the capture records it, so the two never
+read the same answer two different ways.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_vllm_conformance.target.client import Response
+
+# A handler that ran answers with its result or refuses the body; a closed
+# route is FastAPI's {"detail": ...} 404/405 or vLLM's 403 stub.
+HANDLER_STATUSES = (200, 400, 422)
+VALIDATION_COUNT = re.compile(r"^(\d+) validation errors?:")
+
+
+def reached_handler(response: Response) -> bool:
+    """The request got past routing to the route's own handler (the 401 body's error is a bare string)."""
+    error = (response.json_or_none() or {}).get("error")
+    return response.status in HANDLER_STATUSES and not isinstance(error, str)
+
+
+def scale_out_refusal_status(gate: dict[str, Any], path: str) -> int | None:
+    """The status a closed scale-out gate answers on ``path`` (fact ``scale_out_gate``)."""
+    return gate.get("refusal_status_by_path", {}).get(path, gate.get("refusal_status"))
+
+
+def tokenized(response: Response) -> list[int] | None:
+    """The token ids of a ``/tokenize`` answer, or None when the answer is not one."""
+    payload = response.json_or_none() if response.status == 200 else None
+    tokens = payload.get("tokens") if isinstance(payload, dict) else None
+    return tokens if isinstance(tokens, list) else None
+
+
+def error_message(response: Response) -> str | None:
+    """``error.message`` of vLLM's ErrorResponse envelope, if the body is one."""
+    error = (response.json_or_none() or {}).get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else None
+
+
+@dataclass(frozen=True)
+class ValidationListing:
+    """A request-validation message: how many errors it reports, and how many it lists."""
+
+    reported: int
+    listed: int
+
+
+def validation_listing(message: str) -> ValidationListing | None:
+    """None for a single refusal (e.g. a list-length cap), which lists no errors."""
+    count = VALIDATION_COUNT.match(message)
+    if count is None:
+        return None
+    listed = sum(1 for line in message.splitlines()[1:] if line.startswith("  ") and "more error" not in line)
+    return ValidationListing(reported=int(count.group(1)), listed=listed)

@@ -1,0 +1,187 @@
+"""An exact burst against vLLM's admission bound, sorted by how the server answered.
+
+With ``--max-num-queued-reqs N`` vLLM (0.29+) refuses a request with 503,
+before any work starts, once N requests are unfinished (running or waiting:
+``AsyncLLM.check_admission`` counts the output processor's unfinished
+requests). A burst sent at an idle server races: a request admitted early
+may finish before the last one arrives and free its slot. So the bound is
+filled first: N long streamed requests are held open until each has
+streamed its first chunk (it is then certainly unfinished), the burst goes
+out while they still run, and only then are they hung up on. Every request
+of the burst must be refused, and the bound's requests must all have been
+admitted. If one of the held requests ends before the burst is answered the
+measurement says nothing, and is repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_vllm_conformance.target.client import AsyncBoundedClient, OpenStream, RequestTimeout, Response, TransportFailure
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sample: one of its values, never interpolated."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class Burst:
+    outcomes: tuple[Response | Exception, ...]
+    rejection_status: int
+    # The version's rejection counter on /metrics just before the burst (None: not exported).
+    counted_before: float | None = None
+    # The requests that filled the bound first: their status (None: no answer) and whether they ran throughout.
+    held: tuple[HeldRequest, ...] = ()
+    attempts: int = 1
+
+    @property
+    def size(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def answered(self) -> list[Response]:
+        return [o for o in self.outcomes if isinstance(o, Response)]
+
+    @property
+    def served(self) -> list[Response]:
+        return [r for r in self.answered if 200 <= r.status < 300]
+
+    @property
+    def rejected(self) -> list[Response]:
+        return [r for r in self.answered if r.status == self.rejection_status]
+
+    @property
+    def other(self) -> list[Response]:
+        return [r for r in self.answered if r not in self.served and r not in self.rejected]
+
+    @property
+    def unanswered(self) -> list[Exception]:
+        return [o for o in self.outcomes if isinstance(o, Exception)]
+
+    @property
+    def held_refused(self) -> list[HeldRequest]:
+        return [held for held in self.held if not held.admitted]
+
+    def rejection_seconds(self) -> list[float]:
+        return [r.elapsed for r in self.rejected]
+
+    def summary(self) -> str:
+        parts = [f"{len(self.served)} served", f"{len(self.rejected)} refused with {self.rejection_status}"]
+        if self.other:
+            parts.append(f"{len(self.other)} other ({', '.join(sorted({str(r.status) for r in self.other}))})")
+        if self.unanswered:
+            parts.append(f"{len(self.unanswered)} unanswered ({self.unanswered[0]})")
+        filled = f" with {len(self.held)} request(s) holding the bound" if self.held else ""
+        return f"a burst of {self.size} concurrent requests{filled}: " + ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class HeldRequest:
+    status: int | None
+    admitted: bool
+    ran_throughout: bool
+    detail: str = ""
+
+
+@dataclass
+class _Held:
+    streams: list[OpenStream | Exception] = field(default_factory=list)
+
+
+class BoundNotHeld(Exception):
+    """The requests filling the bound did not all stay unfinished until the burst was answered."""
+
+
+async def _hold(client: AsyncBoundedClient, path: str, body: dict[str, Any], count: int, wait: float) -> _Held:
+    held = _Held()
+    if count:
+        opened = await asyncio.gather(
+            *(client.open_stream("POST", path, json_body=body, first_chunk_within=wait) for _ in range(count)),
+            return_exceptions=True,
+        )
+        held.streams = list(opened)
+    return held
+
+
+async def _release(held: _Held) -> None:
+    await asyncio.gather(*(s.close() for s in held.streams if isinstance(s, OpenStream)), return_exceptions=True)
+
+
+def _stream_error(first_chunk: bytes) -> dict[str, Any] | None:
+    """The error of a stream whose first event is one (``data: {"error": ...}``), or None."""
+    line = first_chunk.split(b"\n", 1)[0]
+    if not line.startswith(b"data:"):
+        return None
+    try:
+        event = json.loads(line[5:])
+    except ValueError:
+        return None
+    error = event.get("error") if isinstance(event, dict) else None
+    return error if isinstance(error, dict) else {"message": str(error)} if error is not None else None
+
+
+def _describe(stream: OpenStream | Exception, answered_by: float) -> HeldRequest:
+    if isinstance(stream, Exception):
+        return HeldRequest(None, False, False, str(stream))
+    # vLLM 0.32 refuses a streamed completion past the bound with 200 and an error event, not a 503.
+    error = _stream_error(stream.first_chunk) if stream.status == 200 else None
+    admitted = stream.status == 200 and stream.first_chunk_at is not None and error is None
+    status = error.get("code", stream.status) if error else stream.status
+    detail = "" if admitted else stream.first_chunk[:200].decode("utf-8", "replace")
+    return HeldRequest(status, admitted, admitted and stream.running_at(answered_by), detail)
+
+
+async def exact_burst(
+    client: AsyncBoundedClient,
+    *,
+    bound: int,
+    hold_path: str,
+    hold_body: dict[str, Any],
+    burst_calls: list[tuple[str, str, dict[str, Any]]],
+    rejection_status: int,
+    counted_before: float | None,
+    first_chunk_within: float,
+) -> Burst:
+    """Fill the bound with held streams, send the burst, then hang up on the held ones."""
+    held = await _hold(client, hold_path, hold_body, bound, first_chunk_within)
+    try:
+        outcomes = await asyncio.gather(
+            *(client.request(method, path, **kw) for method, path, kw in burst_calls), return_exceptions=True
+        )
+        answered_by = time.perf_counter()
+    finally:
+        await _release(held)
+    described = tuple(_describe(stream, answered_by) for stream in held.streams)
+    burst = Burst(tuple(outcomes), rejection_status, counted_before, described)
+    # A slot freed early may have let the burst in (each request arriving after the one before had finished, on a
+    # starved server): the measurement says nothing either way.
+    if any(h.admitted and not h.ran_throughout for h in described):
+        raise BoundNotHeld(
+            "a request holding the bound finished before the burst was answered: make the held requests longer "
+            "(a larger max_model_len) or the burst smaller"
+        )
+    return burst
+
+
+async def wait_until_served(client: AsyncBoundedClient, path: str, body: dict[str, Any], within: float) -> Response:
+    """The first answer to ``body`` that is not a refusal, polling until ``within`` seconds have passed."""
+    deadline = time.perf_counter() + within
+    while True:
+        try:
+            response = await client.request("POST", path, json_body=body)
+        except (TransportFailure, RequestTimeout):
+            if time.perf_counter() > deadline:
+                raise
+            response = None
+        if response is not None and (response.status < 500 or time.perf_counter() > deadline):
+            return response
+        await asyncio.sleep(0.1)

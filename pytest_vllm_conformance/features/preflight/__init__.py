@@ -1,0 +1,1 @@
+"""The lint of deployment files against what each vLLM version removed or deprecated."""

@@ -1,0 +1,1 @@
+"""The serving profile a capture observes, and its differences from a baseline."""

@@ -1,0 +1,369 @@
+"""One quality run: the target, its baseline, and the comparisons the suite asserts on.
+
+The baseline is a second live server (``--vllm-baseline-url``: the old
+version or config, asked the same requests in the same run, which is the
+stronger comparison) or a file a previous run saved (``--vllm-eval-baseline-file``).
+Each side's lm-eval runs are made once and shared by the tests: each shipped
+set (short answers on each backend, multiple choice, the four long-context
+lengths together) in one ``simple_evaluate`` call per server, each user task
+in its own, so a run selected with ``-k`` evaluates only what it asserts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_vllm_conformance.target.client import BoundedClient, display_url
+from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts, discover
+from pytest_vllm_conformance.plugin.options import Settings
+from pytest_vllm_conformance.target.connect import client_for
+from pytest_vllm_conformance.features.quality import greedy, long_context, paired, task_files
+from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError, run_key
+from pytest_vllm_conformance.features.quality.runner import Backend, Endpoint, TaskResult, evaluate, language_model, task_manager
+
+LONG_CONTEXT_PERCENTS = (25, 50, 90, 100)
+NO_BASELINE = (
+    "no baseline to compare with: give --vllm-baseline-url=URL (a second server, e.g. the old version) "
+    "or --vllm-eval-baseline-file=PATH (saved by an earlier run with --vllm-eval-save=PATH)"
+)
+
+
+class NotComparable(Exception):
+    """This comparison cannot be made; the message is the skip reason."""
+
+
+class NoBaseline(NotComparable):
+    """No baseline was given: nothing to compare with (the target's results may still be saved)."""
+
+
+class BaselineUnusable(Exception):
+    """A baseline was given but cannot be used; the run must not pass without it."""
+
+
+@dataclass
+class ServerSide:
+    """A live server and the lm-eval results it has given in this run."""
+
+    endpoint: Endpoint
+    client: BoundedClient
+    facts: ServerFacts
+    results: dict[str, TaskResult] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{display_url(self.endpoint.base_url)} (vLLM {self.facts.version or '?'}, model {self.endpoint.model!r})"
+
+    def record(self) -> dict[str, object]:
+        return {
+            "url": display_url(self.endpoint.base_url),
+            "vllm_version": self.facts.version,
+            "model": self.endpoint.model,
+            "max_model_len": self.endpoint.max_model_len,
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A task's comparisons, one per gated metric."""
+
+    label: str
+    comparisons: list[paired.Comparison]
+    notes: list[str]
+
+    @property
+    def worse(self) -> list[paired.Comparison]:
+        return [comparison for comparison in self.comparisons if comparison.verdict == "worse"]
+
+
+@dataclass(frozen=True)
+class GreedyOutcome:
+    divergences: list[greedy.Divergence]
+    notes: list[str]
+
+    @property
+    def diverging(self) -> list[greedy.Divergence]:
+        return [divergence for divergence in self.divergences if not divergence.agrees]
+
+
+def check_gate(tolerance: float, confidence: float) -> None:
+    if not 0.5 < confidence < 1:
+        raise ValueError(f"the quality confidence must be between 0.5 and 1, not {confidence}")
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"the quality tolerance must be at least 0 and below 1, not {tolerance}")
+
+
+class QualityRun:
+    def __init__(
+        self,
+        target: ServerSide,
+        baseline: ServerSide | BaselineFile | None,
+        *,
+        run_dir: Path,
+        tolerance: float,
+        confidence: float,
+        greedy_tokens: int,
+        limit: int | None = None,
+        include_paths: Sequence[Path] = (),
+        save_path: Path | None = None,
+    ) -> None:
+        check_gate(tolerance, confidence)
+        self.target = target
+        self.baseline = baseline
+        self.run_dir = run_dir
+        self.tolerance = tolerance
+        self.confidence = confidence
+        self.greedy_tokens = greedy_tokens
+        self.limit = limit
+        self.include_paths = tuple(include_paths)
+        self.save_path = save_path
+        self.recording = BaselineFile(server=target.record())
+        self._long_context_unavailable: dict[int, str] = {}
+        self._batches_done: set[tuple[str, str]] = set()
+        self._user_tasks: dict[str, dict[str, TaskResult]] = {}
+
+    # ---- the baseline's answers --------------------------------------------
+
+    def no_baseline_reason(self) -> str:
+        saved = f"; the target's results are saved to {self.save_path}" if self.save_path else ""
+        return f"{NO_BASELINE}{saved}"
+
+    @property
+    def baseline_label(self) -> str:
+        return self.baseline.label if self.baseline is not None else "no baseline"
+
+    def _baseline_result(self, key: str) -> TaskResult:
+        if isinstance(self.baseline, BaselineFile):
+            if key not in self.baseline.runs:
+                raise NotComparable(f"the baseline file {self.baseline.path} has no results for {key} "
+                                    f"(the run that saved it did not include it)")
+            return self.baseline.runs[key]
+        return self.baseline.results[key]
+
+    def _sides(self) -> list[ServerSide]:
+        return [self.target, self.baseline] if isinstance(self.baseline, ServerSide) else [self.target]
+
+    # ---- lm-eval runs -------------------------------------------------------
+
+    def _run(self, side: ServerSide, backend: Backend, tasks: list[str], manager, max_length: int | None = None) -> None:
+        lm = language_model(side.endpoint, backend, side.client, max_length=max_length)
+        for task, result in evaluate(lm, tasks, manager, backend=backend, limit=self.limit).items():
+            side.results[run_key(task, backend)] = result
+            if side is self.target:
+                self.recording.runs[run_key(task, backend)] = result
+
+    def _long_context_tasks(self) -> list[str]:
+        """Generate the documents from the target's max_model_len; the percents that cannot be built are noted."""
+        names = []
+        max_model_len = self.target.endpoint.max_model_len
+        for percent in LONG_CONTEXT_PERCENTS:
+            if not isinstance(max_model_len, int):
+                self._long_context_unavailable[percent] = f"/v1/models gives no max_model_len for {self.target.endpoint.model!r}"
+                continue
+            try:
+                sizing = long_context.Sizing(percent, max_model_len)
+                docs = long_context.documents(self.target.client, self.target.endpoint.model, sizing)
+            except long_context.LongContextUnavailable as exc:
+                self._long_context_unavailable[percent] = str(exc)
+                continue
+            names.append(task_files.write_long_context(self.run_dir, percent, docs))
+            baseline_len = self.baseline.endpoint.max_model_len if isinstance(self.baseline, ServerSide) else None
+            if isinstance(baseline_len, int) and baseline_len < max_model_len * percent // 100:
+                self._long_context_unavailable[percent] = (
+                    f"the baseline serves max_model_len {baseline_len}, less than these prompts need "
+                    f"({percent}% of the target's {max_model_len})"
+                )
+        return names
+
+    def _batch(self, batch: str, backend: Backend) -> None:
+        """Run one batch of shipped tasks on every live side, once: ``short_answer``, ``multiple_choice``
+        or ``long_context`` (all four lengths in one lm-eval call)."""
+        if (batch, backend) in self._batches_done:
+            return
+        self._batches_done.add((batch, backend))
+        task_files.write_shipped(self.run_dir)
+        tasks = {
+            "short_answer": [task_files.SHORT_ANSWER],
+            "multiple_choice": [task_files.MULTIPLE_CHOICE],
+        }.get(batch) or self._long_context_tasks()
+        if not tasks:
+            return
+        manager = task_manager([self.run_dir], tasks)
+        for side in self._sides():
+            runnable = tasks
+            if side is not self.target:
+                unavailable = {task_files.long_context_task(percent) for percent in self._long_context_unavailable}
+                runnable = [task for task in tasks if task not in unavailable]
+            # lm-eval keeps max_length - 1 tokens for prompt plus answer; the 100% documents fill max_model_len exactly.
+            length = side.endpoint.max_model_len
+            if runnable:
+                self._run(side, backend, runnable, manager, max_length=length + 1 if isinstance(length, int) else None)
+
+    # ---- comparisons --------------------------------------------------------
+
+    def _compare(self, label: str, key: str) -> Outcome:
+        if self.baseline is None:
+            raise NoBaseline(self.no_baseline_reason())
+        target = self.target.results[key]
+        baseline = self._baseline_result(key)
+        same_prompt = {item for item, digest in target.prompt_hashes.items() if baseline.prompt_hashes.get(item) == digest}
+        notes = [f"target {self.target.label}", f"baseline {self.baseline_label}"]
+        differing = len(set(target.prompt_hashes) & set(baseline.prompt_hashes)) - len(same_prompt)
+        if not same_prompt:
+            raise NotComparable(f"{label}: no item has the same prompt on the target and in the baseline "
+                                f"({differing} differ): the baseline was made from other documents")
+        if differing:
+            notes.append(f"{differing} item(s) left out: their prompts differ from the baseline's")
+        if target.not_comparable:
+            notes.append(f"not gated (not a mean of items): {', '.join(target.not_comparable)}")
+        comparisons = []
+        for name, metric in sorted(target.metrics.items()):
+            if name not in baseline.metrics:
+                notes.append(f"{name}: not in the baseline")
+                continue
+            comparisons.append(paired.compare(
+                name,
+                {item: value for item, value in metric.items.items() if item in same_prompt},
+                {item: value for item, value in baseline.metrics[name].items.items() if item in same_prompt},
+                higher_is_better=metric.higher_is_better,
+                tolerance=self.tolerance,
+                confidence=self.confidence,
+            ))
+        if not comparisons:
+            raise NotComparable(f"{label}: no metric of the task can be compared item by item")
+        return Outcome(label, comparisons, notes)
+
+    def shipped(self, task: str, backend: Backend) -> Outcome:
+        self._batch(task_files.SHIPPED[task], backend)
+        return self._compare(f"{task} ({backend})", run_key(task, backend))
+
+    def long_context(self, percent: int) -> Outcome:
+        self._batch("long_context", "completions")
+        if percent in self._long_context_unavailable:
+            raise NotComparable(f"long-context retrieval at {percent}% of max_model_len: {self._long_context_unavailable[percent]}")
+        task = task_files.long_context_task(percent)
+        return self._compare(f"{task} (completions)", run_key(task, "completions"))
+
+    def user_task(self, name: str) -> list[str]:
+        """Run a user's task (a group gives several) on each live side; returns the run keys to compare."""
+        if name not in self._user_tasks:
+            manager = task_manager(self.include_paths, [name])
+            before = set(self.target.results)
+            for side in self._sides():
+                self._run(side, "completions", [name], manager)
+            self._user_tasks[name] = {key: self.target.results[key] for key in set(self.target.results) - before}
+        return sorted(self._user_tasks[name])
+
+    def user_task_outcome(self, key: str) -> Outcome:
+        return self._compare(key, key)
+
+    # ---- greedy equivalence ---------------------------------------------------
+
+    def greedy(self) -> GreedyOutcome:
+        notes = []
+        if isinstance(self.baseline, BaselineFile):
+            if not self.baseline.greedy:
+                raise NotComparable(f"the baseline file {self.baseline.path} has no greedy continuations")
+            prompts = [continuation.prompt_ids for continuation in self.baseline.greedy]
+            baseline = self.baseline.greedy
+            compared = min(self.greedy_tokens, self.baseline.greedy_max_tokens or self.greedy_tokens)
+            texts = None
+        else:
+            texts = greedy.PROMPT_TEXTS
+            prompts = greedy.prompt_ids(self.target.client, self.target.endpoint.model, texts)
+            compared = self.greedy_tokens
+            baseline = None
+            if self.baseline is not None:
+                theirs = greedy.prompt_ids(self.baseline.client, self.baseline.endpoint.model, texts)
+                if theirs != prompts:
+                    notes.append("the baseline's tokenizer splits the prompts differently; both continue the target's token ids")
+                baseline = greedy.continue_greedily(self.baseline.client, self.baseline.endpoint.model, prompts, compared)
+        target = greedy.continue_greedily(self.target.client, self.target.endpoint.model, prompts, compared)
+        self.recording.greedy, self.recording.greedy_max_tokens = target, compared
+        if baseline is None:
+            raise NoBaseline(self.no_baseline_reason())
+        return GreedyOutcome(greedy.compare(target, baseline, compared, texts), notes)
+
+    # ---- saving ---------------------------------------------------------------
+
+    def save(self) -> Path | None:
+        if self.save_path is None:
+            return None
+        return self.recording.save(self.save_path)
+
+    def close(self) -> None:
+        """The baseline's client is ours; the target's belongs to the plugin."""
+        if isinstance(self.baseline, ServerSide):
+            self.baseline.client.close()
+
+
+# ---- assembling a run from the options ------------------------------------------
+
+
+def side_for(settings: Settings, role: str, client: BoundedClient, facts: ServerFacts) -> ServerSide:
+    endpoint = Endpoint(
+        role=role,
+        base_url=client.base_url.rstrip("/"),
+        model=facts.model,
+        api_key=client_key(settings, role),
+        max_model_len=facts.max_model_len,
+        timeout=settings.timeout,
+        local_tokenizer=settings.eval_tokenizer,
+    )
+    return ServerSide(endpoint, client, facts)
+
+
+def client_key(settings: Settings, role: str):
+    return (settings.baseline_api_key or settings.api_key) if role == "baseline" else settings.api_key
+
+
+def connect_baseline(settings: Settings, target_facts: ServerFacts) -> ServerSide:
+    """The live baseline: its facts, and the model it serves (the target's id when it serves that too)."""
+    client = client_for(settings, settings.baseline_url, api_key=client_key(settings, "baseline"))
+    try:
+        facts = discover(client, settings.baseline_model)
+    except DiscoveryError as exc:
+        client.close()
+        raise BaselineUnusable(f"--vllm-baseline-url: {exc}") from None
+    if settings.baseline_model is None and any(card.id == target_facts.model for card in facts.models):
+        facts = dataclasses.replace(facts, model=target_facts.model)
+    return side_for(settings, "baseline", client, facts)
+
+
+def open_baseline(settings: Settings, target_facts: ServerFacts) -> ServerSide | BaselineFile | None:
+    """--vllm-baseline-url first (the same requests, the same run), else --vllm-eval-baseline-file, else None."""
+    if settings.baseline_url:
+        return connect_baseline(settings, target_facts)
+    if settings.eval_baseline_file:
+        try:
+            return BaselineFile.load(settings.eval_baseline_file)
+        except BaselineFileError as exc:
+            raise BaselineUnusable(f"--vllm-eval-baseline-file: {exc}") from None
+    return None
+
+
+def open_run(
+    settings: Settings,
+    target_facts: ServerFacts,
+    target_client: BoundedClient,
+    run_dir: Path,
+    *,
+    tolerance: float,
+    confidence: float,
+    greedy_tokens: int,
+) -> QualityRun:
+    """The run the quality suite shares: the target, the baseline the options name, the gate."""
+    check_gate(tolerance, confidence)  # before a baseline connection is opened
+    return QualityRun(
+        side_for(settings, "target", target_client, target_facts),
+        open_baseline(settings, target_facts),
+        run_dir=run_dir,
+        tolerance=tolerance,
+        confidence=confidence,
+        greedy_tokens=greedy_tokens,
+        limit=settings.eval_limit,
+        include_paths=[Path(path) for path in settings.eval_include_path],
+        save_path=settings.eval_save,
+    )

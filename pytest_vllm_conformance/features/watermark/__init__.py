@@ -1,0 +1,56 @@
+"""Independent detector for vLLM's Gumbel watermarks (numpy only).
+
+Reproduces vLLM 0.30+'s ``GumbelWatermarkDetector`` and
+``DualKeyGumbelWatermarkDetector`` (Philox4x32-10 PRF, ``philox4x32-10-v1``)
+without importing torch or vLLM, so a conformance suite can check that a
+server configured with ``--watermark-config`` really watermarks its output.
+
+The watermark key is a secret: nothing in this package prints it.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_vllm_conformance.features.watermark.detector import (
+        Detection,
+        DualKeyGumbelDetector,
+        GumbelDetector,
+        gamma_survival_integer_shape,
+        make_detector,
+        regularized_gamma_q,
+    )
+    from pytest_vllm_conformance.features.watermark.prf import PHILOX_VERSION, PhiloxPRF, derive_watermark_key
+
+# Loaded on first use (PEP 562): every run collects the watermark suite and
+# imports this package, but only runs with a watermark key need numpy.
+_HOMES = {
+    "Detection": "detector",
+    "DualKeyGumbelDetector": "detector",
+    "GumbelDetector": "detector",
+    "gamma_survival_integer_shape": "detector",
+    "make_detector": "detector",
+    "regularized_gamma_q": "detector",
+    "PHILOX_VERSION": "prf",
+    "PhiloxPRF": "prf",
+    "derive_watermark_key": "prf",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+
+
+__all__ = [
+    "PHILOX_VERSION",
+    "Detection",
+    "DualKeyGumbelDetector",
+    "GumbelDetector",
+    "PhiloxPRF",
+    "derive_watermark_key",
+    "gamma_survival_integer_shape",
+    "make_detector",
+    "regularized_gamma_q",
+]

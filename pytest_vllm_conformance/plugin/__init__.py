@@ -1,0 +1,1 @@
+"""pytest wiring: hooks, fixtures, options, the run's state, the reporter and the command line."""

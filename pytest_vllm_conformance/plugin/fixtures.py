@@ -1,0 +1,160 @@
+"""The plugin's fixtures: the target, its clients and expectations, and helpers' inputs.
+
+Registered by ``plugin`` (``pytest_plugins``). Each reads the run's state
+(``run.run_state``); none decides pass or fail.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from pytest_vllm_conformance.plugin import options
+from pytest_vllm_conformance.features.preflight import lint as preflight
+from pytest_vllm_conformance.features import startup_log
+from pytest_vllm_conformance.target.client import BoundedClient, CappedTransport
+from pytest_vllm_conformance.target.discovery import ServerFacts
+from pytest_vllm_conformance.catalogue.expectations import Expectations
+from pytest_vllm_conformance.target.launcher import ServerPool
+from pytest_vllm_conformance.plugin.run import run_state
+from pytest_vllm_conformance.target.connect import async_client_for, client_for, connection_for
+
+
+@pytest.fixture(scope="session")
+def vllm_settings(pytestconfig: pytest.Config) -> options.Settings:
+    return run_state(pytestconfig).settings
+
+
+@pytest.fixture(scope="session")
+def vllm_facts(pytestconfig: pytest.Config) -> ServerFacts:
+    facts = run_state(pytestconfig).facts
+    if facts is None:
+        pytest.fail("no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR", pytrace=False)
+    return facts
+
+
+@pytest.fixture(scope="session")
+def vllm_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> BoundedClient:
+    state = run_state(pytestconfig)
+    client = client_for(state.settings, state.base_url)
+    state.clients.append(client)
+    return client
+
+
+@pytest_asyncio.fixture
+async def vllm_async_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts):
+    state = run_state(pytestconfig)
+    settings = state.settings
+    client = async_client_for(settings, state.base_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture(scope="session")
+def vllm_expect(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> Expectations:
+    return run_state(pytestconfig).expectations()
+
+
+@pytest.fixture(scope="session")
+def vllm_ingress_client(pytestconfig: pytest.Config, vllm_client: BoundedClient) -> BoundedClient:
+    """Callers' entry (--vllm-ingress-url); without one the server is its own public entry."""
+    state = run_state(pytestconfig)
+    ingress = state.settings.ingress_url
+    if not ingress or ingress == state.base_url:
+        return vllm_client
+    client = client_for(state.settings, ingress)
+    state.clients.append(client)
+    return client
+
+
+@pytest.fixture(scope="session")
+def vllm_direct_client(pytestconfig: pytest.Config, vllm_client: BoundedClient) -> BoundedClient | None:
+    """The server itself, bypassing the ingress; None when only --vllm-ingress-url was given."""
+    state = run_state(pytestconfig)
+    ingress = state.settings.ingress_url
+    return None if ingress and ingress == state.base_url else vllm_client
+
+
+@pytest.fixture(scope="session")
+def vllm_exclusive(pytestconfig: pytest.Config):
+    """``with vllm_exclusive():`` no other test (on any xdist worker) talks to the server meanwhile."""
+    return run_state(pytestconfig).run_lock.exclusive
+
+
+@pytest.fixture(scope="session")
+def vllm_watermark_key(pytestconfig: pytest.Config) -> options.Secret | None:
+    """The server's watermark key (--vllm-watermark-key, else the profile's watermark.key_env), or None."""
+    return run_state(pytestconfig).watermark_key
+
+
+@pytest.fixture(scope="session")
+def vllm_openai(pytestconfig: pytest.Config, vllm_facts: ServerFacts):
+    """The official OpenAI SDK pointed at the target, with the run's byte cap and timeout."""
+    import openai
+
+    state = run_state(pytestconfig)
+    settings = state.settings
+    connection = connection_for(settings)
+    http_client = httpx.Client(
+        transport=CappedTransport(settings.max_body, connection), timeout=settings.timeout, trust_env=connection.trust_env
+    )
+    sdk = openai.OpenAI(
+        base_url=f"{state.base_url.rstrip('/')}/v1",
+        api_key=settings.api_key.reveal() if settings.api_key else "no-key",
+        max_retries=0,
+        timeout=settings.timeout,
+        http_client=http_client,
+    )
+    yield sdk
+    sdk.close()
+
+
+@pytest.fixture(scope="session")
+def vllm_offline_expect(pytestconfig: pytest.Config) -> Expectations:
+    """Expectations without requiring a server: the profile, and the server's version facts if there is one, else the newest."""
+    return run_state(pytestconfig).expectations()
+
+
+@pytest.fixture(scope="session")
+def vllm_startup_log(pytestconfig: pytest.Config, vllm_offline_expect: Expectations) -> startup_log.StartupLog:
+    """The server's log (--vllm-log, else the embedded server's), scanned once for start-up findings."""
+    state = run_state(pytestconfig)
+    path = state.settings.log or state.serve_log
+    if path is None:
+        pytest.fail("no vLLM log given (--vllm-log=FILE, or the server the plugin starts with --vllm-serve)", pytrace=False)
+    kinds = startup_log.finding_kinds(vllm_offline_expect.fact("startup_log_findings"))
+    try:
+        scanned = startup_log.scan(Path(path), kinds, vllm_offline_expect.fact("startup_log_signature"))
+    except startup_log.LogUnreadable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    problem = scanned.not_a_vllm_log()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    return scanned
+
+
+@pytest.fixture(scope="session")
+def vllm_preflight(pytestconfig: pytest.Config) -> preflight.Linter:
+    """The lint rules for --vllm-target-version (else the server's version); needs no server."""
+    state = run_state(pytestconfig)
+    version = state.settings.target_version or (state.facts.parsed_version if state.facts else None)
+    if version is None:
+        pytest.skip("no target version to lint for: give --vllm-target-version=X (or a server to read it from)")
+    return preflight.Linter(preflight.load_rules(), version)
+
+
+@pytest.fixture(scope="session")
+def vllm_server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    """Real ``vllm serve`` processes shared by flag set (at most three alive, or VLLM_CONFORMANCE_TEST_MAX_SERVERS).
+
+    Each costs about 2.9 GB: a shared machine may need fewer alive at once.
+    """
+    max_alive = int(os.environ.get("VLLM_CONFORMANCE_TEST_MAX_SERVERS") or 3)
+    pool = ServerPool(max_alive=max_alive, log_dir=tmp_path_factory.mktemp("vllm-logs"))
+    yield pool
+    pool.close()

@@ -1,0 +1,179 @@
+"""The reporting plugin object: listens to pytest's hooks, never called by suites.
+
+``plugin.py`` registers one ``ConformanceReporter`` per pytest process. In
+every process it scrubs what pytest shows (header lines, warnings, log
+records; test reports are scrubbed by ``plugin.py`` as they are made). Only
+in the process that controls the run (not in a pytest-xdist worker, whose
+reports reach the controller anyway) does it judge the features, write the
+``--vllm-report`` files, finish the JUnit file and print the summary, so
+each happens once per run.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_vllm_conformance import __version__
+from pytest_vllm_conformance.target.client import display_url
+from pytest_vllm_conformance.reporting import junit, report_files
+from pytest_vllm_conformance.reporting.outcomes import OUTCOMES, PARTIAL, FeatureResult, OutcomeCollector, feature_results, overall_result
+from pytest_vllm_conformance.reporting.redaction import LogRecordRedaction, url_password
+
+PLUGIN_NAME = "vllm-conformance-reporter"
+SUMMARY_TITLE = "vLLM conformance"
+
+
+class ConformanceReporter:
+    def __init__(self, config: pytest.Config, state: Any) -> None:
+        """``state`` is the plugin's RunState: settings, catalogue, profile, redactor, and the facts once known."""
+        self.config = config
+        self.state = state
+        self.redactor = state.redactor
+        # A URL given as scheme://user:password@host: its password is a secret too.
+        self.redactor.add(url_password(state.settings.url))
+        self.collector = OutcomeCollector()
+        self.started = datetime.now(timezone.utc)
+        self.controls_run = not hasattr(config, "workerinput")
+        self.report_path = self._report_path(state.settings.report)
+        # Resolved now, as pytest's JUnit writer does: a test may change the working directory.
+        self.junit_path = self._junit_path(config)
+        self.results: list[FeatureResult] = []
+        self.written: tuple[Path, Path] | None = None
+        self.write_error: str | None = None
+        self.log_redaction = LogRecordRedaction(self.redactor)
+        self.log_redaction.install()
+
+    @staticmethod
+    def _report_path(path: Path | None) -> Path | None:
+        if path is None:
+            return None
+        if path.suffix.lower() == ".md":
+            raise pytest.UsageError(
+                f"--vllm-report {path}: name the YAML file (e.g. report.yaml); its Markdown twin is written beside it"
+            )
+        return path.expanduser().resolve()
+
+    @staticmethod
+    def _junit_path(config: pytest.Config) -> Path | None:
+        xmlpath = getattr(config.option, "xmlpath", None)
+        if not xmlpath:
+            return None
+        return Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath))))
+
+    # ---- scrubbing what pytest shows --------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_header(self, config: pytest.Config, start_path: Path) -> Any:
+        lines = yield
+        return [self.redactor(item) if isinstance(item, str) else [self.redactor(line) for line in item] for item in lines]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_warning_recorded(self) -> None:
+        # The terminal reporter has just stored the warning's text for its summary.
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        for warning in getattr(terminal, "stats", {}).get("warnings", []):
+            if isinstance(getattr(warning, "message", None), str):
+                warning.message = self.redactor(warning.message)
+
+    # ---- outcomes ------------------------------------------------------------------------
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.collector.add(report)
+
+    @pytest.hookimpl(trylast=True)  # after pytest's own JUnit writer has written its file
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.controls_run:
+            return
+        self.results = feature_results(self.state.catalogue.statements(), self.collector.finished())
+        if self.gate_failures() and session.exitstatus == pytest.ExitCode.OK:
+            # --vllm-gate=strict: a claimed feature that was not fully checked fails the promotion.
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.report_path is not None and not self.config.option.collectonly:
+            report = report_files.build(self._run_info(int(session.exitstatus)), self.results, self.redactor)
+            try:
+                self.written = report_files.write(self.report_path, report)
+            except OSError as exc:
+                # A gate whose report went missing must not pass: the pipeline relies on the file.
+                self.write_error = f"{self.report_path}: {exc.strerror or exc}"
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        if self.junit_path is not None and self.junit_path.is_file():
+            junit.rewrite(self.junit_path, self.config.getini("junit_family"), self.redactor, self._suite_properties())
+
+    def gate_failures(self) -> list[FeatureResult]:
+        if self.state.settings.gate != "strict":
+            return []
+        return [result for result in self.results if result.result == PARTIAL]
+
+    def _run_info(self, exit_status: int) -> report_files.RunInfo:
+        state = self.state
+        facts = state.facts
+        run = report_files.RunInfo(started=self.started, plugin_version=__version__, exit_status=exit_status)
+        if facts is not None:
+            run.url = display_url(facts.url)
+            run.vllm_version = facts.version
+            run.model = facts.model
+            run.expectations = state.expectations().basis
+            if facts.inventory is not None:
+                run.routes = facts.inventory.source
+                run.routes_not_mounted = facts.inventory.not_mounted
+        run.gate = state.settings.gate
+        run.embedded_server = bool(state.target is not None and state.target.server is not None)
+        if state.profile is not None:
+            run.profile_name = state.profile.name
+            run.profile_path = str(state.profile.path) if state.profile.path else None
+        option = self.config.option
+        selection = {"markers": getattr(option, "markexpr", ""), "keywords": getattr(option, "keyword", "")}
+        run.selection = {name: value for name, value in selection.items() if value}
+        return run
+
+    def _suite_properties(self) -> dict[str, str]:
+        """Run-wide facts as testsuite properties, valid in every JUnit family."""
+        facts = self.state.facts
+        values = {"vllm_conformance_result": overall_result(self.results)}
+        if facts is not None:
+            values.update(vllm_version=facts.version or "unknown", vllm_model=facts.model, vllm_url=display_url(facts.url))
+        if self.state.profile is not None:
+            values["vllm_profile"] = self.state.profile.name
+        if self.written is not None:
+            values["vllm_report"] = str(self.written[0])
+        return values
+
+    # ---- the terminal ------------------------------------------------------------------
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        ran = any(result.counts[o] for result in self.results for o in OUTCOMES)
+        if not self.controls_run or not (ran or self.write_error):
+            return
+        terminalreporter.write_sep("-", f"{SUMMARY_TITLE}: {overall_result(self.results)}")
+        for line in self.summary_lines():
+            terminalreporter.write_line(self.redactor(line))
+
+    def summary_lines(self) -> list[str]:
+        lines = []
+        facts = self.state.facts
+        if facts is not None:
+            profile = f"profile {self.state.profile.name}" if self.state.profile else "no profile"
+            lines.append(f"vLLM {facts.version or 'unknown'}, model {facts.model}, at {display_url(facts.url)} ({profile})")
+        width = max(len(result.name) for result in self.results)
+        for result in self.results:
+            counts = ", ".join(f"{result.counts[o]} {o}" for o in OUTCOMES if result.counts[o])
+            checked = f"{result.coverage}: " if result.claimed else ""
+            lines.append(f"  {result.name:<{width}}  {result.result:<11}  {checked}{counts}".rstrip())
+        failing = self.gate_failures()
+        if failing:
+            names = ", ".join(f"{result.name} ({result.coverage})" for result in failing)
+            lines.append(f"--vllm-gate=strict: partial feature(s) fail the run: {names}")
+        if self.written is not None:
+            lines.append(f"report: {self.written[0]} and {self.written[1]}")
+        if self.write_error is not None:
+            lines.append(f"report NOT written: {self.write_error}")
+        return lines
+
+    def pytest_unconfigure(self) -> None:
+        self.log_redaction.uninstall()

@@ -1,0 +1,126 @@
+"""The run's configuration and state: settings, declarations, secrets, target.
+
+Built once in ``pytest_configure`` from the options, the profile and the
+baseline; the target and its facts join at session start (on xdist workers,
+handed over by the controller). Hooks, fixtures and the reporter read it
+through ``run_state(config)``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pytest
+
+from pytest_vllm_conformance.catalogue import applicability
+from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.plugin import options
+from pytest_vllm_conformance.target.client import BoundedClient
+from pytest_vllm_conformance.target.discovery import ServerFacts
+from pytest_vllm_conformance.catalogue.expectations import Expectations
+from pytest_vllm_conformance.reporting import Redactor
+from pytest_vllm_conformance.target.run_lock import RunLock
+from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
+from pytest_vllm_conformance.target.connect import Target
+
+
+@dataclass
+class RunState:
+    settings: options.Settings
+    catalogue: contracts.Catalogue
+    profile: Profile | None
+    redactor: Redactor
+    target: Target | None = None
+    facts: ServerFacts | None = None
+    base_url: str | None = None
+    clients: list[BoundedClient] = field(default_factory=list)
+    # The embedded server's log, also on xdist workers (which have no target of their own).
+    serve_log: str | None = None
+    watermark_key: options.Secret | None = None
+    baseline: Profile | None = None
+    header_notes: list[str] = field(default_factory=list)
+    claims: dict[str, applicability.Claim] = field(default_factory=dict)
+    # Shared by the controlling process and its xdist workers (none in a run without workers).
+    run_lock: RunLock = field(default_factory=lambda: RunLock(None))
+    lock_dir: str | None = None
+
+    def expectations(self) -> Expectations:
+        version = self.facts.parsed_version if self.facts else None
+        return Expectations(self.catalogue, version, self.profile, self.baseline)
+
+    def inputs(self) -> dict[str, bool]:
+        """Which of the inputs a contract may be claimed on (applicability.INPUTS) this run was given."""
+        settings = self.settings
+        return {
+            "baseline": bool(settings.baseline),
+            "quality_baseline": bool(settings.baseline_url or settings.eval_baseline_file or settings.eval_save),
+            "manifests": bool(settings.manifests),
+            "server_log": bool(settings.log or self.serve_log),
+            "eval_task": bool(settings.eval_task),
+        }
+
+    def claim(self, contract_id: str) -> applicability.Claim:
+        """Decided once per contract per process, after the target is known (facts name the version)."""
+        if contract_id not in self.claims:
+            contract = self.catalogue.contract(contract_id)
+            self.claims[contract_id] = applicability.claim(contract, self.catalogue, self.expectations(), self.inputs())
+        return self.claims[contract_id]
+
+
+STATE = pytest.StashKey[RunState]()
+
+
+def run_state(config: pytest.Config) -> RunState:
+    return config.stash[STATE]
+
+
+def configure_run(config: pytest.Config) -> RunState:
+    """Everything the run knows before it reaches a server; a bad input is one usage error."""
+    settings = options.resolve(config)
+    try:
+        profile = load_profile(settings.profile) if settings.profile else None
+    except ProfileError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    baseline = _load_baseline(settings.baseline) if settings.baseline else None
+    redactor = Redactor(settings.secrets())
+    watermark_key = _watermark_key(settings, profile)
+    for spelling in _key_spellings(watermark_key):
+        redactor.add(spelling)
+    state = RunState(settings, contracts.load(), profile, redactor, watermark_key=watermark_key, baseline=baseline)
+    config.stash[STATE] = state
+    return state
+
+
+def _load_baseline(path: os.PathLike[str]) -> Profile:
+    """--vllm-baseline: a profile file that holds a capture's observed section."""
+    try:
+        baseline = load_profile(path)
+    except ProfileError as exc:
+        raise pytest.UsageError(f"--vllm-baseline: {exc}") from None
+    if "observed" not in baseline.data:
+        raise pytest.UsageError(
+            f"--vllm-baseline: profile {path} has no observed section; capture one with --vllm-capture-profile=PATH"
+        )
+    return baseline
+
+
+def _watermark_key(settings: options.Settings, profile: Profile | None) -> options.Secret | None:
+    """--vllm-watermark-key, else the environment variable the profile's watermark.key_env names."""
+    if settings.watermark_key:
+        return settings.watermark_key
+    variable = profile.get("watermark", "key_env") if profile else None
+    value = os.environ.get(variable, "").strip() if variable else ""
+    return options.Secret(value) if value else None
+
+
+def _key_spellings(key: options.Secret | None) -> list[str]:
+    """The key as given and as a traceback would print it (decimal, hex), all to be scrubbed."""
+    if not key:
+        return []
+    text = key.reveal()
+    try:
+        number = int(text, 0)
+    except ValueError:
+        return [text]
+    return [text, str(number), hex(number)]

@@ -1,0 +1,1 @@
+"""Reaching the server: secrets, the bounded client, the launcher, discovery and the run lock."""

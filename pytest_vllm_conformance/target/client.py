@@ -1,0 +1,518 @@
+"""The one HTTP client every suite uses: bounded in bytes and in time.
+
+A server under test may be broken or hostile (vLLM 0.29 answered a 4 KB
+request with a 91 MB error body), so no response is ever buffered whole: the
+body is read as a stream up to a byte cap and the rest is dropped and
+recorded. Each exchange runs under one hard deadline covering connect,
+headers and body, so a server that trickles a byte a second cannot stall a
+run. HTTP statuses are never retried (they are what the suites observe); a
+transport error is retried once, and the response says so.
+
+``AsyncBoundedClient`` is the implementation. ``BoundedClient`` is its
+synchronous face: it runs the async client on a private event loop, so both
+share one code path and one deadline mechanism.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import ssl
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from pytest_vllm_conformance.plugin.options import Secret
+
+T = TypeVar("T")
+
+SUMMARY_CHARS = 160
+
+
+class TransportFailure(Exception):
+    """The exchange did not produce an HTTP response."""
+
+
+class RequestTimeout(TransportFailure):
+    """The exchange did not finish within its deadline."""
+
+
+class NotJSON(AssertionError):
+    """A body that a contract needs as JSON is not JSON (or was truncated)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach a server: whose certificates to trust, ours to present, and whether to use proxies.
+
+    Certificates are always verified: a private CA is given, never switched off.
+    """
+
+    ca_bundle: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    # The environment's HTTP(S)_PROXY / NO_PROXY, only when asked for (--vllm-trust-env).
+    trust_env: bool = False
+
+
+DIRECT = Connection()
+
+
+@functools.cache
+def tls_context(connection: Connection = DIRECT) -> ssl.SSLContext:
+    """One verifying TLS context per connection setting: each costs about 15 ms to build (the CA bundle)."""
+    context = httpx.create_ssl_context()
+    if connection.ca_bundle is not None:
+        context.load_verify_locations(cafile=str(connection.ca_bundle))
+    if connection.client_cert is not None:
+        key = str(connection.client_key) if connection.client_key else None
+        context.load_cert_chain(str(connection.client_cert), keyfile=key)
+    return context
+
+
+def display_url(url: str) -> str:
+    """The URL without user:password, safe to print."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=host))
+
+
+LONG_VALUE_CHARS = 48
+
+
+def _shorten(value: Any) -> Any:
+    """Long strings (a base64 payload) and long lists (a malformed prompt) become their size."""
+    if isinstance(value, str) and len(value) > LONG_VALUE_CHARS:
+        return f"<{len(value):,} chars>"
+    if isinstance(value, list) and len(value) > 8:
+        return f"<list of {len(value):,} items>"
+    if isinstance(value, dict):
+        return {key: _shorten(item) for key, item in value.items()}
+    return value
+
+
+def summarize(payload: Any) -> str:
+    """A short, single-line rendering of a request body for messages."""
+    if payload is None:
+        return ""
+    if isinstance(payload, (bytes, bytearray)):
+        text = f"<{len(payload)} bytes>"
+    else:
+        text = json.dumps(_shorten(payload), separators=(",", ":"), default=str)
+    if len(text) > SUMMARY_CHARS:
+        text = f"{text[:SUMMARY_CHARS]}... ({len(text)} chars)"
+    return text
+
+
+@dataclass(frozen=True)
+class Response:
+    method: str
+    path: str
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    bytes_seen: int
+    truncated: bool
+    elapsed: float
+    request_summary: str = ""
+    retried: str | None = None
+
+    def __repr__(self) -> str:
+        # Short on purpose: assertion rewriting prints it, and a body may be a megabyte.
+        return f"<Response {self.describe()}>"
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        if self.truncated:
+            raise NotJSON(f"{self.describe()}: body truncated, cannot parse it as JSON")
+        try:
+            return json.loads(self.body)
+        except ValueError as exc:
+            raise NotJSON(f"{self.describe()}: body is not JSON ({exc}): {self.text[:SUMMARY_CHARS]!r}") from None
+
+    def json_or_none(self) -> Any:
+        try:
+            return self.json()
+        except NotJSON:
+            return None
+
+    @property
+    def size_text(self) -> str:
+        if self.truncated:
+            return f"truncated at {len(self.body):,} bytes"
+        return f"{self.bytes_seen:,} B"
+
+    def describe(self) -> str:
+        """``POST /v1/completions {"prompt":...} -> 400 (1,330 B in 5 ms)``"""
+        request = f"{self.method} {self.path}"
+        if self.request_summary:
+            request += f" {self.request_summary}"
+        note = f", retried after {self.retried}" if self.retried else ""
+        return f"{request} -> {self.status} ({self.size_text} in {self.elapsed * 1000:.0f} ms{note})"
+
+
+@dataclass
+class AsyncBoundedClient:
+    base_url: str
+    api_key: Secret | None = None
+    timeout: float = 30.0
+    max_body: int = 1024 * 1024
+    connection: Connection = DIRECT
+    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        key = "set" if self.api_key else "none"
+        return f"AsyncBoundedClient(base_url={display_url(self.base_url)!r}, api_key={key}, timeout={self.timeout})"
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url.rstrip("/"),
+                timeout=httpx.Timeout(self.timeout),
+                follow_redirects=False,
+                # A compressed body could inflate past the cap inside one chunk.
+                headers={"Accept-Encoding": "identity"},
+                trust_env=self.connection.trust_env,
+                verify=tls_context(self.connection),
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        auth: bool = True,
+        timeout: float | None = None,
+        max_body: int | None = None,
+    ) -> Response:
+        """One exchange. ``auth=False`` sends no Authorization header of ours."""
+        deadline = self.timeout if timeout is None else timeout
+        cap = self.max_body if max_body is None else max_body
+        send_headers = dict(headers or {})
+        if auth and self.api_key and not any(k.lower() == "authorization" for k in send_headers):
+            send_headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
+        if json_body is not None:
+            content = json.dumps(json_body).encode()
+            send_headers.setdefault("Content-Type", "application/json")
+        summary = summarize(json_body if json_body is not None else content)
+        started = time.perf_counter()
+        retried: str | None = None
+        progress = {"bytes": 0}
+        try:
+            async with asyncio.timeout(deadline):
+                for attempt in (1, 2):
+                    try:
+                        return await self._exchange(
+                            method, path, content, send_headers, cap, started, summary, retried, progress
+                        )
+                    except httpx.TimeoutException:
+                        raise TimeoutError from None
+                    except httpx.TransportError as exc:
+                        if attempt == 2:
+                            raise TransportFailure(
+                                f"{method} {path}: {_explain(exc)} (after one retry; first: {retried})"
+                            ) from None
+                        retried = _explain(exc)
+        except TimeoutError:
+            raise RequestTimeout(
+                f"{method} {path}: no complete answer within {deadline:g} s "
+                f"({progress['bytes']:,} body bytes read)"
+            ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        headers: dict[str, str],
+        cap: int,
+        started: float,
+        summary: str,
+        retried: str | None,
+        progress: dict[str, int],
+    ) -> Response:
+        chunks: list[bytes] = []
+        seen = 0
+        truncated = False
+        async with self._http().stream(method, path, content=content, headers=headers) as response:
+            async for chunk in response.aiter_bytes():
+                room = cap - seen
+                seen += len(chunk)
+                progress["bytes"] = seen
+                if len(chunk) > room:
+                    chunks.append(chunk[: max(room, 0)])
+                    truncated = True
+                    break
+                chunks.append(chunk)
+            return Response(
+                method=method,
+                path=path,
+                status=response.status_code,
+                headers=response.headers,
+                body=b"".join(chunks),
+                bytes_seen=seen,
+                truncated=truncated,
+                elapsed=time.perf_counter() - started,
+                request_summary=summary,
+                retried=retried,
+            )
+
+    async def open_stream(
+        self, method: str, path: str, *, json_body: Any = None, first_chunk_within: float | None = None
+    ) -> OpenStream:
+        """Send a request and return once its first body chunk arrived (or it ended), leaving it open.
+
+        What follows is read and dropped in the background, so the stream
+        stays drained and its end is seen; ``OpenStream.close`` hangs up,
+        which a server takes as the caller going away. The deadline covers
+        the wait for the first chunk only.
+        """
+        deadline = self.timeout if first_chunk_within is None else first_chunk_within
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
+        content = json.dumps(json_body).encode() if json_body is not None else None
+        started = time.perf_counter()
+        stream = OpenStream(method, path, started)
+        context = self._http().stream(method, path, content=content, headers=headers, timeout=None)
+        try:
+            async with asyncio.timeout(deadline):
+                response = await context.__aenter__()
+                stream.status = response.status_code
+                chunks = response.aiter_bytes()
+                try:
+                    stream.first_chunk = await anext(chunks)
+                    stream.first_chunk_at = time.perf_counter()
+                except StopAsyncIteration:
+                    stream.ended_at = time.perf_counter()
+        except BaseException as exc:
+            await context.__aexit__(type(exc), exc, exc.__traceback__)
+            if isinstance(exc, TimeoutError):
+                raise RequestTimeout(f"{method} {path}: no first chunk within {deadline:g} s") from None
+            if isinstance(exc, httpx.TransportError):
+                raise TransportFailure(f"{method} {path}: {_explain(exc)}") from None
+            raise
+        stream._closer = context
+        if stream.ended_at is None:
+            stream._drain = asyncio.ensure_future(stream._drain_rest(chunks))
+        return stream
+
+    async def get(self, path: str, **kw: Any) -> Response:
+        return await self.request("GET", path, **kw)
+
+    async def post(self, path: str, json_body: Any = None, **kw: Any) -> Response:
+        return await self.request("POST", path, json_body=json_body, **kw)
+
+
+# What a TLS failure usually means, and the option that fixes it.
+TLS_HINTS = (
+    ("CERTIFICATE_VERIFY_FAILED", "the server's certificate is not trusted here: give --vllm-ca-bundle=PATH "
+     "with the CA that signed it"),
+    ("WRONG_VERSION_NUMBER", "the server does not speak TLS there: use http:// instead of https://"),
+    ("CERTIFICATE_REQUIRED", "the server requires a client certificate: give --vllm-client-cert=PATH"),
+    ("certificate required", "the server requires a client certificate: give --vllm-client-cert=PATH"),
+)
+
+
+@dataclass
+class OpenStream:
+    """A response being streamed: when its first chunk came, whether and when it ended."""
+
+    method: str
+    path: str
+    started: float
+    status: int | None = None
+    first_chunk: bytes = b""
+    first_chunk_at: float | None = None
+    ended_at: float | None = None
+    _closer: Any = field(default=None, repr=False)
+    _drain: asyncio.Future[None] | None = field(default=None, repr=False)
+
+    async def _drain_rest(self, chunks: Any) -> None:
+        try:
+            async for _ in chunks:
+                pass
+        except (httpx.HTTPError, asyncio.CancelledError):
+            pass
+        finally:
+            if self.ended_at is None:
+                self.ended_at = time.perf_counter()
+
+    def running_at(self, moment: float) -> bool:
+        """Still streaming at ``moment`` (a ``time.perf_counter()`` reading)."""
+        return self.first_chunk_at is not None and (self.ended_at is None or self.ended_at > moment)
+
+    async def close(self) -> None:
+        if self._drain is not None and not self._drain.done():
+            self._drain.cancel()
+            try:
+                await self._drain
+            except asyncio.CancelledError:
+                pass
+        if self._closer is not None:
+            closer, self._closer = self._closer, None
+            try:
+                await closer.__aexit__(None, None, None)
+            except httpx.HTTPError:
+                pass
+
+
+def _explain(exc: BaseException) -> str:
+    text = str(exc) or exc.__class__.__name__
+    explained = f"{exc.__class__.__name__}: {text}" if text != exc.__class__.__name__ else text
+    hint = next((hint for marker, hint in TLS_HINTS if marker in text), None)
+    return f"{explained} ({hint})" if hint else explained
+
+
+class BoundedClient:
+    """Synchronous face of :class:`AsyncBoundedClient`, on a private event loop.
+
+    The loop runs in the calling thread: handing each exchange to a loop
+    thread cost about 0.25 ms, a tenth of a whole suite's overhead. Code that
+    already runs a loop in its thread (an async test using the sync client)
+    cannot run a second one there, so its calls go through a helper thread.
+    Calls are serialised: the loop runs one call at a time.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: Secret | None = None,
+        timeout: float = 30.0,
+        max_body: int = 1024 * 1024,
+        connection: Connection = DIRECT,
+    ):
+        self._async = AsyncBoundedClient(base_url, api_key, timeout, max_body, connection)
+        self._loop = asyncio.new_event_loop()
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return self._async.base_url
+
+    @property
+    def timeout(self) -> float:
+        return self._async.timeout
+
+    @property
+    def max_body(self) -> int:
+        return self._async.max_body
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self._async.api_key)
+
+    def __repr__(self) -> str:
+        return repr(self._async).replace("AsyncBoundedClient", "BoundedClient", 1)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        with self._lock:
+            if not _loop_running_here():
+                return self._loop.run_until_complete(coro)
+            with ThreadPoolExecutor(1, thread_name_prefix="vllm-conformance-client") as helper:
+                return helper.submit(self._loop.run_until_complete, coro).result()
+
+    def request(self, method: str, path: str, **kw: Any) -> Response:
+        return self._run(self._async.request(method, path, **kw))
+
+    def get(self, path: str, **kw: Any) -> Response:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, json_body: Any = None, **kw: Any) -> Response:
+        return self.request("POST", path, json_body=json_body, **kw)
+
+    def run(self, work: Callable[[AsyncBoundedClient], Coroutine[Any, Any, T]]) -> T:
+        """Run ``work(async_client)`` on this client's loop: several exchanges that must overlap in time."""
+        return self._run(work(self._async))
+
+    def concurrently(self, calls: Iterable[tuple[str, str, dict[str, Any]]]) -> list[Response | Exception]:
+        """Send several exchanges at once; each item is (method, path, kwargs)."""
+
+        async def gather() -> list[Response | Exception]:
+            return await asyncio.gather(
+                *(self._async.request(method, path, **kw) for method, path, kw in calls), return_exceptions=True
+            )
+
+        return self._run(gather())
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._run(self._async.aclose())
+        self._loop.close()
+
+    def __enter__(self) -> BoundedClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _loop_running_here() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class ResponseTooLarge(httpx.ReadError):
+    """Raised inside clients we do not own (the OpenAI SDK) when a body passes the cap."""
+
+
+class _CappedStream(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, cap: int, request: httpx.Request) -> None:
+        self._inner = inner
+        self._cap = cap
+        self._request = request
+
+    def __iter__(self):
+        seen = 0
+        for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._cap:
+                raise ResponseTooLarge(
+                    f"{self._request.method} {self._request.url.path}: body passed the {self._cap:,}-byte cap",
+                    request=self._request,
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class CappedTransport(httpx.HTTPTransport):
+    """An httpx transport for third-party clients: a body over the cap is an error, never a buffer."""
+
+    def __init__(self, max_body: int, connection: Connection = DIRECT, **kwargs: Any) -> None:
+        kwargs.setdefault("verify", tls_context(connection))
+        super().__init__(**kwargs)
+        self.max_body = max_body
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        response.stream = _CappedStream(response.stream, self.max_body, request)
+        return response

@@ -1,0 +1,82 @@
+"""The server under test for this run: connected to, or started and then connected to.
+
+Established once, in the process that controls the run; pytest-xdist
+workers receive the discovered facts instead of probing again.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_vllm_conformance.target.client import AsyncBoundedClient, BoundedClient, Connection
+from pytest_vllm_conformance.target.discovery import KnownRoutes, ServerFacts, discover
+from pytest_vllm_conformance.target.launcher import VllmServer
+from pytest_vllm_conformance.plugin.options import Secret, Settings
+
+
+class NoTarget(Exception):
+    """Neither a URL nor a model to serve was given."""
+
+
+@dataclass
+class Target:
+    facts: ServerFacts
+    base_url: str
+    server: VllmServer | None = None
+
+    @property
+    def log_path(self) -> Path | None:
+        return self.server.log_path if self.server else None
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def configured(settings: Settings) -> bool:
+    return bool(settings.url or settings.serve or settings.ingress_url)
+
+
+def connection_for(settings: Settings) -> Connection:
+    return Connection(settings.ca_bundle, settings.client_cert, settings.client_key, settings.trust_env)
+
+
+def client_for(settings: Settings, base_url: str, api_key: Secret | None | bool = True) -> BoundedClient:
+    """The run's client for ``base_url``: its byte cap, timeout and TLS; the run's key unless another is given."""
+    key = settings.api_key if api_key is True else (api_key or None)
+    return BoundedClient(base_url, key, settings.timeout, settings.max_body, connection_for(settings))
+
+
+def async_client_for(settings: Settings, base_url: str) -> AsyncBoundedClient:
+    return AsyncBoundedClient(base_url, settings.api_key, settings.timeout, settings.max_body, connection_for(settings))
+
+
+def establish(settings: Settings, known_routes: KnownRoutes | None = None) -> Target:
+    """Start the embedded server if asked to, then discover the target (``known_routes``: see ``discover``)."""
+    server = None
+    # Given only the public entry (--vllm-ingress-url), the run tests what callers reach.
+    base_url = settings.url or (None if settings.serve else settings.ingress_url)
+    if not base_url:
+        if not settings.serve:
+            raise NoTarget("no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR to start one")
+        log_path = settings.serve_log or Path(tempfile.mkdtemp(prefix="vllm-conformance-")) / "vllm-serve.log"
+        server = VllmServer(
+            settings.serve,
+            settings.serve_arg,
+            python=settings.serve_python,
+            api_key=settings.api_key,
+            log_path=log_path,
+            startup_timeout=settings.serve_timeout,
+        ).start()
+        base_url = server.url
+    try:
+        with client_for(settings, base_url) as client:
+            facts = discover(client, settings.model, known_routes)
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    return Target(facts=facts, base_url=base_url, server=server)

@@ -1,0 +1,308 @@
+"""What the server says about itself, read once per run.
+
+Discovery observes and records; it decides nothing about conformance. The
+one judgement it makes is whether there is a usable vLLM server at all,
+because a run against nothing should end with one clear error, not with a
+failure per test.
+
+The route table comes from /openapi.json where the server serves it, and
+from the contract data otherwise: every route the version is known to
+register that /openapi.json does not list (all of them when it is hidden,
+the hidden stubs and mounts when it is served) is probed with ``OPTIONS``,
+which vLLM's key middleware lets through and its router answers with 405
+(mounted under another method) or 404 (nothing there). So a hardened server
+that hides /openapi.json is still checked route by route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from packaging.version import InvalidVersion, Version
+
+from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
+
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+MOUNTED = "mounted"
+NOT_MOUNTED = "not mounted"
+PATH_PARAMETER_VALUE = "conformance-probe"
+
+
+class DiscoveryError(Exception):
+    """There is no usable vLLM server at the target."""
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    id: str
+    max_model_len: int | None
+    root: str | None = None
+
+
+@dataclass(frozen=True)
+class RouteInventory:
+    """Where the route table came from, and what probing the version's known routes found.
+
+    ``probes`` maps ``"METHOD /path"`` to ``mounted``, ``not mounted`` (the
+    router's 404), or ``unknown: <why>`` (something refused the probe before
+    routing, e.g. a gateway's 401: the route is kept as a candidate).
+    """
+
+    source: str
+    listed: int = 0
+    probes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def not_mounted(self) -> list[str]:
+        return sorted(route for route, state in self.probes.items() if state == NOT_MOUNTED)
+
+    @property
+    def kept(self) -> list[str]:
+        return sorted(route for route, state in self.probes.items() if state != NOT_MOUNTED)
+
+    def summary(self) -> str:
+        found = len(self.kept)
+        parts = [self.source]
+        if self.probes:
+            parts.append(f"{found} route(s) of the contract data found by probe, {len(self.not_mounted)} not mounted here")
+        unknown = sorted(route for route, state in self.probes.items() if state.startswith("unknown"))
+        if unknown:
+            parts.append(f"{len(unknown)} kept unprobed ({self.probes[unknown[0]]})")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    url: str
+    version: str | None
+    models: tuple[ModelCard, ...]
+    model: str
+    # path -> methods: /openapi.json's table plus the contract data's routes found by probe.
+    routes: dict[str, tuple[str, ...]] | None = field(default=None)
+    inventory: RouteInventory | None = field(default=None)
+    # The capture's fuller observation (capture.py), made only when a capture or a baseline is asked for.
+    observed: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def parsed_version(self) -> Version | None:
+        return parse_version(self.version)
+
+    @property
+    def max_model_len(self) -> int | None:
+        for card in self.models:
+            if card.id == self.model:
+                return card.max_model_len
+        return None
+
+    def serves(self, method: str, path: str) -> bool:
+        """True when the route table lists ``method path`` (unknown table: False)."""
+        return method.upper() in (self.routes or {}).get(path, ())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ServerFacts:
+        models = tuple(ModelCard(**card) for card in data["models"])
+        routes = data.get("routes")
+        if routes is not None:
+            routes = {path: tuple(methods) for path, methods in routes.items()}
+        inventory = data.get("inventory")
+        return cls(
+            url=data["url"],
+            version=data["version"],
+            models=models,
+            model=data["model"],
+            routes=routes,
+            inventory=RouteInventory(**inventory) if inventory else None,
+            observed=data.get("observed"),
+        )
+
+
+def parse_version(text: str | None) -> Version | None:
+    """``0.32.0+cpu`` -> 0.32.0; the local part (+cpu) does not change the contract."""
+    if not text:
+        return None
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        return None
+    return Version(version.public)
+
+
+@dataclass(frozen=True)
+class KnownRoute:
+    """A route the contract data says a version may register."""
+
+    method: str
+    path: str
+    # False for what vLLM registers outside its OpenAPI document (stubs, mounts, the docs themselves).
+    in_openapi: bool = True
+    # Registered on every server of that version (no flag, task or environment needed).
+    always: bool = False
+
+
+KnownRoutes = Callable[[Version | None], Iterable[KnownRoute]]
+
+
+def discover(client: BoundedClient, wanted_model: str | None = None, known_routes: KnownRoutes | None = None) -> ServerFacts:
+    """``known_routes(version)``: what the contract data says that version may register."""
+    where = display_url(client.base_url)
+
+    def fetch(path: str):
+        try:
+            return client.get(path)
+        except (TransportFailure, RequestTimeout) as exc:
+            raise DiscoveryError(f"cannot reach vLLM at {where}: {exc}") from None
+
+    health = fetch("/health")
+    if 300 <= health.status < 400:
+        raise DiscoveryError(
+            f"cannot reach vLLM at {where}: GET /health was redirected ({health.status}) to "
+            f"{_location(health)}: a login page or another host stands there; give the vLLM server's own URL"
+        )
+    if health.status != 200:
+        prefix = urlsplit(client.base_url).path
+        hint = f" (is {prefix} the server's --root-path? else give its base URL)" if prefix and health.status == 404 else ""
+        raise DiscoveryError(f"cannot reach vLLM at {where}: GET /health answered {health.status}, not 200{hint}")
+
+    version_response = fetch("/version")
+    version = None
+    if version_response.status == 200:
+        payload = version_response.json_or_none()
+        # A /version that is not vLLM's {"version": ...} leaves the version unknown (discovery.version_parses fails).
+        version = payload.get("version") if isinstance(payload, dict) else None
+        version = version if isinstance(version, str) else None
+
+    models_response = fetch("/v1/models")
+    if models_response.status == 401:
+        hint = "the API key was refused" if client.has_api_key else "give --vllm-api-key (or VLLM_API_KEY)"
+        raise DiscoveryError(f"vLLM at {where} requires an API key for /v1/models: {hint}")
+    payload = models_response.json_or_none()
+    if models_response.status != 200 or not isinstance(payload, dict):
+        raise DiscoveryError(f"vLLM at {where}: GET /v1/models gave no model list: {models_response.describe()}")
+    cards = payload.get("data")
+    models = tuple(
+        ModelCard(id=str(card.get("id")), max_model_len=_int_or_none(card.get("max_model_len")), root=_str_or_none(card.get("root")))
+        for card in (cards if isinstance(cards, list) else [])
+        if isinstance(card, dict)
+    )
+    if not models:
+        raise DiscoveryError(f"vLLM at {where} serves no model (GET /v1/models listed none)")
+    ids = [card.id for card in models]
+    if wanted_model is not None and wanted_model not in ids:
+        raise DiscoveryError(f"vLLM at {where} does not serve model {wanted_model!r}; it serves {ids}")
+
+    listed = _route_table(fetch("/openapi.json"))
+    known = list(known_routes(parse_version(version))) if known_routes is not None else []
+    routes, inventory = _inventory(client, listed, known, version)
+    return ServerFacts(
+        url=where,
+        version=version,
+        models=models,
+        model=wanted_model or ids[0],
+        routes=routes,
+        inventory=inventory,
+    )
+
+
+def _inventory(
+    client: BoundedClient, listed: dict[str, tuple[str, ...]] | None, known: list[KnownRoute], version: str | None
+) -> tuple[dict[str, tuple[str, ...]] | None, RouteInventory]:
+    """The served table, completed by probing the known routes it does not list.
+
+    A whole /openapi.json leaves out only what vLLM registers outside it; one
+    that lacks a route the version always registers was trimmed (by a
+    gateway, say), and then every known route it does not list is probed.
+    """
+    def lists(route: KnownRoute) -> bool:
+        return route.method in (listed or {}).get(route.path, ())
+
+    release = f"vLLM {version or '(unknown version)'}"
+    if listed is None:
+        if not known:
+            return None, RouteInventory("none: the server hides /openapi.json and the contract data has no routes for it")
+        source, to_probe = f"contract data for {release}: the server hides /openapi.json", known
+    elif any(route.always and route.in_openapi and not lists(route) for route in known):
+        source = f"served /openapi.json, trimmed (it omits routes {release} always registers): the contract data's routes probed"
+        to_probe = [route for route in known if not lists(route)]
+    else:
+        source = "served /openapi.json"
+        to_probe = [route for route in known if not route.in_openapi and not lists(route)]
+    table = {path: set(methods) for path, methods in (listed or {}).items()}
+    probes: dict[str, str] = {}
+    answers: dict[str, Response | str] = {}  # one OPTIONS per path, whatever the methods asked about
+    for route in to_probe:
+        if route.path not in answers:
+            answers[route.path] = options_probe(client, route.path)
+        state = route_state(answers[route.path], route.method)
+        probes[f"{route.method} {route.path}"] = state
+        if state != NOT_MOUNTED:
+            table.setdefault(route.path, set()).add(route.method)
+    routes = {path: tuple(sorted(methods)) for path, methods in table.items()}
+    return routes, RouteInventory(source, sum(len(m) for m in (listed or {}).values()), probes)
+
+
+def options_probe(client: BoundedClient, path: str) -> Response | str:
+    """``OPTIONS path`` (parameters filled in), or why it got no answer."""
+    try:
+        return client.request("OPTIONS", _concrete(path))
+    except (TransportFailure, RequestTimeout) as exc:
+        return f"unknown: {exc}"
+
+
+def route_state(answer: Response | str, method: str) -> str:
+    """What an OPTIONS probe says of ``method`` at its path.
+
+    vLLM's key middleware lets OPTIONS through, and its router answers 404
+    where nothing matches and 405 with ``Allow`` where a route matches the
+    path under other methods; a mount (``/metrics``) answers the probe itself.
+    Where ``Allow`` lacks the method the answer is undecided (Starlette names
+    only the first matching route's methods), and the route is kept.
+    """
+    if isinstance(answer, str):
+        return answer
+    if answer.status == 404:
+        return NOT_MOUNTED
+    if answer.status in (401, 403, 407) or answer.status >= 500:
+        return f"unknown: OPTIONS {answer.path} answered {answer.status}"
+    allowed = answer.headers.get("allow")
+    if answer.status == 405 and allowed and method.upper() not in {m.strip().upper() for m in allowed.split(",")}:
+        # Starlette names the methods of the first route matching the path only: another may still serve ``method``.
+        return f"unknown: OPTIONS {answer.path} answered 405 allowing {allowed}"
+    return MOUNTED
+
+
+def _concrete(path: str) -> str:
+    parts = [PATH_PARAMETER_VALUE if part.startswith("{") and part.endswith("}") else part for part in path.split("/")]
+    return "/".join(parts)
+
+
+def _location(response: Response) -> str:
+    location = response.headers.get("location") or "(no Location header)"
+    return display_url(location.split("?", 1)[0])
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _route_table(response) -> dict[str, tuple[str, ...]] | None:
+    """Path -> methods from the OpenAPI document; None when the server hides it."""
+    document = response.json_or_none() if response.status == 200 else None
+    if not isinstance(document, dict) or not isinstance(document.get("paths"), dict):
+        return None
+    table = {}
+    for path, operations in document["paths"].items():
+        if isinstance(operations, dict):
+            methods = tuple(sorted(m.upper() for m in operations if m.upper() in HTTP_METHODS))
+            if methods:
+                table[path] = methods
+    return table

@@ -1,0 +1,339 @@
+"""Start and stop a real ``vllm serve`` on 127.0.0.1.
+
+Used by the plugin's embedded mode (``--vllm-serve MODEL_DIR``) and by any
+test that needs servers with different flags (``ServerPool``). The server
+runs in its own session so the whole process tree (API server, engine core,
+workers) is stopped together, first politely, then by force.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import httpx
+
+from pytest_vllm_conformance.plugin.options import Secret
+
+CLI_SHIM = Path(__file__).with_name("vllm_cli.py")
+LOG_TAIL_LINES = 40
+
+# Our own settings must not reach vLLM: it warns about every unknown VLLM_* variable.
+_OWN_ENV_PREFIXES = ("VLLM_CONFORMANCE_", "VLLM_URL")
+
+# On a CPU build vLLM otherwise sizes the KV cache from the NUMA node's memory
+# and can refuse to start on a machine whose node reports less than it wants.
+CPU_DEFAULT_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
+
+
+class LaunchError(Exception):
+    """The server did not become healthy."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Ask Linux to SIGTERM the server if pytest dies without cleaning up."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class VllmServer:
+    """One ``vllm serve`` process tree on a free local port."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        args: Sequence[str] = (),
+        *,
+        python: str | os.PathLike[str] | None = None,
+        api_key: Secret | None = None,
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        startup_timeout: float = 300.0,
+    ) -> None:
+        self.model = str(model)
+        self.args = tuple(args)
+        self.python = str(python or sys.executable)
+        self.api_key = api_key
+        self.extra_env = dict(env or {})
+        self.startup_timeout = startup_timeout
+        self.log_path = log_path or Path(tempfile.mkdtemp(prefix="vllm-conformance-")) / "vllm-serve.log"
+        self.port: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.ready_seconds: float | None = None
+        self._launched_at = 0.0
+
+    def __repr__(self) -> str:
+        return f"VllmServer(model={self.model!r}, args={self.args!r}, url={self.url!r})"
+
+    @property
+    def url(self) -> str | None:
+        return f"http://127.0.0.1:{self.port}" if self.port else None
+
+    def command(self) -> list[str]:
+        return [
+            self.python,
+            str(CLI_SHIM),
+            "serve",
+            self.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *self._default_name(),
+            *self.args,
+        ]
+
+    @property
+    def served_model(self) -> str:
+        """The model id clients send: the first ``--served-model-name`` given, else the folder's name."""
+        # vLLM would name the model after its argument, a local folder path: a
+        # capture taken on one machine would then diff against another's as one
+        # model removed and another added. The folder's name is the same everywhere.
+        return self._given_name() or Path(self.model).name or self.model
+
+    def _given_name(self) -> str | None:
+        for index, arg in enumerate(self.args):
+            if arg == "--served-model-name" and index + 1 < len(self.args):
+                return self.args[index + 1]
+            if arg.startswith("--served-model-name="):
+                return arg.split("=", 1)[1]
+        return None
+
+    def _default_name(self) -> tuple[str, ...]:
+        return () if self._given_name() else ("--served-model-name", self.served_model)
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
+        env.pop("VLLM_API_KEY", None)
+        for key, value in CPU_DEFAULT_ENV.items():
+            env.setdefault(key, value)
+        env.update(self.extra_env)
+        if self.api_key:
+            # Through the environment, not argv: argv is visible to every local user.
+            env["VLLM_API_KEY"] = self.api_key.reveal()
+        return env
+
+    def start(self) -> VllmServer:
+        return self.launch().wait_ready()
+
+    def launch(self) -> VllmServer:
+        """Start the process without waiting for it (``wait_ready`` waits); call from a long-lived thread:
+        the kernel's parent-death signal follows the thread that started the child."""
+        self.port = free_port()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._launched_at = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        return self
+
+    def wait_ready(self) -> VllmServer:
+        started = self._launched_at
+        try:
+            self._wait_healthy(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.ready_seconds = time.monotonic() - started
+        return self
+
+    def _wait_healthy(self, started: float) -> None:
+        deadline = started + self.startup_timeout
+        with httpx.Client(timeout=2.0, trust_env=False) as http:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise LaunchError(
+                        f"vllm serve {self.model} exited with code {self.process.returncode} before it was healthy; "
+                        f"log {self.log_path}:\n{self.log_tail()}"
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get(f"{self.url}/health").status_code == 200:
+                        return
+                time.sleep(0.5)
+        raise LaunchError(
+            f"vllm serve {self.model} was not healthy after {self.startup_timeout:g} s; "
+            f"log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        tail = "\n".join(text.splitlines()[-lines:])
+        if self.api_key:
+            tail = tail.replace(self.api_key.reveal(), "***")
+        return tail
+
+    def stop(self, grace: float = 20.0) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+            try:
+                process.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        # Engine workers may outlive the API server for a moment; take the group
+        # down and wait until it is gone, so no orphan holds memory or a port.
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+    def __enter__(self) -> VllmServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """What makes two servers interchangeable: model, flags, key, environment, interpreter."""
+
+    model: str
+    args: tuple[str, ...] = ()
+    api_key: Secret | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    python: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        model: str | os.PathLike[str],
+        args: Sequence[str] = (),
+        *,
+        api_key: Secret | None = None,
+        env: Mapping[str, str] | None = None,
+        python: str | os.PathLike[str] | None = None,
+    ) -> ServerSpec:
+        return cls(str(model), tuple(args), api_key, tuple(sorted((env or {}).items())), str(python or ""))
+
+
+class ServerPool:
+    """Servers shared by flag set, at most ``max_alive`` running at once.
+
+    A real server costs about 2.9 GB and 20 s, so tests that need the same
+    flags share one, and the least recently used one is stopped to make room.
+    """
+
+    def __init__(self, *, max_alive: int = 3, log_dir: Path | None = None, **defaults: object) -> None:
+        self.max_alive = max_alive
+        self.log_dir = log_dir
+        self.defaults = defaults
+        self._alive: OrderedDict[ServerSpec, VllmServer] = OrderedDict()
+        self._started = 0
+
+    def get(
+        self,
+        model: str | os.PathLike[str],
+        args: Sequence[str] = (),
+        *,
+        api_key: Secret | None = None,
+        env: Mapping[str, str] | None = None,
+        python: str | os.PathLike[str] | None = None,
+    ) -> VllmServer:
+        return self.get_many([ServerSpec.of(model, args, api_key=api_key, env=env, python=python)])[0]
+
+    def get_many(self, wanted: Sequence[ServerSpec | tuple[str | os.PathLike[str], Sequence[str]]]) -> list[VllmServer]:
+        """Servers for several specs at once, the missing ones started concurrently.
+
+        A start is mostly waiting (imports, weight loading, the health poll), so
+        two servers launched together are ready in about the time of one
+        (61 s for both against 113 s one after the other, on a loaded 2-core box).
+        """
+        specs = [w if isinstance(w, ServerSpec) else ServerSpec.of(*w) for w in wanted]
+        missing = [spec for spec in dict.fromkeys(specs) if not self._running(spec)]
+        if len(missing) > self.max_alive:
+            raise ValueError(f"{len(missing)} servers wanted at once, but at most {self.max_alive} may be alive")
+        for spec in missing:
+            stale = self._alive.pop(spec, None)
+            if stale is not None:
+                stale.stop()
+        for spec in specs:  # the wanted ones that run are the last to be evicted
+            if spec in self._alive:
+                self._alive.move_to_end(spec)
+        while self._alive and len(self._alive) + len(missing) > self.max_alive:
+            _, oldest = self._alive.popitem(last=False)
+            oldest.stop()
+        started: dict[ServerSpec, VllmServer] = {}
+        try:
+            for spec in missing:
+                started[spec] = self._server(spec).launch()
+            for server in started.values():  # all are starting meanwhile
+                server.wait_ready()
+        except BaseException:
+            for server in started.values():
+                server.stop()
+            raise
+        self._alive.update(started)
+        return [self._alive[spec] for spec in specs]
+
+    def _running(self, spec: ServerSpec) -> bool:
+        server = self._alive.get(spec)
+        return server is not None and server.process is not None and server.process.poll() is None
+
+    def _server(self, spec: ServerSpec) -> VllmServer:
+        log_path = None
+        if self.log_dir is not None:
+            log_path = self.log_dir / f"vllm-{self._started}.log"
+        self._started += 1
+        return VllmServer(
+            spec.model,
+            spec.args,
+            api_key=spec.api_key,
+            env=dict(spec.env),
+            python=spec.python or None,
+            log_path=log_path,
+            **self.defaults,
+        )
+
+    def alive(self) -> Iterator[VllmServer]:
+        return iter(list(self._alive.values()))
+
+    def close(self) -> None:
+        while self._alive:
+            _, server = self._alive.popitem()
+            server.stop()
