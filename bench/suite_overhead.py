@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 from fixtures import tiny_models  # noqa: E402
 from fixtures.fault_proxy import FaultProxy, RequestDraft, Rule  # noqa: E402
 from pytest_vllm_conformance.target.launcher import VllmServer  # noqa: E402
-from pytest_vllm_conformance.plugin.options import Secret  # noqa: E402
+from pytest_vllm_conformance.target.secrets import Secret  # noqa: E402
 
 KEY = "sk-bench-overhead"
 MARKERS = "discovery or scale_out or auth or validation_bounds or embedding_limits or context"

@@ -29,6 +29,7 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.features import watermark
+from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.target.client import TransportFailure
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.features.watermark.planning import Plan, answer_length
@@ -82,12 +83,9 @@ def detector(vllm_expect, vllm_watermark_key):
 
 def _parse_key(text: str) -> int:
     try:
-        key = int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
-    except ValueError:
-        key = -1
-    if not 0 <= key < 2**64:
-        pytest.fail("the watermark key is not a 64-bit integer (decimal or 0x-hex)", pytrace=False)  # value not echoed
-    return key
+        return keys.parse_key(text)
+    except keys.InvalidKey as problem:
+        pytest.fail(f"the watermark key {problem}", pytrace=False)  # the value is never echoed
 
 
 @pytest.fixture(scope="module")

@@ -121,7 +121,7 @@ GATED_SERVE_ARGS = (*CPU_SERVE_ARGS, "--enable-scale-out", "--enable-prompt-embe
 @pytest.fixture
 def gated_server(vllm_server_pool, tiny_models):
     """Scale-out and prompt embeds enabled, behind an API key, its /openapi.json hidden."""
-    from pytest_vllm_conformance.plugin.options import Secret
+    from pytest_vllm_conformance.target.secrets import Secret
 
     return vllm_server_pool.get(tiny_models["tiny-llama"], GATED_SERVE_ARGS, api_key=Secret(TEST_KEY))
 

@@ -23,7 +23,7 @@ from pytest_vllm_conformance.catalogue.contracts import Catalogue
 from pytest_vllm_conformance.target.discovery import KnownRoute, ServerFacts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.features.metrics import ExpectedFamily
-from pytest_vllm_conformance.plugin.options import Settings
+from pytest_vllm_conformance.target.settings import Settings
 from pytest_vllm_conformance.features.preflight.lint import DeploymentFile
 from pytest_vllm_conformance.features.preflight.lint import deployment_files as find_deployment_files
 from pytest_vllm_conformance.features.startup_log import FindingKind, finding_kinds

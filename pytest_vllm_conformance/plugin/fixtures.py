@@ -23,10 +23,12 @@ from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.target.launcher import ServerPool
 from pytest_vllm_conformance.plugin.run import run_state
 from pytest_vllm_conformance.target.connect import async_client_for, client_for, connection_for
+from pytest_vllm_conformance.target.secrets import Secret
+from pytest_vllm_conformance.target.settings import Settings
 
 
 @pytest.fixture(scope="session")
-def vllm_settings(pytestconfig: pytest.Config) -> options.Settings:
+def vllm_settings(pytestconfig: pytest.Config) -> Settings:
     return run_state(pytestconfig).settings
 
 
@@ -87,7 +89,7 @@ def vllm_exclusive(pytestconfig: pytest.Config):
 
 
 @pytest.fixture(scope="session")
-def vllm_watermark_key(pytestconfig: pytest.Config) -> options.Secret | None:
+def vllm_watermark_key(pytestconfig: pytest.Config) -> Secret | None:
     """The server's watermark key (--vllm-watermark-key, else the profile's watermark.key_env), or None."""
     return run_state(pytestconfig).watermark_key
 

@@ -28,6 +28,7 @@ from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts
 from pytest_vllm_conformance.target.launcher import LaunchError
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
+from pytest_vllm_conformance.reporting.redaction import scrub_report
 from pytest_vllm_conformance.plugin.run import STATE, RunState, configure_run, run_state
 from pytest_vllm_conformance.target.run_lock import RunLock
 from pytest_vllm_conformance.target.connect import NoTarget, client_for, configured, establish
@@ -221,13 +222,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
-    run_state(item.config).redactor.scrub_report(outcome.get_result())
+    scrub_report(run_state(item.config).redactor, outcome.get_result())
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     outcome = yield
-    run_state(collector.config).redactor.scrub_report(outcome.get_result())
+    scrub_report(run_state(collector.config).redactor, outcome.get_result())
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -243,7 +244,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         if state.target is not None and state.target.log_path is not None:
             lines.append(f"vllm serve log: {state.target.log_path}")
     lines.extend(state.header_notes)
-    lines.extend(f"vllm option {line}" for line in state.settings.describe())
+    lines.extend(f"vllm option {line}" for line in options.describe(state.settings, state.option_sources))
     return lines
 
 

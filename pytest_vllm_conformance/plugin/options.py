@@ -19,37 +19,13 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from packaging.version import Version
 
+from pytest_vllm_conformance.target.secrets import Secret
+from pytest_vllm_conformance.target.settings import MIB, Settings
+
 Kind = Literal["str", "int", "float", "path", "list", "flag", "version", "choice", "url"]
 Source = Literal["cli", "env", "ini", "default"]
 
 GROUP = "vllm-conformance"
-MIB = 1024 * 1024
-
-
-class Secret:
-    """A value that must never be shown: its repr and str are masked."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(("Secret", self._value))
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
 
 
 @dataclass(frozen=True)
@@ -363,39 +339,19 @@ class Setting:
     source: Source
 
 
-class Settings:
-    """Resolved option values; ``settings.url`` is the value, ``settings.source('url')`` its origin."""
+Sources = dict[str, Source]
 
-    def __init__(self, values: Mapping[str, Setting]) -> None:
-        self._values = dict(values)
 
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self._values[key].value
-        except KeyError:
-            raise AttributeError(key) from None
-
-    def source(self, key: str) -> Source:
-        return self._values[key].source
-
-    def secrets(self) -> list[str]:
-        """Plain values of every secret setting, for redaction."""
-        return [
-            setting.value.reveal()
-            for key, setting in self._values.items()
-            if BY_KEY[key].secret and setting.value
-        ]
-
-    def describe(self) -> list[str]:
-        """One line per option that is not at its default, secrets masked."""
-        lines = []
-        for option in OPTIONS:
-            setting = self._values[option.key]
-            if setting.source == "default" or option.kind == "flag":
-                continue
-            shown = "set" if option.secret else _show(setting.value)
-            lines.append(f"{option.flag}: {shown} (from {setting.source})")
-        return lines
+def describe(settings: Settings, sources: Sources) -> list[str]:
+    """One line per option that is not at its default, secrets masked."""
+    lines = []
+    for option in OPTIONS:
+        if sources[option.key] == "default" or option.kind == "flag":
+            continue
+        value = getattr(settings, option.key)
+        shown = "set" if option.secret else _show(value)
+        lines.append(f"{option.flag}: {shown} (from {sources[option.key]})")
+    return lines
 
 
 def _show(value: Any) -> str:
@@ -452,12 +408,12 @@ def register(parser: pytest.Parser) -> None:
         parser.addini(option.dest, option.help, type="args" if option.kind == "list" else "string")
 
 
-def resolve(config: pytest.Config, environ: Mapping[str, str] | None = None) -> Settings:
+def resolve(config: pytest.Config, environ: Mapping[str, str] | None = None) -> tuple[Settings, Sources]:
+    """Every option's value, and where each came from: the command line, the environment, the ini file or the default."""
     environ = os.environ if environ is None else environ
-    values = {}
-    for option in OPTIONS:
-        values[option.key] = _resolve_one(option, config, environ)
-    return Settings(values)
+    resolved = {option.key: _resolve_one(option, config, environ) for option in OPTIONS}
+    settings = Settings(**{key: setting.value for key, setting in resolved.items()})
+    return settings, {key: setting.source for key, setting in resolved.items()}
 
 
 def _resolve_one(option: Option, config: pytest.Config, environ: Mapping[str, str]) -> Setting:

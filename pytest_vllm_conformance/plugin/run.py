@@ -15,19 +15,23 @@ import pytest
 
 from pytest_vllm_conformance.catalogue import applicability
 from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.target.client import BoundedClient
 from pytest_vllm_conformance.target.discovery import ServerFacts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.reporting import Redactor
+from pytest_vllm_conformance.target.secrets import Redactor, Secret
 from pytest_vllm_conformance.target.run_lock import RunLock
+from pytest_vllm_conformance.target.settings import Settings
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
 from pytest_vllm_conformance.target.connect import Target
 
 
 @dataclass
 class RunState:
-    settings: options.Settings
+    settings: Settings
+    # Where each setting came from (cli, env, ini, default), for the report header.
+    option_sources: options.Sources
     catalogue: contracts.Catalogue
     profile: Profile | None
     redactor: Redactor
@@ -37,7 +41,7 @@ class RunState:
     clients: list[BoundedClient] = field(default_factory=list)
     # The embedded server's log, also on xdist workers (which have no target of their own).
     serve_log: str | None = None
-    watermark_key: options.Secret | None = None
+    watermark_key: Secret | None = None
     baseline: Profile | None = None
     header_notes: list[str] = field(default_factory=list)
     claims: dict[str, applicability.Claim] = field(default_factory=dict)
@@ -77,7 +81,7 @@ def run_state(config: pytest.Config) -> RunState:
 
 def configure_run(config: pytest.Config) -> RunState:
     """Everything the run knows before it reaches a server; a bad input is one usage error."""
-    settings = options.resolve(config)
+    settings, sources = options.resolve(config)
     try:
         profile = load_profile(settings.profile) if settings.profile else None
     except ProfileError as exc:
@@ -85,9 +89,9 @@ def configure_run(config: pytest.Config) -> RunState:
     baseline = _load_baseline(settings.baseline) if settings.baseline else None
     redactor = Redactor(settings.secrets())
     watermark_key = _watermark_key(settings, profile)
-    for spelling in _key_spellings(watermark_key):
+    for spelling in keys.spellings(watermark_key.reveal()) if watermark_key else ():
         redactor.add(spelling)
-    state = RunState(settings, contracts.load(), profile, redactor, watermark_key=watermark_key, baseline=baseline)
+    state = RunState(settings, sources, contracts.load(), profile, redactor, watermark_key=watermark_key, baseline=baseline)
     config.stash[STATE] = state
     return state
 
@@ -105,22 +109,10 @@ def _load_baseline(path: os.PathLike[str]) -> Profile:
     return baseline
 
 
-def _watermark_key(settings: options.Settings, profile: Profile | None) -> options.Secret | None:
+def _watermark_key(settings: Settings, profile: Profile | None) -> Secret | None:
     """--vllm-watermark-key, else the environment variable the profile's watermark.key_env names."""
     if settings.watermark_key:
         return settings.watermark_key
     variable = profile.get("watermark", "key_env") if profile else None
     value = os.environ.get(variable, "").strip() if variable else ""
-    return options.Secret(value) if value else None
-
-
-def _key_spellings(key: options.Secret | None) -> list[str]:
-    """The key as given and as a traceback would print it (decimal, hex), all to be scrubbed."""
-    if not key:
-        return []
-    text = key.reveal()
-    try:
-        number = int(text, 0)
-    except ValueError:
-        return [text]
-    return [text, str(number), hex(number)]
+    return Secret(value) if value else None

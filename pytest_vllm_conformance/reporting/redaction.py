@@ -22,125 +22,88 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
-MASK = "***"
-# Header values are masked even when they are not one of our secrets. The
-# scheme word is kept (it says what kind of credential was there). Source
-# lines that build a header (``f"Bearer {key}"``) are left readable: a value
-# that starts with "{" is a placeholder, and the groups before the value are
-# atomic so that a quote prefix or the scheme word is never taken for the
-# value instead. ``(b'authorization', b'Bearer k')`` is raw header-list form.
-_HEADER_VALUE = re.compile(
-    r"(?i)((?:proxy-)?authorization|x-api-key)((?>['\"]?\s*[:=]\s*(?:[rbfu]{0,2}['\"])?|['\"],\s*b?['\"]))"
-    r"((?>(?:(?:bearer|basic|token|digest|negotiate|apikey)\s+)?))((?!\{)[^\s'\",}\]]+)"
-)
+from pytest_vllm_conformance.target.secrets import MASK, Redactor, url_password
 
+__all__ = ["MASK", "LogRecordRedaction", "Redactor", "scrub_log_record", "scrub_longrepr", "scrub_report", "url_password"]
 
-def url_password(url: str | None) -> str | None:
-    """The password of ``scheme://user:password@host``, if the URL has one."""
-    if not url:
+# ---- test and collection reports ------------------------------------------
+
+def scrub_report(redactor: Redactor, report: pytest.TestReport | pytest.CollectReport) -> None:
+    report.longrepr = scrub_longrepr(redactor, report.longrepr)
+    report.sections = [(title, redactor(content)) for title, content in report.sections]
+    if hasattr(report, "user_properties"):
+        report.user_properties = [(name, redactor(str(value))) for name, value in report.user_properties]
+
+def scrub_longrepr(redactor: Redactor, longrepr: Any) -> Any:
+    """The same longrepr with every secret masked, keeping its structure where it can.
+
+    Keeping pytest's repr objects (rather than flattening them to a string)
+    keeps the one-line crash message that JUnit's ``message`` attribute and
+    ``-r`` summaries show, and the terminal's colours.
+    """
+    if longrepr is None:
         return None
-    try:
-        return urlsplit(str(url)).password or None
-    except ValueError:
-        return None
-
-
-class Redactor:
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
-
-    def add(self, secret: str | None) -> None:
-        if secret and secret not in self.secrets:
-            self.secrets = sorted([*self.secrets, secret], key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, MASK)
-        return _HEADER_VALUE.sub(lambda m: m.group(1) + m.group(2) + m.group(3) + MASK, text)
-
-    def needed(self, text: str) -> bool:
-        return self(text) != text
-
-    # ---- test and collection reports ------------------------------------------
-
-    def scrub_report(self, report: pytest.TestReport | pytest.CollectReport) -> None:
-        report.longrepr = self.scrub_longrepr(report.longrepr)
-        report.sections = [(title, self(content)) for title, content in report.sections]
-        if hasattr(report, "user_properties"):
-            report.user_properties = [(name, self(str(value))) for name, value in report.user_properties]
-
-    def scrub_longrepr(self, longrepr: Any) -> Any:
-        """The same longrepr with every secret masked, keeping its structure where it can.
-
-        Keeping pytest's repr objects (rather than flattening them to a string)
-        keeps the one-line crash message that JUnit's ``message`` attribute and
-        ``-r`` summaries show, and the terminal's colours.
-        """
-        if longrepr is None:
-            return None
-        if isinstance(longrepr, str):
-            return self(longrepr)
-        if isinstance(longrepr, tuple):  # a skip: (path, lineno, reason)
-            return tuple(self(item) if isinstance(item, str) else item for item in longrepr)
-        if not self.needed(str(longrepr)):
-            return longrepr
-        self._scrub_fields(longrepr, set())
-        if self.needed(str(longrepr)):
-            # A repr shape we do not know: a plain string still reads the same everywhere.
-            return self(str(longrepr))
+    if isinstance(longrepr, str):
+        return redactor(longrepr)
+    if isinstance(longrepr, tuple):  # a skip: (path, lineno, reason)
+        return tuple(redactor(item) if isinstance(item, str) else item for item in longrepr)
+    if not redactor.needed(str(longrepr)):
         return longrepr
+    _scrub_fields(redactor, longrepr, set())
+    if redactor.needed(str(longrepr)):
+        # A repr shape we do not know: a plain string still reads the same everywhere.
+        return redactor(str(longrepr))
+    return longrepr
 
-    def _scrub_fields(self, obj: Any, seen: set[int]) -> None:
-        if id(obj) in seen or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
-            return
-        seen.add(id(obj))
-        for field in dataclasses.fields(obj):
-            value = getattr(obj, field.name)
-            scrubbed = self._scrub_value(value, seen)
-            if scrubbed is not value:
-                object.__setattr__(obj, field.name, scrubbed)
+def _scrub_fields(redactor: Redactor, obj: Any, seen: set[int]) -> None:
+    if id(obj) in seen or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return
+    seen.add(id(obj))
+    for field in dataclasses.fields(obj):
+        value = getattr(obj, field.name)
+        scrubbed = _scrub_value(redactor, value, seen)
+        if scrubbed is not value:
+            object.__setattr__(obj, field.name, scrubbed)
 
-    def _scrub_value(self, value: Any, seen: set[int]) -> Any:
-        if isinstance(value, str):
-            cleaned = self(value)
-            return value if cleaned == value else cleaned
-        if isinstance(value, list):
-            value[:] = [self._scrub_value(item, seen) for item in value]
-            return value
-        if isinstance(value, tuple) and not hasattr(value, "_fields"):
-            return tuple(self._scrub_value(item, seen) for item in value)
-        if isinstance(value, dict):
-            for key in list(value):
-                value[key] = self._scrub_value(value[key], seen)
-            return value
-        self._scrub_fields(value, seen)
+def _scrub_value(redactor: Redactor, value: Any, seen: set[int]) -> Any:
+    if isinstance(value, str):
+        cleaned = redactor(value)
+        return value if cleaned == value else cleaned
+    if isinstance(value, list):
+        value[:] = [_scrub_value(redactor, item, seen) for item in value]
         return value
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_scrub_value(redactor, item, seen) for item in value)
+    if isinstance(value, dict):
+        for key in list(value):
+            value[key] = _scrub_value(redactor, value[key], seen)
+        return value
+    _scrub_fields(redactor, value, seen)
+    return value
 
-    # ---- log records -------------------------------------------------------------
+# ---- log records -------------------------------------------------------------
 
-    def scrub_log_record(self, record: logging.LogRecord) -> logging.LogRecord:
-        try:
-            message = record.getMessage()
-        except Exception:  # a broken format string is the logging module's to report
-            return record
-        if self.needed(message):
-            record.msg, record.args = self(message), ()
-        if record.exc_info and not record.exc_text:
-            text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
-            if self.needed(text):
-                # Formatters use exc_text when it is set instead of formatting exc_info again.
-                record.exc_text = self(text)
-        if record.stack_info and self.needed(record.stack_info):
-            record.stack_info = self(record.stack_info)
+def scrub_log_record(redactor: Redactor, record: logging.LogRecord) -> logging.LogRecord:
+    try:
+        message = record.getMessage()
+    except Exception:  # a broken format string is the logging module's to report
         return record
+    if redactor.needed(message):
+        record.msg, record.args = redactor(message), ()
+    if record.exc_info and not record.exc_text:
+        text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+        if redactor.needed(text):
+            # Formatters use exc_text when it is set instead of formatting exc_info again.
+            record.exc_text = redactor(text)
+    if record.stack_info and redactor.needed(record.stack_info):
+        record.stack_info = redactor(record.stack_info)
+    return record
 
 
 class LogRecordRedaction:
@@ -161,7 +124,7 @@ class LogRecordRedaction:
         record = self._previous(*args, **kwargs)
         # Another factory installed after ours may keep calling us once we are
         # uninstalled: then we only pass records through.
-        return self.redactor.scrub_log_record(record) if self._active else record
+        return scrub_log_record(self.redactor, record) if self._active else record
 
     def install(self) -> None:
         if not self._active:

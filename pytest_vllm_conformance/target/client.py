@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from pytest_vllm_conformance.plugin.options import Secret
+from pytest_vllm_conformance.target.secrets import Secret
 
 T = TypeVar("T")
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from pytest_vllm_conformance.target.client import AsyncBoundedClient, BoundedClient, Connection
 from pytest_vllm_conformance.target.discovery import KnownRoutes, ServerFacts, discover
 from pytest_vllm_conformance.target.launcher import VllmServer
-from pytest_vllm_conformance.plugin.options import Secret, Settings
+from pytest_vllm_conformance.target.settings import Settings
+from pytest_vllm_conformance.target.secrets import Secret
 
 
 class NoTarget(Exception):

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from pytest_vllm_conformance.features.profile.capture import captured_profile, parse_metric_names, public_url, write_profile
-from pytest_vllm_conformance.reporting import Redactor
+from pytest_vllm_conformance.target.secrets import Redactor
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, load_profile, validate
 from tests.unit.sample_observation import observation
 

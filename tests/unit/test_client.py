@@ -18,7 +18,7 @@ from pytest_vllm_conformance.target.client import (
     RequestTimeout,
     TransportFailure,
 )
-from pytest_vllm_conformance.plugin.options import Secret
+from pytest_vllm_conformance.target.secrets import Secret
 
 CAP = 64 * 1024
 

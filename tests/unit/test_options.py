@@ -20,9 +20,9 @@ def settings_of(pytester, *args):
         from pytest_vllm_conformance.plugin.run import run_state
 
         def pytest_collection_finish(session):
-            settings = run_state(session.config).settings
+            state = run_state(session.config)
             for key in ("url", "timeout", "max_body", "model"):
-                print(f"SETTING {key}={getattr(settings, key)!r} ({settings.source(key)})")
+                print(f"SETTING {key}={getattr(state.settings, key)!r} ({state.option_sources[key]})")
         """
     )
     result = pytester.runpytest("-s", *QUIET, *args)
@@ -93,3 +93,16 @@ def test_tests_needing_a_server_without_target_stop_once(pytester, clean_env):
     result = pytester.runpytest(*QUIET)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR*"])
+
+
+def test_settings_hold_exactly_the_option_table():
+    """One field per option, each typed by the option's kind: the two cannot drift apart."""
+    from dataclasses import fields
+
+    from pytest_vllm_conformance.plugin.options import OPTIONS
+    from pytest_vllm_conformance.target.settings import Settings
+
+    assert {field.name for field in fields(Settings)} == {option.key for option in OPTIONS}
+    for option in OPTIONS:
+        default = Settings.__dataclass_fields__[option.key].default
+        assert default == option.default, (option.key, default, option.default)

@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from pytest_vllm_conformance.reporting import MASK, LogRecordRedaction, Redactor
+from pytest_vllm_conformance.reporting.redaction import MASK, LogRecordRedaction, Redactor, scrub_longrepr
 from pytest_vllm_conformance.reporting.redaction import url_password
 
 KEY = "sk-redaction-unit-9c41e0"
@@ -60,7 +60,7 @@ def _failure_repr(showlocals: bool = True):
 def test_scrubbed_traceback_keeps_its_structure_and_crash_message():
     longrepr = _failure_repr()
     assert KEY in str(longrepr)
-    scrubbed = Redactor([KEY]).scrub_longrepr(longrepr)
+    scrubbed = scrub_longrepr(Redactor([KEY]), longrepr)
     assert scrubbed is longrepr  # the same repr object: JUnit's message and the colours survive
     assert KEY not in str(scrubbed)
     assert scrubbed.reprcrash.message.startswith(f"AssertionError: refused with key {MASK}")
@@ -68,7 +68,7 @@ def test_scrubbed_traceback_keeps_its_structure_and_crash_message():
 
 
 def test_skip_reason_stays_a_skip():
-    scrubbed = Redactor([KEY]).scrub_longrepr(("test_x.py", 3, f"Skipped: key {KEY} refused"))
+    scrubbed = scrub_longrepr(Redactor([KEY]), ("test_x.py", 3, f"Skipped: key {KEY} refused"))
     assert scrubbed == ("test_x.py", 3, f"Skipped: key {MASK} refused")
 
 
@@ -207,7 +207,7 @@ def test_header_masks_the_password_of_a_url(pytester, clean_env):
 
 def test_embedded_server_log_tail_shown_in_errors_is_scrubbed(tmp_path):
     from pytest_vllm_conformance.target.launcher import VllmServer
-    from pytest_vllm_conformance.plugin.options import Secret
+    from pytest_vllm_conformance.target.secrets import Secret
 
     log = tmp_path / "vllm-serve.log"
     log.write_text(f"INFO starting\nERROR something echoed {KEY}\n")

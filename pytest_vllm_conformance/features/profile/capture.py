@@ -36,7 +36,7 @@ from pytest_vllm_conformance.features.profile import diff as profile_diff
 from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
 from pytest_vllm_conformance.catalogue.contracts import Catalogue
 from pytest_vllm_conformance.target.discovery import ServerFacts
-from pytest_vllm_conformance.reporting import Redactor
+from pytest_vllm_conformance.target.secrets import Redactor
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, validate
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message, reached_handler, scale_out_refusal_status, tokenized, validation_listing
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, TransportFailure
-from pytest_vllm_conformance.plugin.options import Secret
+from pytest_vllm_conformance.target.secrets import Secret
 from pytest_vllm_conformance.features.quality.offline import require_lm_eval
 
 Backend = Literal["completions", "chat"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pytest_vllm_conformance.target.client import BoundedClient, display_url
 from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts, discover
-from pytest_vllm_conformance.plugin.options import Settings
+from pytest_vllm_conformance.target.settings import Settings
 from pytest_vllm_conformance.target.connect import client_for
 from pytest_vllm_conformance.features.quality import greedy, long_context, paired, task_files
 from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError, run_key

@@ -25,9 +25,9 @@ import sys
 from typing import IO, Any, NoReturn
 
 from pytest_vllm_conformance.features.watermark.detector import make_detector
+from pytest_vllm_conformance.features.watermark.keys import InvalidKey, parse_key
 
 EXIT_USAGE = 2
-_KEY_PATTERN = re.compile(r"(?:[0-9]+|0[xX][0-9a-fA-F]+)")
 _VARIABLE_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -49,20 +49,10 @@ def _read_key(variable: str) -> int:
     raw = os.environ.get(variable)
     if raw is None:
         _fail(f"environment variable {variable} is not set (it must hold the watermark key)")
-    text = raw.strip()
-    # The messages below describe what is wrong without echoing the value:
-    # a near-miss key is still most of a secret.
-    if len(text) > 24:  # 2**64 has 20 digits; also keeps int() within its digit limit
-        _fail(f"environment variable {variable} holds a key that does not fit in 64 bits")
-    if not _KEY_PATTERN.fullmatch(text):
-        _fail(
-            f"environment variable {variable} does not hold a watermark key "
-            "(expected a non-negative integer, decimal or 0x-prefixed hex)"
-        )
-    key = int(text, 16) if text[:2] in ("0x", "0X") else int(text, 10)
-    if key > 2**64 - 1:
-        _fail(f"environment variable {variable} holds a key that does not fit in 64 bits")
-    return key
+    try:
+        return parse_key(raw)
+    except InvalidKey as problem:
+        _fail(f"environment variable {variable} holds a key that {problem}")
 
 
 class _Parser(argparse.ArgumentParser):
