@@ -1,17 +1,46 @@
-"""pytest-vllm-conformance: conformance suites for live vLLM servers."""
+"""pytest-vllm-conformance: conformance suites for live vLLM servers.
+
+The public face is small: a suite test names the contract it checks with
+``contract`` and the cases it runs over with ``each``; everything else is
+the plugin's own (``plugin/``, ``target/``, ``catalogue/``, ``features/``,
+``reporting/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 __version__ = "0.1.0"
 
-#: The prefix of a skip reason that means "this contract does not apply here"
-#: (kept apart from a plain skip in every report).
+#: The outcome of a contract that does not apply to this server or profile,
+#: decided by the plugin before the test runs (never by the test).
 NOT_CLAIMED = "not claimed"
 
-#: Marks a test with the catalogue contract it checks: ``@contract("auth.guarded_route_accepts_key")``.
-contract = pytest.mark.vllm_contract
+CONTRACT_MARKER = "vllm_contract"
+EACH_MARKER = "vllm_each"
 
-#: Runs a test once per case a named source yields for this server: ``@each("route", "scale_out_routes")``.
-each = pytest.mark.vllm_each
+
+def contract(contract_id: str) -> pytest.MarkDecorator:
+    """Marks a test with the catalogue contract it checks: ``@contract("auth.guarded_route_accepts_key")``."""
+    if not isinstance(contract_id, str) or contract_id.count(".") != 1:
+        raise TypeError(f"contract() takes a catalogue id like 'feature.name', not {contract_id!r}")
+    return getattr(pytest.mark, CONTRACT_MARKER)(contract_id)
+
+
+def each(argname: str, source: Callable[..., Any]) -> pytest.MarkDecorator:
+    """Runs a test once per case ``source`` yields for this run: ``@each("route", guarded_route_variants)``.
+
+    ``source`` is the case-source function itself (one ``CaseContext`` in, a
+    list of cases out), so that "go to definition" finds it.
+    """
+    if not isinstance(argname, str) or not argname.isidentifier():
+        raise TypeError(f"each() takes the test's argument name first, not {argname!r}")
+    if not callable(source):
+        raise TypeError(f"each() takes the case-source function itself, not {source!r}")
+    return getattr(pytest.mark, EACH_MARKER)(argname, source)
+
 
 __all__ = ["NOT_CLAIMED", "__version__", "contract", "each"]

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from pytest_vllm_conformance import contract
+from pytest_vllm_conformance.catalogue.vllm_answers import error
 from pytest_vllm_conformance.features import admission
 from pytest_vllm_conformance.features.metrics import ExpositionError, parse
 
@@ -86,8 +87,8 @@ def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive
 
 
 @contract("admission.burst_bounded")
-def test_burst_bounded(burst, bound, request):
-    request.node.user_properties.append(("vllm_admission_burst", burst.summary()))
+def test_burst_bounded(burst, bound, vllm_record):
+    vllm_record("admission_burst", burst.summary())
     refused_within = burst.held_refused
     assert not refused_within, (
         f"with max_queued_requests {bound}, {len(refused_within)} of the {len(burst.held)} requests within the "
@@ -102,14 +103,13 @@ def test_burst_bounded(burst, bound, request):
 
 
 @contract("admission.rejection_fast")
-def test_rejection_fast(burst, vllm_expect, request):
+def test_rejection_fast(burst, vllm_expect, vllm_record):
     seconds = burst.rejection_seconds()
     if not seconds:
         pytest.skip("could not run: the burst had no refusal to time (see admission.burst_bounded)")
     p50, p99, slowest = admission.percentile(seconds, 50), admission.percentile(seconds, 99), max(seconds)
-    # JUnit properties (user_properties: record_property's, without its xunit2 warning).
-    request.node.user_properties.append(("vllm_admission_rejection_p50_seconds", f"{p50:.3f}"))
-    request.node.user_properties.append(("vllm_admission_rejection_p99_seconds", f"{p99:.3f}"))
+    vllm_record("admission_rejection_p50_seconds", f"{p50:.3f}")
+    vllm_record("admission_rejection_p99_seconds", f"{p99:.3f}")
     limit = vllm_expect.declared("admission", "max_rejection_seconds")
     assert slowest <= limit.value, (
         f"the slowest of {len(seconds)} refusals took {slowest:.3f} s, over the bound of {limit.value:g} s "
@@ -123,14 +123,12 @@ def test_rejection_error_response(burst, rejection, vllm_expect):
         pytest.skip("could not run: the burst had no refusal (see admission.burst_bounded)")
     expected = (rejection["error_type"], None, rejection["status"])
     for response in burst.rejected:
-        error = (response.json_or_none() or {}).get("error")
-        assert isinstance(error, dict), (
-            f"a refusal is not an ErrorResponse: {response.describe()} {response.text[:200]!r}"
-        )
-        seen = (error.get("type"), error.get("param"), error.get("code"))
-        assert seen == expected and error.get("message") in rejection["messages"], (
+        refused = error(response)
+        assert refused, f"a refusal is not an ErrorResponse: {response.describe()} {response.text[:200]!r}"
+        seen = (refused.get("type"), refused.get("param"), refused.get("code"))
+        assert seen == expected and refused.get("message") in rejection["messages"], (
             f"a refusal should be {vllm_expect.version_label}'s ErrorResponse (type, param, code) {expected} "
-            f"with one of its admission messages, got {seen} {error.get('message')!r}"
+            f"with one of its admission messages, got {seen} {refused.get('message')!r}"
         )
 
 

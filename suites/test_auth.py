@@ -11,7 +11,8 @@ serve, which an auth layer refuses before routing and a router refuses with
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.catalogue.cases import is_public
+from pytest_vllm_conformance.catalogue.routes import guarded_route_variants, unguarded_routes
+from pytest_vllm_conformance.catalogue.routes import is_public
 
 WRONG_KEY = "Bearer conformance-wrong-key"
 
@@ -40,7 +41,7 @@ def server_requires_key(vllm_client, refusal):
 
 
 @contract("auth.open_server_declared")
-def test_open_server_is_declared_open(auth, vllm_client, refusal):
+def test_open_server_declared(auth, vllm_client, refusal):
     response = vllm_client.get("/v1/models", auth=False)
     if auth.value == "required":
         assert response.status == refusal, (
@@ -52,21 +53,21 @@ def test_open_server_is_declared_open(auth, vllm_client, refusal):
 
 
 @contract("auth.guarded_route_refuses_missing_key")
-@each("route", "guarded_route_variants")
+@each("route", guarded_route_variants)
 def test_guarded_route_refuses_missing_key(route, key_required, vllm_client, refusal):
     response = route.send(vllm_client, auth=False)
     assert response.status == refusal, f"{route} answered without a key: {response.describe()}"
 
 
 @contract("auth.guarded_route_refuses_wrong_key")
-@each("route", "guarded_route_variants")
+@each("route", guarded_route_variants)
 def test_guarded_route_refuses_wrong_key(route, key_required, vllm_client, refusal):
     response = route.send(vllm_client, auth=False, headers={"Authorization": WRONG_KEY})
     assert response.status == refusal, f"{route} answered a wrong key: {response.describe()}"
 
 
 @contract("auth.guarded_route_refuses_other_scheme")
-@each("route", "guarded_route_variants")
+@each("route", guarded_route_variants)
 def test_guarded_route_refuses_other_scheme(route, key_required, vllm_client, vllm_settings, refusal):
     other_scheme = {"Authorization": f"Basic {vllm_settings.api_key.reveal()}"}
     response = route.send(vllm_client, auth=False, headers=other_scheme)
@@ -74,18 +75,18 @@ def test_guarded_route_refuses_other_scheme(route, key_required, vllm_client, vl
 
 
 @contract("auth.guarded_route_accepts_key")
-@each("route", "guarded_route_variants")
+@each("route", guarded_route_variants)
 def test_guarded_route_accepts_key(route, key_required, vllm_client, refusal):
     response = route.send(vllm_client)
     assert response.status != refusal, f"{route} refused the right key: {response.describe()}"
 
 
 @contract("auth.unguarded_route_is_public")
-@each("route", "unguarded_routes")
-def test_route_answering_without_key_is_public(route, server_requires_key, vllm_client, vllm_expect, refusal, request):
+@each("route", unguarded_routes)
+def test_unguarded_route_is_public(route, server_requires_key, vllm_client, vllm_expect, refusal, vllm_record):
     public = vllm_expect.declared("endpoint", "public_routes")
     if is_public(route.path, public.value):
-        request.node.user_properties.append(("vllm_declared_public", f"{route.path} ({public.basis})"))
+        vllm_record("declared_public", f"{route.path} ({public.basis})")
         return
     response = route.send(vllm_client, method=route.other_method(), auth=False)
     risk = vllm_expect.fact("unguarded_route_risks").get(route.path, "not declared public")

@@ -14,6 +14,7 @@ import re
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.context import context_endpoints
 from pytest_vllm_conformance.features.context import PromptUnavailable
 
 OUTPUT_TOKENS = 2
@@ -69,7 +70,7 @@ def assert_refused_naming_the_limit(generation, max_model_len, refusal):
 
 
 @contract("context.max_model_len_as_declared")
-def test_models_report_the_declared_max_model_len(vllm_facts, vllm_expect):
+def test_max_model_len_as_declared(vllm_facts, vllm_expect):
     declared = vllm_expect.declared("context", "max_model_len")
     reported = vllm_facts.max_model_len
     yarn = vllm_expect.fact("yarn_max_model_len")
@@ -80,8 +81,8 @@ def test_models_report_the_declared_max_model_len(vllm_facts, vllm_expect):
 
 
 @contract("context.request_at_limit_served")
-@each("endpoint", "context_endpoints")
-def test_request_filling_the_context_exactly_is_served(endpoint, generate, max_model_len):
+@each("endpoint", context_endpoints)
+def test_request_at_limit_served(endpoint, generate, max_model_len):
     at_limit = generate(max_model_len - OUTPUT_TOKENS, OUTPUT_TOKENS)
     assert at_limit.status == 200, (
         f"prompt + max_tokens = max_model_len {max_model_len} (from /v1/models) must be served: {at_limit}"
@@ -94,8 +95,8 @@ def test_request_filling_the_context_exactly_is_served(endpoint, generate, max_m
 
 
 @contract("context.request_over_limit_refused_or_clamped")
-@each("endpoint", "context_endpoints")
-def test_request_one_token_over_the_limit_is_refused_or_clamped(endpoint, generate, max_model_len, refusal, clamp, overflow):
+@each("endpoint", context_endpoints)
+def test_request_over_limit_refused_or_clamped(endpoint, generate, max_model_len, refusal, clamp, overflow):
     over = generate(max_model_len - OUTPUT_TOKENS + 1, OUTPUT_TOKENS)
     if over.status != 200:
         assert_refused_naming_the_limit(over, max_model_len, refusal)
@@ -113,8 +114,8 @@ def test_request_one_token_over_the_limit_is_refused_or_clamped(endpoint, genera
 
 
 @contract("context.prompt_over_limit_refused")
-@each("endpoint", "context_endpoints")
-def test_prompt_alone_over_the_limit_is_refused(endpoint, generate, max_model_len, refusal):
+@each("endpoint", context_endpoints)
+def test_prompt_over_limit_refused(endpoint, generate, max_model_len, refusal):
     over = generate(max_model_len + 1, 1)
     if over.status == 200 and over.served_prompt_tokens is None:
         pytest.fail(f"a prompt over max_model_len {max_model_len} was served, and the answer carries no usage "

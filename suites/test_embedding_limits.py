@@ -12,6 +12,8 @@ import re
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.catalogue.vllm_answers import error
+from pytest_vllm_conformance.features.embedding import oversized_prompt_embeds
 from pytest_vllm_conformance.features import tensor_payload
 
 RESIDENT_MEMORY = re.compile(r"^process_resident_memory_bytes\s+(\S+)$", re.MULTILINE)
@@ -37,7 +39,7 @@ def parameter(vllm_expect):
 
 
 def refused_parameter(response):
-    return ((response.json_or_none() or {}).get("error") or {}).get("param")
+    return error(response).get("param")
 
 
 def resident_memory(client):
@@ -58,7 +60,7 @@ def hidden_size(send, vllm_expect):
 
 
 @contract("embedding_limits.prompt_embeds_refused_when_disabled")
-def test_prompt_embeds_are_refused_when_disabled(prompt_embeds, send, parameter):
+def test_prompt_embeds_refused_when_disabled(prompt_embeds, send, parameter):
     response = send(tensor_payload.dense_float32(4, 16))
     assert response.status == 400 and refused_parameter(response) == parameter, (
         f"prompt embeds are {prompt_embeds}, but a prompt_embeds payload was not refused with 400 naming "
@@ -67,7 +69,7 @@ def test_prompt_embeds_are_refused_when_disabled(prompt_embeds, send, parameter)
 
 
 @contract("embedding_limits.small_prompt_embeds_accepted")
-def test_small_prompt_embeds_are_served(hidden_size, send):
+def test_small_prompt_embeds_accepted(hidden_size, send):
     response = send(tensor_payload.dense_float32(4, hidden_size))
     usage = (response.json_or_none() or {}).get("usage") or {}
     assert response.status == 200, f"a 4x{hidden_size} prompt_embeds payload was not served: {response.describe()} {response.text[:200]!r}"
@@ -75,8 +77,8 @@ def test_small_prompt_embeds_are_served(hidden_size, send):
 
 
 @contract("embedding_limits.oversized_declaration_refused")
-@each("declaration", "oversized_prompt_embeds")
-def test_oversized_declaration_is_refused_fast(declaration, send, parameter, vllm_client, vllm_expect):
+@each("declaration", oversized_prompt_embeds)
+def test_oversized_declaration_refused(declaration, send, parameter, vllm_client, vllm_expect):
     bound = vllm_expect.fact("prompt_embeds_decode_bound")
     note = "" if bound["bounded"] else f" ({bound['note']})"
     max_seconds = vllm_expect.declared("endpoint", "prompt_embeds_max_seconds")

@@ -12,6 +12,7 @@ version's replacement.
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.metrics import dashboard_series, expected_metric_families
 from pytest_vllm_conformance.features.metrics import ExpositionError, parse, series_gap
 
 
@@ -34,12 +35,12 @@ def exposition(page):
 @pytest.fixture
 def parsed(exposition, page):
     if exposition is None:
-        pytest.skip(f"could not run: /metrics did not parse ({page.describe()}); see test_metrics_page_parses")
+        pytest.skip(f"could not run: /metrics did not parse ({page.describe()}); see metrics.exposition_parses")
     return exposition
 
 
 @contract("metrics.exposition_parses")
-def test_metrics_page_parses(page, vllm_expect):
+def test_exposition_parses(page, vllm_expect):
     assert page.status == 200 and not page.truncated, f"/metrics should answer 200 in full: {page.describe()}"
     try:
         exposition = parse(page.text)
@@ -50,8 +51,8 @@ def test_metrics_page_parses(page, vllm_expect):
 
 
 @contract("metrics.version_families_exported")
-@each("family", "expected_metric_families")
-def test_version_family_is_exported(family, parsed, vllm_expect):
+@each("family", expected_metric_families)
+def test_version_families_exported(family, parsed, vllm_expect):
     found = parsed.family(family.name)
     why = family.why(vllm_expect.version_label)
     assert found is not None, f"{family} is not on /metrics, but {why}"
@@ -59,7 +60,7 @@ def test_version_family_is_exported(family, parsed, vllm_expect):
 
 
 @contract("metrics.dashboard_series_exported")
-@each("series", "dashboard_series")
-def test_dashboard_series_is_exported(series, parsed, vllm_expect):
+@each("series", dashboard_series)
+def test_dashboard_series_exported(series, parsed, vllm_expect):
     gap = series_gap(series.name, parsed, vllm_expect.fact("metric_renames"), vllm_expect.fact("metric_conditions"))
     assert gap is None, gap.describe(vllm_expect.version_label)

@@ -12,6 +12,7 @@ parsed fails its own test and stops nothing else.
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.preflight.lint import deployment_file_cases
 from pytest_vllm_conformance.features.preflight.lint import describe_all
 
 
@@ -28,8 +29,8 @@ def _fail_on(findings, what, linter):
 
 
 @contract("preflight.file_parses")
-@each("deployment_file", "deployment_files")
-def test_deployment_file_parses(deployment_file, vllm_preflight):
+@each("deployment_file", deployment_file_cases)
+def test_file_parses(deployment_file, vllm_preflight):
     lint = vllm_preflight.lint(deployment_file)
     if lint.problem:
         pytest.fail(lint.problem, pytrace=False)
@@ -38,18 +39,18 @@ def test_deployment_file_parses(deployment_file, vllm_preflight):
 
 
 @contract("preflight.no_stale_env_vars")
-@each("deployment_file", "deployment_files")
-def test_no_stale_env_var(deployment_file, vllm_preflight):
+@each("deployment_file", deployment_file_cases)
+def test_no_stale_env_vars(deployment_file, vllm_preflight):
     _fail_on(_findings(vllm_preflight, deployment_file, "env"), "environment variable(s)", vllm_preflight)
 
 
 @contract("preflight.no_stale_flags")
-@each("deployment_file", "deployment_files")
-def test_no_stale_flag(deployment_file, vllm_preflight):
+@each("deployment_file", deployment_file_cases)
+def test_no_stale_flags(deployment_file, vllm_preflight):
     _fail_on(_findings(vllm_preflight, deployment_file, "flag"), "flag(s)", vllm_preflight)
 
 
 @contract("preflight.no_stale_entrypoints")
-@each("deployment_file", "deployment_files")
-def test_no_stale_entrypoint(deployment_file, vllm_preflight):
+@each("deployment_file", deployment_file_cases)
+def test_no_stale_entrypoints(deployment_file, vllm_preflight):
     _fail_on(_findings(vllm_preflight, deployment_file, "entrypoint"), "module(s)", vllm_preflight)

@@ -12,6 +12,7 @@ metric names added, ...) passes and is reported in its test id and as a
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.profile.diff import profile_differences
 
 
 @pytest.fixture(scope="module")
@@ -20,14 +21,14 @@ def baseline(vllm_expect):
 
 
 @contract("profile_diff.baseline_compared")
-def test_target_is_compared_with_the_baseline(baseline, vllm_facts, record_property):
+def test_baseline_compared(baseline, vllm_facts, vllm_record):
     assert vllm_facts.observed is not None, "the target was not observed, so it cannot be compared with the baseline"
-    record_property("vllm_baseline", str(baseline.path))
-    record_property("vllm_baseline_version", baseline.data["observed"].get("vllm_version") or "unknown")
+    vllm_record("baseline", str(baseline.path))
+    vllm_record("baseline_version", baseline.data["observed"].get("vllm_version") or "unknown")
 
 
 @contract("profile_diff.serving_unchanged")
-@each("difference", "profile_differences")
-def test_difference_from_the_baseline(difference, record_property):
-    record_property("vllm_difference", f"{difference.verdict}: {difference.message}")
+@each("difference", profile_differences)
+def test_serving_unchanged(difference, vllm_record):
+    vllm_record("difference", f"{difference.verdict}: {difference.message}")
     assert not difference.matters, f"{difference.message} (baseline {difference.before}, target {difference.after})"

@@ -25,14 +25,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.quality.task_files import user_eval_tasks
 from pytest_vllm_conformance.features.quality import greedy, offline, session, task_files
 from pytest_vllm_conformance.features.quality.runner import EvalFailed
-
-
-@pytest.fixture
-def record(request):
-    """A JUnit property, recorded as the plugin records its own (record_property warns under xunit2)."""
-    return lambda name, value: request.node.user_properties.append((name, value))
 
 
 def _setting(option, declared):
@@ -81,7 +76,7 @@ def outcome_of(compare):
         pytest.fail(str(exc), pytrace=False)
 
 
-def assert_not_worse(outcomes, record):
+def assert_not_worse(outcomes, vllm_record):
     """Both scores, the delta and its interval go to the report.
 
     The test fails when any metric is shown worse, and is undecided (a skip:
@@ -92,7 +87,7 @@ def assert_not_worse(outcomes, record):
     for outcome in outcomes:
         for comparison in outcome.comparisons:
             for name, value in comparison.properties().items():
-                record(name, value)
+                vllm_record(name, value)
             if comparison.verdict == "inconclusive":
                 undecided.append(f"{outcome.label} {comparison}")
         worse.extend(f"{outcome.label} {comparison}" for comparison in outcome.worse)
@@ -108,13 +103,13 @@ def assert_not_worse(outcomes, record):
 
 
 @contract("quality.greedy_tokens_match_baseline")
-def test_greedy_tokens_match_baseline(quality, record):
+def test_greedy_tokens_match_baseline(quality, vllm_record):
     outcome = outcome_of(quality.greedy)
     diverging = outcome.diverging
     first = min((divergence.position for divergence in diverging), default=None)
-    record("vllm_quality_greedy_prompts", len(outcome.divergences))
-    record("vllm_quality_greedy_diverging_prompts", len(diverging))
-    record("vllm_quality_greedy_first_divergence", "none" if first is None else first)
+    vllm_record("vllm_quality_greedy_prompts", len(outcome.divergences))
+    vllm_record("vllm_quality_greedy_diverging_prompts", len(diverging))
+    vllm_record("vllm_quality_greedy_first_divergence", "none" if first is None else first)
     notes = "".join(f"\n  ({note})" for note in outcome.notes)
     count = len(diverging)
     assert count == 0, (
@@ -127,25 +122,25 @@ def test_greedy_tokens_match_baseline(quality, record):
 
 @contract("quality.short_answer_not_worse")
 @pytest.mark.parametrize("backend", ["completions", "chat"])
-def test_short_answers_are_not_worse(quality, lm_eval_ready, backend, record):
-    assert_not_worse([outcome_of(lambda: quality.shipped(task_files.SHORT_ANSWER, backend))], record)
+def test_short_answer_not_worse(quality, lm_eval_ready, backend, vllm_record):
+    assert_not_worse([outcome_of(lambda: quality.shipped(task_files.SHORT_ANSWER, backend))], vllm_record)
 
 
 @contract("quality.multiple_choice_not_worse")
-def test_multiple_choice_is_not_worse(quality, lm_eval_ready, record):
-    assert_not_worse([outcome_of(lambda: quality.shipped(task_files.MULTIPLE_CHOICE, "completions"))], record)
+def test_multiple_choice_not_worse(quality, lm_eval_ready, vllm_record):
+    assert_not_worse([outcome_of(lambda: quality.shipped(task_files.MULTIPLE_CHOICE, "completions"))], vllm_record)
 
 
 @contract("quality.long_context_not_worse")
 @pytest.mark.parametrize("percent", session.LONG_CONTEXT_PERCENTS, ids=[f"{p}%" for p in session.LONG_CONTEXT_PERCENTS])
-def test_long_context_retrieval_is_not_worse(quality, lm_eval_ready, percent, record):
-    assert_not_worse([outcome_of(lambda: quality.long_context(percent))], record)
+def test_long_context_not_worse(quality, lm_eval_ready, percent, vllm_record):
+    assert_not_worse([outcome_of(lambda: quality.long_context(percent))], vllm_record)
 
 
 @contract("quality.user_task_not_worse")
-@each("user_task", "user_eval_tasks")
-def test_user_task_is_not_worse(quality, lm_eval_ready, user_task, record):
+@each("user_task", user_eval_tasks)
+def test_user_task_not_worse(quality, lm_eval_ready, user_task, vllm_record):
     runs = outcome_of(lambda: quality.user_task(user_task.name))
     if not runs:
         pytest.fail(f"lm-eval ran {user_task.name!r} but gave no per-item results", pytrace=False)
-    assert_not_worse([outcome_of(lambda: quality.user_task_outcome(run)) for run in runs], record)
+    assert_not_worse([outcome_of(lambda: quality.user_task_outcome(run)) for run in runs], vllm_record)

@@ -8,7 +8,8 @@ does is in the contract data (facts ``scale_out_gate``, ``scale_out_routes``).
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.catalogue.vllm_answers import HANDLER_STATUSES, reached_handler, scale_out_refusal_status
+from pytest_vllm_conformance.catalogue.routes import scale_out_routes
+from pytest_vllm_conformance.catalogue.vllm_answers import HANDLER_STATUSES, error, reached_handler, scale_out_refusal_status
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +18,8 @@ def scale_out(vllm_expect):
 
 
 @contract("scale_out.enabled_routes_served")
-@each("route", "scale_out_routes")
-def test_enabled_route_is_served(route, scale_out, vllm_client):
+@each("route", scale_out_routes)
+def test_enabled_routes_served(route, scale_out, vllm_client):
     response = route.send(vllm_client)
     assert reached_handler(response), (
         f"scale-out is {scale_out}, but {route} did not reach its handler "
@@ -27,8 +28,8 @@ def test_enabled_route_is_served(route, scale_out, vllm_client):
 
 
 @contract("scale_out.disabled_routes_refused")
-@each("route", "scale_out_routes")
-def test_disabled_route_is_refused(route, scale_out, vllm_client, vllm_expect):
+@each("route", scale_out_routes)
+def test_disabled_routes_refused(route, scale_out, vllm_client, vllm_expect):
     gate = vllm_expect.fact("scale_out_gate")
     response = route.send(vllm_client)
     assert gate["gate"] != "none", f"scale-out is {scale_out}, but {gate['note']}: {response.describe()}"
@@ -38,7 +39,7 @@ def test_disabled_route_is_refused(route, scale_out, vllm_client, vllm_expect):
         f"as {vllm_expect.version_label} refuses it, got {response.describe()} {response.text[:200]!r}"
     )
     if "refusal_error_type" in gate:
-        error_type = ((response.json_or_none() or {}).get("error") or {}).get("type")
+        error_type = error(response).get("type")
         assert error_type == gate["refusal_error_type"], (
             f"{route}: refusal should carry error type {gate['refusal_error_type']!r}, got {error_type!r}"
         )

@@ -24,13 +24,13 @@ def _usage_adds_up(usage, what):
 
 
 @contract("sdk.lists_model")
-def test_sdk_lists_the_model(vllm_openai, vllm_facts):
+def test_lists_model(vllm_openai, vllm_facts):
     ids = [model.id for model in vllm_openai.models.list()]
     assert vllm_facts.model in ids, f"the OpenAI SDK sees {ids}, not {vllm_facts.model!r}"
 
 
 @contract("sdk.completion_parses")
-def test_sdk_completion_parses(vllm_openai, vllm_facts):
+def test_completion_parses(vllm_openai, vllm_facts):
     completion = vllm_openai.completions.create(
         model=vllm_facts.model, prompt=PROMPT, max_tokens=MAX_TOKENS, temperature=0
     )
@@ -42,7 +42,7 @@ def test_sdk_completion_parses(vllm_openai, vllm_facts):
 
 
 @contract("sdk.chat_parses")
-def test_sdk_chat_completion_parses(vllm_openai, vllm_facts):
+def test_chat_parses(vllm_openai, vllm_facts):
     chat = vllm_openai.chat.completions.create(
         model=vllm_facts.model, messages=[{"role": "user", "content": PROMPT}], max_tokens=MAX_TOKENS, temperature=0
     )
@@ -55,7 +55,7 @@ def test_sdk_chat_completion_parses(vllm_openai, vllm_facts):
 
 
 @contract("sdk.chat_stream_parses")
-def test_sdk_streamed_chat_completion_parses(vllm_openai, vllm_facts):
+def test_chat_stream_parses(vllm_openai, vllm_facts):
     stream = vllm_openai.chat.completions.create(
         model=vllm_facts.model,
         messages=[{"role": "user", "content": PROMPT}],

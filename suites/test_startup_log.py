@@ -12,16 +12,16 @@ kind passes, and its lines are recorded as JUnit properties
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.startup_log import startup_log_findings
 
 
 @contract("startup_log.declared_findings_absent")
-@each("finding", "startup_log_findings")
-def test_startup_log_finding(finding, vllm_startup_log, vllm_offline_expect, request):
+@each("finding", startup_log_findings)
+def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect, vllm_record):
     fail_on = vllm_offline_expect.declared("startup_log", "fail_on")
     lines = vllm_startup_log.lines(finding)
     for line in lines:
-        # user_properties, not record_property: the same JUnit property without xunit2's warning.
-        request.node.user_properties.append((f"vllm_startup_log_{finding}", line.quote(vllm_startup_log.path)))
+        vllm_record(f"startup_log_{finding}", line.quote(vllm_startup_log.path))
     if lines and finding.kind in fail_on.value:
         pytest.fail(
             f"{finding}: {finding.meaning}, and startup_log.fail_on lists it ({fail_on.basis}):\n"

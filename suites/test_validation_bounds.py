@@ -11,6 +11,7 @@ import re
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.validation import malformed_list_requests
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message, validation_listing
 
 INTERNALS = re.compile(
@@ -48,8 +49,8 @@ def _unbounded_note(bounds):
 
 
 @contract("validation_bounds.error_body_bounded")
-@each("malformed", "malformed_list_requests")
-def test_error_body_is_bounded(malformed, observe, max_bytes, bounds, vllm_expect):
+@each("malformed", malformed_list_requests)
+def test_error_body_bounded(malformed, observe, max_bytes, bounds, vllm_expect):
     response = observe(malformed)
     status = vllm_expect.fact("validation_error_status")
     assert response.status == status, f"{malformed}: expected {status}, got {response.describe()}"
@@ -60,8 +61,8 @@ def test_error_body_is_bounded(malformed, observe, max_bytes, bounds, vllm_expec
 
 
 @contract("validation_bounds.error_entries_bounded")
-@each("malformed", "malformed_list_requests")
-def test_error_lists_a_bounded_number_of_entries(malformed, observe, bounds):
+@each("malformed", malformed_list_requests)
+def test_error_entries_bounded(malformed, observe, bounds):
     response = observe(malformed)
     assert not response.truncated, f"{malformed}: body truncated, entries cannot be counted{_unbounded_note(bounds)}"
     message = error_message(response)
@@ -86,8 +87,8 @@ def test_error_lists_a_bounded_number_of_entries(malformed, observe, bounds):
 
 
 @contract("validation_bounds.no_internals")
-@each("malformed", "malformed_list_requests")
-def test_error_names_no_internals(malformed, observe):
+@each("malformed", malformed_list_requests)
+def test_no_internals(malformed, observe):
     response = observe(malformed)
     leak = INTERNALS.search(response.text)
     assert leak is None, (
@@ -97,8 +98,8 @@ def test_error_names_no_internals(malformed, observe):
 
 
 @contract("validation_bounds.answered_fast")
-@each("malformed", "malformed_list_requests")
-def test_error_is_answered_fast(malformed, observe, vllm_expect):
+@each("malformed", malformed_list_requests)
+def test_answered_fast(malformed, observe, vllm_expect):
     limit = vllm_expect.declared("endpoint", "validation_error_max_seconds")
     response = observe(malformed)
     assert response.elapsed <= limit.value, f"{malformed}: answered in {response.elapsed:.2f} s, over {limit} s"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.watermark.apis import watermark_opt_out_apis
 from pytest_vllm_conformance.features import watermark
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.target.client import TransportFailure
@@ -153,22 +154,18 @@ def plan(detector, sample, vllm_ingress_client, vllm_facts):
 
 
 @pytest.fixture
-def sampled(sample, plan, request):
+def sampled(sample, plan, vllm_record):
     """``sampled(client, api, watermarking=None) -> (response, Sample | None)``, reported as properties."""
-
-    def record_property(name, value):
-        # As the plugin records its own (pytest's record_property fixture warns under JUnit xunit2).
-        request.node.user_properties.append((name, value))
 
     def sampled(client, api, watermarking=None):
         planned = plan(api)
-        record_property("watermark_planned_tokens", planned.tokens)
-        record_property("watermark_plan_basis", planned.basis)
+        vllm_record("watermark_planned_tokens", planned.tokens)
+        vllm_record("watermark_plan_basis", planned.basis)
         response, found = sample(client, api, planned.tokens, watermarking)
         if found is not None:
-            record_property("watermark_p_value", f"{found.p_value:.3g}")
-            record_property("watermark_scored_tokens", found.num_scored_tokens)
-            record_property("watermark_token_source", found.token_source)
+            vllm_record("watermark_p_value", f"{found.p_value:.3g}")
+            vllm_record("watermark_scored_tokens", found.num_scored_tokens)
+            vllm_record("watermark_token_source", found.token_source)
         return response, found
 
     return sampled
@@ -179,8 +176,8 @@ def _failed_request(api, what, response):
 
 
 @contract("watermark.sampled_output_watermarked")
-@each("api", "watermark_opt_out_apis")
-def test_sampled_output_is_watermarked(api, sampled, plan, vllm_ingress_client):
+@each("api", watermark_opt_out_apis)
+def test_sampled_output_watermarked(api, sampled, plan, vllm_ingress_client):
     response, found = sampled(vllm_ingress_client, api)
     if found is None:
         _failed_request(api, "a sampled request through the ingress", response)
@@ -194,8 +191,8 @@ def test_sampled_output_is_watermarked(api, sampled, plan, vllm_ingress_client):
 
 
 @contract("watermark.opt_out_stripped_at_ingress")
-@each("api", "watermark_opt_out_apis")
-def test_opt_out_is_stripped_at_ingress(api, sampled, vllm_ingress_client, vllm_direct_client):
+@each("api", watermark_opt_out_apis)
+def test_opt_out_stripped_at_ingress(api, sampled, vllm_ingress_client, vllm_direct_client):
     response, found = sampled(vllm_ingress_client, api, watermarking=False)
     if found is None and response.status in REFUSALS:
         baseline, _ = sampled(vllm_ingress_client, api)
@@ -213,8 +210,8 @@ def test_opt_out_is_stripped_at_ingress(api, sampled, vllm_ingress_client, vllm_
 
 
 @contract("watermark.opt_out_control")
-@each("api", "watermark_opt_out_apis")
-def test_opt_out_sent_to_the_server_is_honoured(api, sampled, vllm_direct_client):
+@each("api", watermark_opt_out_apis)
+def test_opt_out_control(api, sampled, vllm_direct_client):
     if vllm_direct_client is None:
         pytest.skip("cannot run the control: only --vllm-ingress-url was given; give --vllm-url, the server behind it")
     try:

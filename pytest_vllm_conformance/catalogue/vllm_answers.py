@@ -19,10 +19,18 @@ HANDLER_STATUSES = (200, 400, 422)
 VALIDATION_COUNT = re.compile(r"^(\d+) validation errors?:")
 
 
+def error(response: Response) -> dict[str, Any]:
+    """The ``error`` object of vLLM's ErrorResponse envelope (message, type, param, code); empty if the body is none."""
+    payload = response.json_or_none()
+    found = payload.get("error") if isinstance(payload, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
 def reached_handler(response: Response) -> bool:
     """The request got past routing to the route's own handler (the 401 body's error is a bare string)."""
-    error = (response.json_or_none() or {}).get("error")
-    return response.status in HANDLER_STATUSES and not isinstance(error, str)
+    payload = response.json_or_none()
+    refused_by_key = isinstance(payload, dict) and isinstance(payload.get("error"), str)
+    return response.status in HANDLER_STATUSES and not refused_by_key
 
 
 def scale_out_refusal_status(gate: dict[str, Any], path: str) -> int | None:
@@ -39,8 +47,7 @@ def tokenized(response: Response) -> list[int] | None:
 
 def error_message(response: Response) -> str | None:
     """``error.message`` of vLLM's ErrorResponse envelope, if the body is one."""
-    error = (response.json_or_none() or {}).get("error")
-    message = error.get("message") if isinstance(error, dict) else None
+    message = error(response).get("message")
     return message if isinstance(message, str) else None
 
 

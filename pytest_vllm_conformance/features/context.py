@@ -18,7 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.target.client import BoundedClient, Response, TransportFailure
+from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 
 # Tokenized once for the ids of completion prompts (cycled to any length).
@@ -71,8 +73,7 @@ class Generation:
 
     @property
     def error(self) -> dict[str, Any]:
-        error = self._payload.get("error")
-        return error if isinstance(error, dict) else {}
+        return vllm_answers.error(self.response)
 
     @property
     def error_message(self) -> str:
@@ -170,3 +171,8 @@ def _chat_messages(client: BoundedClient, model: str, length: int) -> list[dict[
             f"about {short - few} tokens, and filler {word!r} did not converge"
         )
     raise PromptUnavailable(f"no filler word in {FILLER_WORDS} adds one token per repetition to a chat prompt")
+
+
+def context_endpoints(ctx: CaseContext) -> list[ContextEndpoint]:
+    """Generation routes whose prompt counts against max_model_len."""
+    return [e for e in CONTEXT_ENDPOINTS if ctx.server.serves("POST", e.path)]

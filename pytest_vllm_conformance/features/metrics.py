@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pytest_vllm_conformance.catalogue.cases import CaseContext, Named, since
+
 # What the text format appends to a family's name to name its series.
 SERIES_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created", "_info", "")
 
@@ -131,3 +133,21 @@ def series_gap(
         if name.startswith(prefix):
             return SeriesGap(name, (), f"exported only {condition}")
     return SeriesGap(name, (), "no such series on this server, and no known replacement")
+
+
+# ---- the metrics suite's cases ------------------------------------------------
+
+
+def expected_metric_families(ctx: CaseContext) -> list[ExpectedFamily]:
+    """The families the server's version registers, those of an undeclared feature left out."""
+    facts, expect = ctx.server, ctx.expect
+    declared = set(expect.profile.data) if expect.profile is not None else set()
+    return [
+        ExpectedFamily(entry["name"], entry["type"], entry["since"], entry.get("when"))
+        for entry in expect.fact("metric_families")
+        if since(facts.parsed_version, entry["since"]) and entry.get("when", None) in (None, *declared)
+    ]
+
+
+def dashboard_series(ctx: CaseContext) -> list[Named]:
+    return [Named(name) for name in ctx.expect.declared("metrics", "dashboard_names").value or ()]

@@ -9,6 +9,7 @@ matching lines.
 from __future__ import annotations
 
 import re
+from pytest_vllm_conformance.catalogue.cases import CaseContext
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,3 +112,8 @@ def scan(path: Path, kinds: list[FindingKind], signature: str | None = None) -> 
     except OSError as exc:
         raise LogUnreadable(f"vLLM log {path}: cannot read it: {exc.strerror or exc}") from None
     return StartupLog(Path(path), {k: tuple(v) for k, v in found.items()}, counts, total, vllm_lines)
+
+
+def startup_log_findings(ctx: CaseContext) -> list[FindingKind]:
+    """Every kind of finding the contract data knows (read without a server: every version's spelling)."""
+    return finding_kinds(ctx.expect.fact("startup_log_findings"))

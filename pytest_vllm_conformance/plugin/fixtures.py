@@ -10,19 +10,18 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import pytest_asyncio
 
 from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.features.preflight import lint as preflight
 from pytest_vllm_conformance.features import startup_log
-from pytest_vllm_conformance.target.client import BoundedClient, CappedTransport
+from pytest_vllm_conformance.target.client import BoundedClient
 from pytest_vllm_conformance.target.discovery import ServerFacts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.target.launcher import ServerPool
 from pytest_vllm_conformance.plugin.run import run_state
-from pytest_vllm_conformance.target.connect import async_client_for, client_for, connection_for
+from pytest_vllm_conformance.target.connect import NO_TARGET, async_client_for, client_for, sdk_client_for
 from pytest_vllm_conformance.target.secrets import Secret
 from pytest_vllm_conformance.target.settings import Settings
 
@@ -36,7 +35,7 @@ def vllm_settings(pytestconfig: pytest.Config) -> Settings:
 def vllm_facts(pytestconfig: pytest.Config) -> ServerFacts:
     facts = run_state(pytestconfig).facts
     if facts is None:
-        pytest.fail("no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR", pytrace=False)
+        pytest.fail(NO_TARGET, pytrace=False)
     return facts
 
 
@@ -82,6 +81,21 @@ def vllm_direct_client(pytestconfig: pytest.Config, vllm_client: BoundedClient) 
     return None if ingress and ingress == state.base_url else vllm_client
 
 
+@pytest.fixture
+def vllm_record(request: pytest.FixtureRequest):
+    """``vllm_record(name, value)``: a JUnit property of this test, always ``vllm_``-prefixed.
+
+    Appended to the test's user properties as pytest's ``record_property``
+    does, without its warning under JUnit xunit2 (the plugin moves them into
+    ``<system-out>`` there).
+    """
+
+    def record(name: str, value: object) -> None:
+        request.node.user_properties.append((name if name.startswith("vllm_") else f"vllm_{name}", value))
+
+    return record
+
+
 @pytest.fixture(scope="session")
 def vllm_exclusive(pytestconfig: pytest.Config):
     """``with vllm_exclusive():`` no other test (on any xdist worker) talks to the server meanwhile."""
@@ -97,21 +111,8 @@ def vllm_watermark_key(pytestconfig: pytest.Config) -> Secret | None:
 @pytest.fixture(scope="session")
 def vllm_openai(pytestconfig: pytest.Config, vllm_facts: ServerFacts):
     """The official OpenAI SDK pointed at the target, with the run's byte cap and timeout."""
-    import openai
-
     state = run_state(pytestconfig)
-    settings = state.settings
-    connection = connection_for(settings)
-    http_client = httpx.Client(
-        transport=CappedTransport(settings.max_body, connection), timeout=settings.timeout, trust_env=connection.trust_env
-    )
-    sdk = openai.OpenAI(
-        base_url=f"{state.base_url.rstrip('/')}/v1",
-        api_key=settings.api_key.reveal() if settings.api_key else "no-key",
-        max_retries=0,
-        timeout=settings.timeout,
-        http_client=http_client,
-    )
+    sdk = sdk_client_for(state.settings, state.base_url)
     yield sdk
     sdk.close()
 

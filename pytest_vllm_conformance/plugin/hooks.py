@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from pytest_vllm_conformance import NOT_CLAIMED
+from pytest_vllm_conformance import CONTRACT_MARKER, EACH_MARKER, NOT_CLAIMED
 from pytest_vllm_conformance.features.profile import capture
-from pytest_vllm_conformance.catalogue import cases
+from pytest_vllm_conformance.catalogue import cases, routes
 from pytest_vllm_conformance.catalogue import contracts
 from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
@@ -31,12 +31,12 @@ from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
 from pytest_vllm_conformance.reporting.redaction import scrub_report
 from pytest_vllm_conformance.plugin.run import STATE, RunState, configure_run, run_state
 from pytest_vllm_conformance.target.run_lock import RunLock
-from pytest_vllm_conformance.target.connect import NoTarget, client_for, configured, establish
+from pytest_vllm_conformance.target.connect import NO_TARGET, client_for, configured, establish
 
 pytest_plugins = ("pytest_vllm_conformance.plugin.fixtures",)
 
-CONTRACT_MARKER = "vllm_contract"
-EACH_MARKER = "vllm_each"
+
+
 # A claimed contract whose case source found nothing: its one placeholder case fails at setup.
 NO_CASES = pytest.mark.vllm_no_cases
 WORKER_INPUT_KEY = "vllm_conformance"
@@ -54,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     catalogue = contracts.load()
     config.addinivalue_line("markers", f"{CONTRACT_MARKER}(id): the catalogue contract this test checks")
-    config.addinivalue_line("markers", f"{EACH_MARKER}(argname, source): run the test once per case the source yields")
+    config.addinivalue_line("markers", f"{EACH_MARKER}(argname, source): run the test once per case the source function yields")
     config.addinivalue_line("markers", f"{NO_CASES.name}(reason): set by the plugin on a claimed contract with no case")
     config.addinivalue_line("markers", "version_matrix: runs against older vLLM releases (opt-in, slow)")
     for feature in catalogue.features.values():
@@ -86,7 +86,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(config, "workerinput") or not configured(state.settings) or config.option.collectonly:
         return
     try:
-        state.target = establish(state.settings, functools.partial(cases.known_routes, state.catalogue))
+        state.target = establish(state.settings, functools.partial(routes.known_routes, state.catalogue))
     except (DiscoveryError, LaunchError) as exc:
         raise pytest.UsageError(state.redactor(str(exc))) from None
     state.facts = state.target.facts
@@ -159,14 +159,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             # Decided at collection (pytest_collection_modifyitems): one placeholder case says why.
             metafunc.parametrize(argname, [None], ids=["none"])
             continue
+        context = cases.CaseContext(state.facts, state.expectations(), state.settings)
         try:
-            values = cases.build(source, state.facts, state.expectations(), state.settings)
-        except cases.NoCases as exc:
-            values, reason = [], str(exc)
-        except contracts.NoFact as exc:
+            values = list(source(context))
+        except (cases.NoCases, contracts.NoFact) as exc:
             values, reason = [], str(exc)
         else:
-            reason = f"the case source {source} found nothing to check on this server"
+            reason = f"{source.__name__} found nothing to check on this server"
         if values:
             metafunc.parametrize(argname, values, ids=[value.id for value in values])
         else:
@@ -204,7 +203,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = run_state(config)
     needs_target = any(TARGET_FIXTURES.intersection(getattr(item, "fixturenames", ())) for item in session.items)
     if needs_target and state.facts is None and not config.option.collectonly and not hasattr(config, "workerinput"):
-        raise pytest.UsageError(str(NoTarget("no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR to start one")))
+        raise pytest.UsageError(NO_TARGET)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

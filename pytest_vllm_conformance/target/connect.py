@@ -7,14 +7,18 @@ workers receive the discovered facts instead of probing again.
 from __future__ import annotations
 
 import tempfile
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_vllm_conformance.target.client import AsyncBoundedClient, BoundedClient, Connection
+from pytest_vllm_conformance.target.client import AsyncBoundedClient, BoundedClient, CappedTransport, Connection
 from pytest_vllm_conformance.target.discovery import KnownRoutes, ServerFacts, discover
 from pytest_vllm_conformance.target.launcher import VllmServer
 from pytest_vllm_conformance.target.settings import Settings
 from pytest_vllm_conformance.target.secrets import Secret
+
+
+NO_TARGET = "no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR to start one"
 
 
 class NoTarget(Exception):
@@ -55,6 +59,27 @@ def async_client_for(settings: Settings, base_url: str) -> AsyncBoundedClient:
     return AsyncBoundedClient(base_url, settings.api_key, settings.timeout, settings.max_body, connection_for(settings))
 
 
+def sdk_client_for(settings: Settings, base_url: str) -> Any:
+    """The official OpenAI SDK for ``base_url``, through our byte cap (``CappedTransport``), timeout and TLS.
+
+    openai is imported here, only by runs that use it: the import alone takes about 0.8 s.
+    """
+    import httpx
+    import openai
+
+    connection = connection_for(settings)
+    http_client = httpx.Client(
+        transport=CappedTransport(settings.max_body, connection), timeout=settings.timeout, trust_env=connection.trust_env
+    )
+    return openai.OpenAI(
+        base_url=f"{base_url.rstrip('/')}/v1",
+        api_key=settings.api_key.reveal() if settings.api_key else "no-key",
+        max_retries=0,
+        timeout=settings.timeout,
+        http_client=http_client,
+    )
+
+
 def establish(settings: Settings, known_routes: KnownRoutes | None = None) -> Target:
     """Start the embedded server if asked to, then discover the target (``known_routes``: see ``discover``)."""
     server = None
@@ -62,7 +87,7 @@ def establish(settings: Settings, known_routes: KnownRoutes | None = None) -> Ta
     base_url = settings.url or (None if settings.serve else settings.ingress_url)
     if not base_url:
         if not settings.serve:
-            raise NoTarget("no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR to start one")
+            raise NoTarget(NO_TARGET)
         log_path = settings.serve_log or Path(tempfile.mkdtemp(prefix="vllm-conformance-")) / "vllm-serve.log"
         server = VllmServer(
             settings.serve,

@@ -48,3 +48,11 @@ def test_every_contract_lives_in_the_module_of_its_feature(catalogue):
         for contract_id in CONTRACT_USE.findall(module.read_text()):
             feature = catalogue.contract(contract_id).feature
             assert module.name == f"test_{feature}.py", f"{contract_id} ({feature}) is checked in {module.name}"
+
+
+def test_every_suite_test_is_named_after_its_contract():
+    """``auth.unguarded_route_is_public`` is checked by ``test_unguarded_route_is_public``: one name per contract."""
+    contract_then_def = re.compile(r"""@contract\(\s*["']([\w.]+)["']\)(?:\n@[^\n]+)*\ndef (\w+)\(""")
+    for module in SUITES.glob("test_*.py"):
+        for contract_id, function in contract_then_def.findall(module.read_text()):
+            assert function == "test_" + contract_id.split(".", 1)[1], f"{module.name}: {function} checks {contract_id}"

@@ -215,7 +215,7 @@ EMBEDDED_LOG = """\
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist workers"])
 def test_without_vllm_log_the_embedded_server_s_log_is_read(pytester, workers):
-    from tests.conftest import SUITES, failure_reports
+    from tests.conftest import SUITES, failed_checks
 
     log = pytester.path / "embedded.log"
     log.write_text(EMBEDDED_LOG)
@@ -225,8 +225,9 @@ def test_without_vllm_log_the_embedded_server_s_log_is_read(pytester, workers):
         str(SUITES / "test_startup_log.py"), "-p", "fake_embedded", "--vllm-serve=/models/unused",
         "-p", "no:cacheprovider", f"--junitxml={junit}", *workers, timeout=300,
     )
-    assert list(failure_reports(junit)) == ["test_startup_log_finding[unknown_env]"]
+    failed = failed_checks(junit)
+    assert list(failed) == ["startup_log.declared_findings_absent[unknown_env]"]
     assert "embedded.log:2: (APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment " \
-           "variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS" in failure_reports(junit)["test_startup_log_finding[unknown_env]"]
+           "variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS" in failed["startup_log.declared_findings_absent[unknown_env]"]
     assert "vllm_startup_log_runner_fallback: embedded.log:3: " in junit.read_text()
     assert result.ret == 1

@@ -14,7 +14,7 @@ import pytest
 from packaging.version import Version
 
 from pytest_vllm_conformance.features.preflight import lint as preflight
-from tests.conftest import REPO, SUITES, failure_reports, junit_results
+from tests.conftest import REPO, SUITES, contract_runs, failed_checks
 
 MANIFESTS = REPO / "fixtures" / "manifests"
 
@@ -179,47 +179,47 @@ def test_discovery_finds_deployment_files_and_skips_the_rest():
 # ---- the suite, run without any server ----------------------------------------------
 
 EXPECTED_FAILURES = {
-    "test_deployment_file_parses[broken.yaml]": ["broken.yaml:4: not valid YAML: expected ',' or ']', but got ':'"],
-    "test_no_stale_env_var[.env]": [
+    "preflight.file_parses[broken.yaml]": ["broken.yaml:4: not valid YAML: expected ',' or ']', but got ':'"],
+    "preflight.no_stale_env_vars[.env]": [
         "2 environment variable(s) stale for vLLM 0.32.0:",
         ".env:3: environment variable VLLM_MM_HASHER_ALGORITHM: not in vLLM 0.32.0; use --mm-hasher-algorithm instead",
         ".env:4: environment variable VLLM_KIMI_K3_GEMM_RS: not in vLLM 0.32.0; use VLLM_ENABLE_GEMM_RS instead",
     ],
-    "test_no_stale_env_var[broken.yaml]": [
+    "preflight.no_stale_env_vars[broken.yaml]": [
         "broken.yaml:5: environment variable VLLM_ENGINE_ITERATION_TIMEOUT_S: not in vLLM 0.32.0; remove it",
     ],
-    "test_no_stale_env_var[helm/values.yaml]": [
+    "preflight.no_stale_env_vars[helm/values.yaml]": [
         "helm/values.yaml:6: environment variable VLLM_ENGINE_ITERATION_TIMEOUT_S: not in vLLM 0.32.0; remove it",
     ],
-    "test_no_stale_env_var[k8s/deployment.yaml]": [
+    "preflight.no_stale_env_vars[k8s/deployment.yaml]": [
         "k8s/deployment.yaml:28: environment variable VLLM_ENABLE_SCALE_OUT_ENDPOINTS: not a vLLM environment "
         "variable in any release; use --enable-scale-out instead",
         'vLLM warns "Unknown vLLM environment variable detected" and ignores it',
     ],
-    "test_no_stale_env_var[scripts/serve.sh]": [
+    "preflight.no_stale_env_vars[scripts/serve.sh]": [
         "scripts/serve.sh:4: environment variable VLLM_ENGINE_ITERATION_TIMEOUT_S: not in vLLM 0.32.0; remove it",
     ],
-    "test_no_stale_flag[broken.yaml]": ["broken.yaml:3: flag --disable-cascade-attn: deprecated in vLLM 0.32.0; remove it"],
-    "test_no_stale_flag[helm/values.yaml]": [
+    "preflight.no_stale_flags[broken.yaml]": ["broken.yaml:3: flag --disable-cascade-attn: deprecated in vLLM 0.32.0; remove it"],
+    "preflight.no_stale_flags[helm/values.yaml]": [
         "helm/values.yaml:9: flag --enable-mamba-fine-grained-prefix-cache: not in vLLM 0.32.0; "
         "use --enable-mamba-shared-prefix-checkpoint instead",
     ],
-    "test_no_stale_flag[k8s/deployment.yaml]": [
+    "preflight.no_stale_flags[k8s/deployment.yaml]": [
         "2 flag(s) stale for vLLM 0.32.0:",
         "k8s/deployment.yaml:23: flag --log-config-file: deprecated in vLLM 0.32.0; "
         "use --logging-config.pylogging_config_file instead",
         "k8s/deployment.yaml:24: flag --disable-cascade-attn: deprecated in vLLM 0.32.0; remove it",
         'vLLM says: "--disable-cascade-attn is deprecated and has no effect since cascade attention has been removed.',
     ],
-    "test_no_stale_flag[scripts/serve.sh]": [
+    "preflight.no_stale_flags[scripts/serve.sh]": [
         "scripts/serve.sh:5: flag --log-config-file: deprecated in vLLM 0.32.0; "
         "use --logging-config.pylogging_config_file instead",
     ],
-    "test_no_stale_entrypoint[Dockerfile]": [
+    "preflight.no_stale_entrypoints[Dockerfile]": [
         "Dockerfile:6: module vllm.entrypoints.grpc_server: deprecated in vLLM 0.32.0; "
         "use vllm serve <model_path> --grpc instead",
     ],
-    "test_no_stale_entrypoint[k8s/deployment.yaml]": [
+    "preflight.no_stale_entrypoints[k8s/deployment.yaml]": [
         "k8s/deployment.yaml:20: module vllm.entrypoints.openai.api_server: deprecated in vLLM 0.32.0; "
         "use vllm serve instead",
     ],
@@ -238,17 +238,17 @@ def run_preflight(pytester: pytest.Pytester, manifests: Path, *args: str):
 
 def test_the_suite_reports_exactly_the_known_findings_without_a_server(pytester):
     result, junit = run_preflight(pytester, MANIFESTS, "--vllm-target-version=0.32.0")
-    failed = failure_reports(junit)
+    failed = failed_checks(junit)
     assert set(failed) == set(EXPECTED_FAILURES)
     for name, fragments in EXPECTED_FAILURES.items():
         for fragment in fragments:
             assert fragment in failed[name], f"{name}: {fragment!r} not in {failed[name]!r}"
     # Nothing a comment names, nothing a clean file holds.
     assert "--enable-bf16x3-router-gemm" not in junit.read_text()
-    outcomes = junit_results(junit)
-    assert outcomes["test_deployment_file_parses[helm/templates/deployment.yaml]"][0] == "passed"
-    assert all(outcomes[f"{t}[k8s/service.yaml]"][0] == "passed" for t in (
-        "test_deployment_file_parses", "test_no_stale_env_var", "test_no_stale_flag", "test_no_stale_entrypoint"))
+    outcomes = {run.key: run.verdict for run in contract_runs(junit)}
+    assert outcomes["preflight.file_parses[helm/templates/deployment.yaml]"] == "passed"
+    assert all(outcomes[f"preflight.{contract}[k8s/service.yaml]"] == "passed" for contract in (
+        "file_parses", "no_stale_env_vars", "no_stale_flags", "no_stale_entrypoints"))
     assert result.ret == 1
     result.stdout.no_fnmatch_line("*no vLLM server to test*")
 
@@ -256,29 +256,29 @@ def test_the_suite_reports_exactly_the_known_findings_without_a_server(pytester)
 def test_the_same_files_pass_for_a_version_before_the_changes(pytester):
     # For 0.28.0 only the flags it does not have yet remain: --max-num-queued-reqs arrived in 0.29.
     _, junit = run_preflight(pytester, MANIFESTS, "--vllm-target-version=0.28.0")
-    failed = failure_reports(junit)
+    failed = failed_checks(junit)
     assert set(failed) == {
-        "test_deployment_file_parses[broken.yaml]",
-        "test_no_stale_env_var[.env]",  # VLLM_MM_HASHER_ALGORITHM was already deprecated in 0.28
-        "test_no_stale_env_var[k8s/deployment.yaml]",  # VLLM_ENABLE_SCALE_OUT_ENDPOINTS never existed
-        "test_no_stale_flag[k8s/deployment.yaml]",
+        "preflight.file_parses[broken.yaml]",
+        "preflight.no_stale_env_vars[.env]",  # VLLM_MM_HASHER_ALGORITHM was already deprecated in 0.28
+        "preflight.no_stale_env_vars[k8s/deployment.yaml]",  # VLLM_ENABLE_SCALE_OUT_ENDPOINTS never existed
+        "preflight.no_stale_flags[k8s/deployment.yaml]",
     }
     assert "k8s/deployment.yaml:25: flag --max-num-queued-reqs: not in vLLM 0.28.0 yet; remove it" in (
-        failed["test_no_stale_flag[k8s/deployment.yaml]"]
+        failed["preflight.no_stale_flags[k8s/deployment.yaml]"]
     )
-    assert "deprecated in vLLM 0.28.0" in failed["test_no_stale_env_var[.env]"]
+    assert "deprecated in vLLM 0.28.0" in failed["preflight.no_stale_env_vars[.env]"]
 
 
 def test_a_broken_directory_never_stops_the_run(pytester, tmp_path):
     (tmp_path / "ok.yaml").write_text("a: 1\n")
     (tmp_path / "gone.yaml").symlink_to(tmp_path / "missing.yaml")
     result, junit = run_preflight(pytester, tmp_path, "--vllm-target-version=0.32.0")
-    failed = failure_reports(junit)
-    assert set(failed) == {"test_deployment_file_parses[gone.yaml]"}
-    assert "gone.yaml: cannot read it: No such file or directory" in failed["test_deployment_file_parses[gone.yaml]"]
-    outcomes = junit_results(junit)
-    assert outcomes["test_no_stale_flag[gone.yaml]"][0] == "skipped"
-    assert outcomes["test_no_stale_flag[ok.yaml]"][0] == "passed"
+    failed = failed_checks(junit)
+    assert set(failed) == {"preflight.file_parses[gone.yaml]"}
+    assert "gone.yaml: cannot read it: No such file or directory" in failed["preflight.file_parses[gone.yaml]"]
+    outcomes = {run.key: run.verdict for run in contract_runs(junit)}
+    assert outcomes["preflight.no_stale_flags[gone.yaml]"] == "skipped"
+    assert outcomes["preflight.no_stale_flags[ok.yaml]"] == "passed"
 
 
 def test_without_manifests_or_version_the_suite_skips_with_the_reason(pytester):

@@ -28,6 +28,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue import yaml_data
+from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 
 RULES_FILE = "deprecations.yaml"
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -370,3 +371,14 @@ def _shell_problem(file: DeploymentFile) -> tuple[str | None, str | None]:
 
 def describe_all(findings: list[Finding]) -> str:
     return "\n".join(finding.describe() for finding in findings)
+
+
+def deployment_file_cases(ctx: CaseContext) -> list[DeploymentFile]:
+    """Every deployment file under --vllm-manifests."""
+    settings = ctx.settings
+    if not settings.manifests:
+        raise NoCases("no deployment files given (--vllm-manifests=DIR)")
+    files = deployment_files(settings.manifests)
+    if not files:
+        raise NoCases(f"no deployment files (YAML, JSON, .env, Dockerfile, shell) under {settings.manifests}")
+    return files

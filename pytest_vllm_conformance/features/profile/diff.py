@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
+
 Observed = Mapping[str, Any]
 
 
@@ -287,3 +289,17 @@ def write_report(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(redact(text))
     return path, found
+
+
+# ---- the profile_diff suite's cases ---------------------------------------------
+
+
+def profile_differences(ctx: CaseContext) -> list[Difference]:
+    """Each difference from the baseline, or the one finding that there is none."""
+    expect, facts = ctx.expect, ctx.server
+    if expect.baseline is None:
+        raise NoCases("no baseline to compare with")
+    if facts.observed is None:
+        raise NoCases("the target was not observed (the run's controlling process makes the observation)")
+    ignore = expect.declared("profile_diff", "ignore").value
+    return differences(expect.baseline.data["observed"], facts.observed, ignore) or [NO_DIFFERENCE]

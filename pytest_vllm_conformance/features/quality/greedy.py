@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, TransportFailure
 
 # Varied text, tokenized by the target once; the ids are what both servers continue.
@@ -79,8 +80,12 @@ def prompt_ids(client: BoundedClient, model: str, texts: tuple[str, ...] = PROMP
     """The texts as token ids, from the server's own tokenizer."""
     prompts = []
     for text in texts:
-        tokens = _post(client, "/tokenize", {"model": model, "prompt": text, "add_special_tokens": False}).get("tokens")
-        if not isinstance(tokens, list) or not tokens:
+        try:
+            response = client.post("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})
+        except (TransportFailure, RequestTimeout) as exc:
+            raise GreedyUnavailable(f"/tokenize: {exc}") from None
+        tokens = tokenized(response)
+        if not tokens:
             raise GreedyUnavailable(f"/tokenize gave no token ids for {text!r}")
         prompts.append(tokens)
     return prompts

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from pytest_vllm_conformance.catalogue import yaml_data
+from pytest_vllm_conformance.catalogue.cases import CaseContext, Named
 
 TASKS_DIR = Path(__file__).with_name("tasks")
 SHORT_ANSWER = "vllm_conformance_short_answer"
@@ -56,3 +57,8 @@ def write_long_context(run_dir: Path, percent: int, docs: list[dict[str, Any]]) 
     data_file.write_text("".join(json.dumps(doc) + "\n" for doc in docs))
     _write_task(run_dir, "long_context", name, data_file)
     return name
+
+
+def user_eval_tasks(ctx: CaseContext) -> list[Named]:
+    """Each --vllm-eval-task, gated like the shipped tasks."""
+    return [Named(name) for name in ctx.settings.eval_task]
