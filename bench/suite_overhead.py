@@ -5,7 +5,7 @@ has to send. This script starts one warm real vLLM server (tiny model,
 scale-out, prompt embeds, an API key), then:
 
 1. records every request the endpoint, context and discovery suites send,
-   through a recording proxy (fixtures/fault_proxy.py);
+   through a recording proxy (fixtures/fault_proxy/);
 2. in each of ``--rounds`` rounds, times two commands against the server:
    the suites (a fresh pytest process: interpreter, plugin, collection,
    discovery and reporting included), then a bare httpx loop replaying the

