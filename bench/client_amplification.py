@@ -39,7 +39,7 @@ kept = len(response.content)
 """,
     "openai SDK + CappedTransport": """
 import httpx, openai
-from pytest_vllm_conformance.target.client import CappedTransport
+from pytest_vllm_conformance.target.transport import CappedTransport
 sdk = openai.OpenAI(base_url=URL, api_key="none", max_retries=0, timeout=60,
                     http_client=httpx.Client(transport=CappedTransport(1024 * 1024)))
 try:
@@ -89,7 +89,10 @@ def main() -> None:
                 print(f"{name:32s} failed: {run.stderr.strip().splitlines()[-1]}")
                 continue
             figures = json.loads(run.stdout.strip().splitlines()[-1])
-            print(f"{name:32s} {figures['seconds']:7.2f} s  {figures['peak_mib']:7.1f} MiB peak RSS  kept {figures['kept']:,} B")
+            print(
+                f"{name:32s} {figures['seconds']:7.2f} s  {figures['peak_mib']:7.1f} MiB peak RSS  "
+                f"kept {figures['kept']:,} B"
+            )
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -31,10 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pytest_vllm_conformance.target.client import BoundedClient  # noqa: E402
-from pytest_vllm_conformance.target.discovery import discover  # noqa: E402
 from pytest_vllm_conformance.features.quality import task_files  # noqa: E402
 from pytest_vllm_conformance.features.quality.offline import OFFLINE_ENV  # noqa: E402
+from pytest_vllm_conformance.target.client import BoundedClient  # noqa: E402
+from pytest_vllm_conformance.target.discovery import discover  # noqa: E402
 
 TASKS = {"short_answer": task_files.SHORT_ANSWER, "multiple_choice": task_files.MULTIPLE_CHOICE}
 CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--enable-tokenizer-info-endpoint")
@@ -99,13 +99,25 @@ def main() -> int:
         with BoundedClient(url) as client:
             facts = discover(client)
             if client.get("/tokenizer_info").status != 200:
-                raise SystemExit(f"{url} does not serve /tokenizer_info: start it with --enable-tokenizer-info-endpoint")
+                raise SystemExit(
+                    f"{url} does not serve /tokenizer_info: start it with --enable-tokenizer-info-endpoint"
+                )
         task = TASKS[args.task]
         work = Path(tempfile.mkdtemp(prefix="eval-path-bench-"))
         include = task_files.write_shipped(work / "tasks")
         env = {**os.environ, **OFFLINE_ENV, "PYTHONPATH": str(REPO)}
         ours_out = work / "ours.json"
-        ours_cmd = [sys.executable, "-c", OUR_PATH, url, facts.model, str(facts.max_model_len), task, str(include), str(ours_out)]
+        ours_cmd = [
+            sys.executable,
+            "-c",
+            OUR_PATH,
+            url,
+            facts.model,
+            str(facts.max_model_len),
+            task,
+            str(include),
+            str(ours_out),
+        ]
         model_args = (
             f"base_url={url}/v1/completions,model={facts.model},tokenizer_backend=remote,"
             f"num_concurrent=1,max_length={facts.max_model_len + 1},seed=1234"
@@ -114,9 +126,21 @@ def main() -> int:
         for repeat in range(args.repeats):
             cli_out = work / f"cli-{repeat}"
             cli_cmd = [
-                str(Path(sys.executable).with_name("lm_eval")), "run", "--model", "local-completions",
-                "--model_args", model_args, "--tasks", task, "--include_path", str(include),
-                "--batch_size", "1", "--log_samples", "--output_path", str(cli_out),
+                str(Path(sys.executable).with_name("lm_eval")),
+                "run",
+                "--model",
+                "local-completions",
+                "--model_args",
+                model_args,
+                "--tasks",
+                task,
+                "--include_path",
+                str(include),
+                "--batch_size",
+                "1",
+                "--log_samples",
+                "--output_path",
+                str(cli_out),
             ]
             # Alternate the order so that neither side always runs on a warmer server.
             first, second = (ours_cmd, cli_cmd) if repeat % 2 == 0 else (cli_cmd, ours_cmd)
@@ -129,8 +153,13 @@ def main() -> int:
             server.stop()
     ours_median, cli_median = statistics.median(ours), statistics.median(cli)
     print(f"task {task} on {url} ({facts.model}), {args.repeats} runs each, fresh process per run")
-    print(f"suite eval path (runner -> lm_eval.simple_evaluate): median {ours_median:.2f} s  {[round(t, 2) for t in ours]}")
-    print(f"lm_eval run --model local-completions (CLI):         median {cli_median:.2f} s  {[round(t, 2) for t in cli]}")
+    print(
+        f"suite eval path (runner -> lm_eval.simple_evaluate): median {ours_median:.2f} s  "
+        f"{[round(t, 2) for t in ours]}"
+    )
+    print(
+        f"lm_eval run --model local-completions (CLI):         median {cli_median:.2f} s  {[round(t, 2) for t in cli]}"
+    )
     print(f"ratio suite / CLI: {ours_median / cli_median:.3f} (target <= 1.05)")
     print(f"same per-item results: {'yes' if same else 'NO'}")
     return 0 if same else 1

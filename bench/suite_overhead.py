@@ -60,8 +60,15 @@ endpoint:
                   /is_scaling_elastic_ep, /kv_event_sources]
 context: {max_model_len: 512}
 """
-SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--enable-scale-out",
-              "--enable-prompt-embeds")
+SERVE_ARGS = (
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    "512",
+    "--enable-scale-out",
+    "--enable-prompt-embeds",
+)
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,21 @@ def run_suites(url: str, workdir: Path) -> float:
     profile.write_text(PROFILE)
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "pytest", str(REPO / "suites"), "-m", MARKERS, f"--vllm-url={url}",
-         f"--vllm-profile={profile}", "-q", "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(REPO / "suites"),
+            "-m",
+            MARKERS,
+            f"--vllm-url={url}",
+            f"--vllm-profile={profile}",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+        ],
         cwd=workdir,
         env=_command_env(workdir),
         stdout=subprocess.DEVNULL,
@@ -129,7 +149,11 @@ def replay(url: str, requests_file: Path, workdir: Path) -> tuple[float, float]:
     started = time.perf_counter()
     finished = subprocess.run(
         [sys.executable, "-c", BARE_REPLAY, str(requests_file), url],
-        cwd=workdir, env=_command_env(workdir), capture_output=True, text=True, check=True,
+        cwd=workdir,
+        env=_command_env(workdir),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return time.perf_counter() - started, float(finished.stdout)
 
@@ -142,8 +166,10 @@ def main() -> None:
     model = tiny_models.build("tiny-llama")
     suite_times: list[float] = []
     replays: list[tuple[float, float]] = []
-    with tempfile.TemporaryDirectory() as tmp, VllmServer(model, SERVE_ARGS, python=args.python,
-                                                         api_key=Secret(KEY)) as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        VllmServer(model, SERVE_ARGS, python=args.python, api_key=Secret(KEY)) as server,
+    ):
         workdir = Path(tmp)
         recorder = Record(log=[])
         with FaultProxy(server.url, rules=[recorder]) as proxy:
@@ -159,9 +185,13 @@ def main() -> None:
     loop = statistics.median(loop for _, loop in replays)
     print(f"server: tiny-llama on vLLM, ready in {server.ready_seconds:.1f} s; suites: {MARKERS}")
     print(f"requests recorded:   {len(recorder.log)}")
-    print(f"suite command:       {suite:.2f} s, median of {args.rounds} (pytest process: start-up, collection, reports)")
-    print(f"bare replay command: {floor:.2f} s, median of {args.rounds} (python + httpx import + loop); "
-          f"the loop alone {loop:.2f} s")
+    print(
+        f"suite command:       {suite:.2f} s, median of {args.rounds} (pytest process: start-up, collection, reports)"
+    )
+    print(
+        f"bare replay command: {floor:.2f} s, median of {args.rounds} (python + httpx import + loop); "
+        f"the loop alone {loop:.2f} s"
+    )
     print(f"ratio suite/replay:  {suite / floor:.2f} (target <= 1.3); suite/loop alone {suite / loop:.2f}")
     rounds = ", ".join(f"{s:.2f}/{r:.2f}" for s, (r, _) in zip(suite_times, replays, strict=True))
     print(f"rounds (suite/replay s): {rounds}")

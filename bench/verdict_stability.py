@@ -49,9 +49,26 @@ def run(url: str, workdir: Path, name: str, *args: str) -> dict[str, tuple[str, 
     """One pytest run of the suites; contract[case] -> (verdict, message)."""
     junit = workdir / f"{name}.xml"
     subprocess.run(
-        [sys.executable, "-m", "pytest", str(REPO / "suites"), f"--vllm-url={url}", f"--vllm-profile={workdir / 'profile.yaml'}",
-         f"--junitxml={junit}", "-q", "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function", *args],
-        cwd=workdir, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(REPO / "suites"),
+            f"--vllm-url={url}",
+            f"--vllm-profile={workdir / 'profile.yaml'}",
+            f"--junitxml={junit}",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+            *args,
+        ],
+        cwd=workdir,
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
     )
     return {r.key: (r.verdict, " ".join(r.message.split())[:300]) for r in contract_runs(junit)}
 
@@ -72,11 +89,15 @@ def main() -> None:
         started = time.perf_counter()
         for index in range(args.admission_runs):
             verdicts = run(server.url, workdir, f"admission-{index}", "-m", "admission")
-            bad = sorted(f"{key}: {verdict} ({message})" for key, (verdict, message) in verdicts.items() if verdict != "passed")
+            bad = sorted(
+                f"{key}: {verdict} ({message})" for key, (verdict, message) in verdicts.items() if verdict != "passed"
+            )
             if bad or not verdicts:
                 failed_runs.append((index, bad or ["no admission test ran"]))
-        print(f"admission suite: {args.admission_runs - len(failed_runs)} of {args.admission_runs} runs all passed, "
-              f"{len(failed_runs)} with a failure or skip ({time.perf_counter() - started:.0f} s)")
+        print(
+            f"admission suite: {args.admission_runs - len(failed_runs)} of {args.admission_runs} runs all passed, "
+            f"{len(failed_runs)} with a failure or skip ({time.perf_counter() - started:.0f} s)"
+        )
         for index, bad in failed_runs:
             print(f"  run {index}:")
             for line in bad:
@@ -84,9 +105,11 @@ def main() -> None:
 
         serial = run(server.url, workdir, "serial")
         verdicts = [verdict for verdict, _ in serial.values()]
-        print(f"all suites serial: {len(serial)} tests, {verdicts.count('passed')} passed, "
-              f"{verdicts.count('not claimed')} not claimed, {verdicts.count('failed')} failed, "
-              f"{verdicts.count('skipped')} skipped")
+        print(
+            f"all suites serial: {len(serial)} tests, {verdicts.count('passed')} passed, "
+            f"{verdicts.count('not claimed')} not claimed, {verdicts.count('failed')} failed, "
+            f"{verdicts.count('skipped')} skipped"
+        )
         for key, (verdict, message) in sorted(serial.items()):
             if verdict in ("failed", "skipped"):
                 print(f"  {key}: {verdict} ({message})")
@@ -100,8 +123,10 @@ def main() -> None:
             )
             if differences:
                 disagreeing.append((index, differences))
-        print(f"all suites with -n 2: {args.agreement_runs - len(disagreeing)} of {args.agreement_runs} runs agree "
-              "with the serial run, contract by contract")
+        print(
+            f"all suites with -n 2: {args.agreement_runs - len(disagreeing)} of {args.agreement_runs} runs agree "
+            "with the serial run, contract by contract"
+        )
         for index, differences in disagreeing:
             print(f"  run {index}: " + "; ".join(differences[:5]) + (" ..." if len(differences) > 5 else ""))
 

@@ -12,6 +12,7 @@ under pytest-xdist the other workers wait (``vllm_exclusive``).
 """
 
 import dataclasses
+import functools
 import time
 
 import pytest
@@ -62,7 +63,11 @@ def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive
     size = vllm_expect.declared("admission", "burst_requests").value
     request = vllm_expect.fact("admission_burst_request")
     hold = vllm_expect.fact("admission_hold_request")
-    hold_body = {"model": vllm_facts.model, **hold["body"], "max_tokens": vllm_facts.max_model_len - hold["prompt_allowance"]}
+    hold_body = {
+        "model": vllm_facts.model,
+        **hold["body"],
+        "max_tokens": vllm_facts.max_model_len - hold["prompt_allowance"],
+    }
     call = ("POST", request["path"], {"json_body": {"model": vllm_facts.model, **request["body"]}})
     counter = vllm_expect.fact("admission_rejection_counter")
     void = None
@@ -74,11 +79,18 @@ def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive
             _wait_until_idle(vllm_client, vllm_expect)
             counted_before = _metric(vllm_client, vllm_expect, counter)
             try:
-                measured = vllm_client.run(lambda client: admission.exact_burst(
-                    client, bound=bound.value, hold_path=hold["path"], hold_body=hold_body, burst_calls=[call] * size,
-                    rejection_status=rejection["status"], counted_before=counted_before,
-                    first_chunk_within=FIRST_TOKEN_WITHIN,
-                ))
+                measured = vllm_client.run(
+                    functools.partial(
+                        admission.exact_burst,
+                        bound=bound.value,
+                        hold_path=hold["path"],
+                        hold_body=hold_body,
+                        burst_calls=[call] * size,
+                        rejection_status=rejection["status"],
+                        counted_before=counted_before,
+                        first_chunk_within=FIRST_TOKEN_WITHIN,
+                    )
+                )
             except admission.BoundNotHeld as exc:
                 void = exc
                 continue
@@ -146,7 +158,9 @@ def test_rejections_counted(burst, vllm_client, vllm_expect):
 def test_capacity_released(burst, vllm_client, vllm_facts, vllm_expect):
     request = vllm_expect.fact("tiny_completion")
     body = {"model": vllm_facts.model, **request["body"]}
-    response = vllm_client.run(lambda client: admission.wait_until_served(client, request["path"], body, CAPACITY_WITHIN))
+    response = vllm_client.run(
+        lambda client: admission.wait_until_served(client, request["path"], body, CAPACITY_WITHIN)
+    )
     assert response.status == 200, (
         f"{CAPACITY_WITHIN:g} s after the burst, a single request is still not served: {response.describe()} "
         "(refused or hung-up requests keep their slots)"

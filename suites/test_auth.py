@@ -11,8 +11,7 @@ serve, which an auth layer refuses before routing and a router refuses with
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.catalogue.routes import guarded_route_variants, unguarded_routes
-from pytest_vllm_conformance.catalogue.routes import is_public
+from pytest_vllm_conformance.catalogue.routes import guarded_route_variants, is_public, unguarded_routes
 
 WRONG_KEY = "Bearer conformance-wrong-key"
 

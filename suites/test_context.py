@@ -14,8 +14,7 @@ import re
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.context import context_endpoints
-from pytest_vllm_conformance.features.context import PromptUnavailable
+from pytest_vllm_conformance.features.context import PromptUnavailable, context_endpoints
 
 OUTPUT_TOKENS = 2
 
@@ -55,12 +54,16 @@ def generate(endpoint, vllm_client, vllm_facts):
 
 
 def assert_refused_naming_the_limit(generation, max_model_len, refusal):
-    assert generation.status < 500, f"a server error instead of a refusal naming max_model_len {max_model_len}: {generation}"
+    assert generation.status < 500, (
+        f"a server error instead of a refusal naming max_model_len {max_model_len}: {generation}"
+    )
     assert generation.status == refusal["status"], (
         f"expected {refusal['status']} naming max_model_len {max_model_len}, got {generation}"
     )
     param = generation.error.get("param")
-    assert param in refusal["params"], f"the refusal names param {param!r}, not one of {refusal['params']}: {generation}"
+    assert param in refusal["params"], (
+        f"the refusal names param {param!r}, not one of {refusal['params']}: {generation}"
+    )
     named = re.search(refusal["limit_in_message"], generation.error_message)
     named_limit = int(named.group(1)) if named else None
     assert named_limit == max_model_len, (
@@ -118,10 +121,16 @@ def test_request_over_limit_refused_or_clamped(endpoint, generate, max_model_len
 def test_prompt_over_limit_refused(endpoint, generate, max_model_len, refusal):
     over = generate(max_model_len + 1, 1)
     if over.status == 200 and over.served_prompt_tokens is None:
-        pytest.fail(f"a prompt over max_model_len {max_model_len} was served, and the answer carries no usage "
-                    f"to tell whether it was truncated: {over}", pytrace=False)
+        pytest.fail(
+            f"a prompt over max_model_len {max_model_len} was served, and the answer carries no usage "
+            f"to tell whether it was truncated: {over}",
+            pytrace=False,
+        )
     if over.status == 200 and over.served_prompt_tokens == over.prompt_tokens:
-        pytest.fail(f"a prompt over max_model_len {max_model_len} was served whole: the server enforces more than "
-                    f"/v1/models advertises: {over}", pytrace=False)
+        pytest.fail(
+            f"a prompt over max_model_len {max_model_len} was served whole: the server enforces more than "
+            f"/v1/models advertises: {over}",
+            pytrace=False,
+        )
     assert over.status != 200, f"a prompt over max_model_len {max_model_len} was silently truncated: {over}"
     assert_refused_naming_the_limit(over, max_model_len, refusal)

@@ -16,7 +16,9 @@ def test_version_parses(vllm_client):
     response = vllm_client.get("/version", auth=False)
     payload = response.json_or_none()
     version = payload.get("version") if isinstance(payload, dict) else None
-    assert parse_version(version) is not None, f"expected a PEP 440 version: {response.describe()} {response.text[:200]!r}"
+    assert parse_version(version) is not None, (
+        f"expected a PEP 440 version: {response.describe()} {response.text[:200]!r}"
+    )
 
 
 @contract("discovery.max_model_len_published")

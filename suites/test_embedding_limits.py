@@ -13,8 +13,8 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.vllm_answers import error
-from pytest_vllm_conformance.features.embedding import oversized_prompt_embeds
 from pytest_vllm_conformance.features import tensor_payload
+from pytest_vllm_conformance.features.embedding import oversized_prompt_embeds
 
 RESIDENT_MEMORY = re.compile(r"^process_resident_memory_bytes\s+(\S+)$", re.MULTILINE)
 
@@ -72,7 +72,9 @@ def test_prompt_embeds_refused_when_disabled(prompt_embeds, send, parameter):
 def test_small_prompt_embeds_accepted(hidden_size, send):
     response = send(tensor_payload.dense_float32(4, hidden_size))
     usage = (response.json_or_none() or {}).get("usage") or {}
-    assert response.status == 200, f"a 4x{hidden_size} prompt_embeds payload was not served: {response.describe()} {response.text[:200]!r}"
+    assert response.status == 200, (
+        f"a 4x{hidden_size} prompt_embeds payload was not served: {response.describe()} {response.text[:200]!r}"
+    )
     assert usage.get("prompt_tokens") == 4, f"4 embedded tokens were counted as {usage.get('prompt_tokens')}"
 
 

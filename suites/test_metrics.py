@@ -12,8 +12,13 @@ version's replacement.
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.metrics import dashboard_series, expected_metric_families
-from pytest_vllm_conformance.features.metrics import ExpositionError, parse, series_gap
+from pytest_vllm_conformance.features.metrics import (
+    ExpositionError,
+    dashboard_series,
+    expected_metric_families,
+    parse,
+    series_gap,
+)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,7 @@ parsed fails its own test and stops nothing else.
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.preflight.lint import deployment_file_cases
-from pytest_vllm_conformance.features.preflight.lint import describe_all
+from pytest_vllm_conformance.features.preflight.lint import deployment_file_cases, describe_all
 
 
 def _findings(linter, deployment_file, kind):

@@ -1,8 +1,9 @@
 """Output quality: the target answers as well as its baseline, and greedily the same.
 
-GPTQ act-order and YaRN changed in vLLM 0.30 (docs/vllm-contracts.md §5.3,
-§7): a server that starts and answers can still answer differently, and
-only its output shows it. Every check compares the target with a baseline:
+GPTQ act-order and YaRN changed in vLLM 0.30 (vllm/config/model.py and
+vllm/model_executor/layers/quantization/utils/gptq_utils.py at v0.30.0): a
+server that starts and answers can still answer differently, and only its
+output shows it. Every check compares the target with a baseline:
 a second live server (--vllm-baseline-url, the old version or config, asked
 the same requests in this run) or the results an earlier run saved
 (--vllm-eval-save, read back with --vllm-eval-baseline-file).
@@ -25,9 +26,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.quality.task_files import user_eval_tasks
 from pytest_vllm_conformance.features.quality import greedy, offline, session, task_files
 from pytest_vllm_conformance.features.quality.runner import EvalFailed
+from pytest_vllm_conformance.features.quality.task_files import user_eval_tasks
 
 
 def _setting(option, declared):
@@ -40,10 +41,16 @@ def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, t
     settings = vllm_settings
     spread = hasattr(pytestconfig, "workerinput") and pytestconfig.getoption("dist", "no") in ("load", "worksteal")
     if settings.eval_save and spread:
-        pytest.fail("--vllm-eval-save under pytest-xdist needs the quality tests on one worker: add --dist loadfile", pytrace=False)
+        pytest.fail(
+            "--vllm-eval-save under pytest-xdist needs the quality tests on one worker: add --dist loadfile",
+            pytrace=False,
+        )
     try:
         run = session.open_run(
-            settings, vllm_facts, vllm_client, tmp_path_factory.mktemp("quality"),
+            settings,
+            vllm_facts,
+            vllm_client,
+            tmp_path_factory.mktemp("quality"),
             tolerance=_setting(settings.eval_tolerance, vllm_expect.declared("quality", "tolerance")),
             confidence=_setting(settings.eval_confidence, vllm_expect.declared("quality", "confidence")),
             greedy_tokens=vllm_expect.declared("quality", "greedy_tokens").value,
@@ -143,4 +150,4 @@ def test_user_task_not_worse(quality, lm_eval_ready, user_task, vllm_record):
     runs = outcome_of(lambda: quality.user_task(user_task.name))
     if not runs:
         pytest.fail(f"lm-eval ran {user_task.name!r} but gave no per-item results", pytrace=False)
-    assert_not_worse([outcome_of(lambda: quality.user_task_outcome(run)) for run in runs], vllm_record)
+    assert_not_worse([outcome_of(lambda run=run: quality.user_task_outcome(run)) for run in runs], vllm_record)

@@ -9,7 +9,12 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.routes import scale_out_routes
-from pytest_vllm_conformance.catalogue.vllm_answers import HANDLER_STATUSES, error, reached_handler, scale_out_refusal_status
+from pytest_vllm_conformance.catalogue.vllm_answers import (
+    HANDLER_STATUSES,
+    error,
+    reached_handler,
+    scale_out_refusal_status,
+)
 
 
 @pytest.fixture(scope="module")

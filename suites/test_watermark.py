@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.watermark.apis import watermark_opt_out_apis
+from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.features import watermark
 from pytest_vllm_conformance.features.watermark import keys
-from pytest_vllm_conformance.target.client import TransportFailure
-from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
+from pytest_vllm_conformance.features.watermark.apis import watermark_opt_out_apis
 from pytest_vllm_conformance.features.watermark.planning import Plan, answer_length
+from pytest_vllm_conformance.target.client import TransportFailure
 
 # A watermarked answer must reach this p-value, an unwatermarked one must not:
 # either verdict is then wrong about once in a million answers.
@@ -95,7 +95,9 @@ def sample(detector, vllm_client, vllm_facts):
     answers = {}
 
     def tokenize(text, special):
-        response = vllm_client.post("/tokenize", {"model": vllm_facts.model, "prompt": text, "add_special_tokens": special})
+        response = vllm_client.post(
+            "/tokenize", {"model": vllm_facts.model, "prompt": text, "add_special_tokens": special}
+        )
         tokens = tokenized(response)
         if tokens is None:
             pytest.fail(f"cannot score answers: /tokenize gave no token ids: {response.describe()}", pytrace=False)
@@ -110,7 +112,9 @@ def sample(detector, vllm_client, vllm_facts):
         key = (client.base_url, api.id, max_tokens, watermarking)
         if key not in answers:
             prompt_ids = tokenize(PROMPT, True) if api.shape == "generate" else None
-            body = api.body(vllm_facts.model, PROMPT, max_tokens, watermarking=watermarking, prompt_token_ids=prompt_ids)
+            body = api.body(
+                vllm_facts.model, PROMPT, max_tokens, watermarking=watermarking, prompt_token_ids=prompt_ids
+            )
             response = client.post(api.path, body)
             answers[key] = (response, _score(detector, api, response, tokenize))
         return answers[key]
@@ -145,8 +149,13 @@ def plan(detector, sample, vllm_ingress_client, vllm_facts):
                 plans[api.id] = Plan(cap, f"no usable pilot ({response.describe()}): the most the context allows")
             else:
                 plans[api.id] = answer_length(
-                    detector, pilot.token_ids, pilot.num_scored_tokens, target_p_value=TARGET_P_VALUE,
-                    cap=cap, min_tokens=MIN_TOKENS, safety_sigmas=SAFETY_SIGMAS,
+                    detector,
+                    pilot.token_ids,
+                    pilot.num_scored_tokens,
+                    target_p_value=TARGET_P_VALUE,
+                    cap=cap,
+                    min_tokens=MIN_TOKENS,
+                    safety_sigmas=SAFETY_SIGMAS,
                 )
         return plans[api.id]
 
@@ -200,11 +209,15 @@ def test_opt_out_stripped_at_ingress(api, sampled, vllm_ingress_client, vllm_dir
             return  # refused outright: no unwatermarked answer either
     if found is None:
         _failed_request(api, "the opt-out request through the ingress", response)
-    alone = " (no --vllm-ingress-url given: the server was tested as its own public entry)" if vllm_ingress_client is vllm_direct_client else ""
+    alone = (
+        " (no --vllm-ingress-url given: the server was tested as its own public entry)"
+        if vllm_ingress_client is vllm_direct_client
+        else ""
+    )
     if not found.watermarked:
         pytest.fail(
-            f"{api} let the opt-out through the ingress: the answer to \"watermarking\": false is not watermarked "
-            f"({found}); the ingress must remove \"{'.'.join(api.field)}\" from POST {api.path} bodies{alone}",
+            f'{api} let the opt-out through the ingress: the answer to "watermarking": false is not watermarked '
+            f'({found}); the ingress must remove "{".".join(api.field)}" from POST {api.path} bodies{alone}',
             pytrace=False,
         )
 
@@ -222,8 +235,7 @@ def test_opt_out_control(api, sampled, vllm_direct_client):
         _failed_request(api, "the opt-out request to the server", response)
     if found.watermarked:
         pytest.fail(
-            f"the server watermarks {api} answers even with \"watermarking\": false ({found}): the opt-out check "
+            f'the server watermarks {api} answers even with "watermarking": false ({found}): the opt-out check '
             f"of {api} has no power, it passes whether or not the ingress strips the field",
             pytrace=False,
         )
-

@@ -17,7 +17,6 @@ import pytest
 pytest_plugins = ["pytester"]
 
 
-
 def _import_httpx_lazy_modules() -> None:
     """httpx imports httpcore and its backends on first use. pytester restores
     sys.modules after each test, so a first use inside a test (a server's
@@ -214,7 +213,10 @@ def watermark_ingress_rules():
     from fixtures.fault_proxy import StripJsonField
 
     return [
-        StripJsonField("watermarking", path=r"/v1/(chat/)?completions(/batch)?|/v1/responses|/v1/messages|/invocations|/cohere/v2/chat"),
+        StripJsonField(
+            "watermarking",
+            path=r"/v1/(chat/)?completions(/batch)?|/v1/responses|/v1/messages|/invocations|/cohere/v2/chat",
+        ),
         StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
     ]
 
@@ -323,7 +325,9 @@ def junit_results(path: Path) -> dict[str, tuple[str, str]]:
 
 
 def failures(path: Path) -> dict[str, str]:
-    return {name: message for name, (outcome, message) in junit_results(path).items() if outcome in ("failure", "error")}
+    return {
+        name: message for name, (outcome, message) in junit_results(path).items() if outcome in ("failure", "error")
+    }
 
 
 def failure_reports(path: Path) -> dict[str, str]:

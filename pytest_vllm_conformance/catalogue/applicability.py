@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from pytest_vllm_conformance import NOT_CLAIMED
 from pytest_vllm_conformance.catalogue.contracts import Catalogue, Condition, Contract
@@ -38,7 +37,7 @@ INPUTS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Claim:
-    status: Literal["claimed", "not claimed", "unmeetable"]
+    status: str  # CLAIMED, NOT_CLAIMED or UNMEETABLE
     reason: str
 
     @property
@@ -65,7 +64,9 @@ def _evaluate(condition: Condition, expect: Expectations, inputs: Mapping[str, b
     value = expectation.value
     if condition.comparison == "is_set":
         holds = value is not None and value != [] and value != ()
-        shown = f"{condition.subject} is {value} ({expectation.basis})" if holds else f"{condition.subject} is not declared"
+        shown = (
+            f"{condition.subject} is {value} ({expectation.basis})" if holds else f"{condition.subject} is not declared"
+        )
     else:
         holds = (value == condition.value) == (condition.comparison == "is")
         shown = f"{condition.subject} is {_show(value)} ({expectation.basis})"

@@ -1,12 +1,15 @@
-"""Generate ``docs/profile-reference.md`` from ``profile.schema.json``.
+"""Generate the reference documents from the data they describe, so the two cannot drift.
 
-The schema is the single source of what a serving profile may say; the
-reference is rendered from it so the two cannot drift. A unit test
-(tests/unit/test_docs_gen.py) fails when the committed reference is stale.
+- ``docs/profile-reference.md`` from ``profile.schema.json``: what a serving
+  profile may say;
+- ``docs/contracts.md`` from ``contracts.yaml``: every feature and contract,
+  the vLLM versions it covers, when it is claimed, where an undeclared
+  profile key takes its value, and where each fact was read.
 
-    python -m pytest_vllm_conformance.catalogue.docs_gen                 # print the reference
-    python -m pytest_vllm_conformance.catalogue.docs_gen --write docs/profile-reference.md
-    python -m pytest_vllm_conformance.catalogue.docs_gen --check docs/profile-reference.md
+A unit test (tests/unit/test_docs_gen.py) fails when a committed one is stale.
+
+    python -m pytest_vllm_conformance.catalogue.docs_gen --write docs
+    python -m pytest_vllm_conformance.catalogue.docs_gen --check docs
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_vllm_conformance.catalogue import contracts
 from pytest_vllm_conformance.catalogue.serving_profile import SCHEMA_FILE, schema
 
-COMMAND = "python -m pytest_vllm_conformance.catalogue.docs_gen --write docs/profile-reference.md"
+COMMAND = "python -m pytest_vllm_conformance.catalogue.docs_gen --write docs"
+PROFILE_REFERENCE = "profile-reference.md"
+CONTRACTS_REFERENCE = "contracts.md"
 TOP_LEVEL = "Top level"
 
 
@@ -107,8 +113,13 @@ def _value(node: dict[str, Any], document: dict[str, Any]) -> str:
         elif kind == "object" and node.get("properties"):
             word = "mapping (fields below)"
         else:
-            word = {"integer": "integer", "number": "number", "string": "string", "boolean": "`true` or `false`",
-                    "object": "mapping"}.get(kind, kind)
+            word = {
+                "integer": "integer",
+                "number": "number",
+                "string": "string",
+                "boolean": "`true` or `false`",
+                "object": "mapping",
+            }.get(kind, kind)
         words.append(word)
     text = " or ".join(words) or "null"
     constraints = _constraints(node)
@@ -153,25 +164,111 @@ def _cell(text: str) -> str:
     return _text(text).replace("|", "\\|")
 
 
+def render_contracts(catalogue: contracts.Catalogue | None = None) -> str:
+    catalogue = contracts.load() if catalogue is None else catalogue
+    lines = [
+        f"<!-- Generated from pytest_vllm_conformance/catalogue/{contracts.CATALOGUE_FILE} by `{COMMAND}`; "
+        "do not edit by hand. -->",
+        "",
+        "# Contracts",
+        "",
+        "Every check the suites make is a contract of the catalogue. A contract is *claimed* when its feature's and "
+        "its own conditions hold and its vLLM versions contain the server's; otherwise it is *not claimed*, decided "
+        "before the test runs, with the condition as the reason. A profile that requires a feature the release does "
+        "not have fails. `pytest --vllm-list-contracts` prints the same catalogue.",
+        "",
+        "| feature | checks | claimed when | vLLM releases that have it |",
+        "|---|---|---|---|",
+    ]
+    for name, feature in catalogue.features.items():
+        claimed = " and ".join(map(str, feature.conditions)) or "always"
+        have = f"`{feature.available}`" if feature.available else "all"
+        lines.append(f"| [`{name}`](#{name}) | {_cell(feature.statement)} | {_cell(claimed)} | {have} |")
+    for name, members in catalogue.by_feature().items():
+        lines += ["", f"## {name}", "", _text(catalogue.features[name].statement), ""]
+        lines += ["| contract | vLLM | claimed | statement |", "|---|---|---|---|"]
+        for contract in members:
+            own = " and ".join(map(str, contract.conditions)) or "with its feature"
+            lines.append(f"| `{contract.id}` | `{contract.versions}` | {_cell(own)} | {_cell(contract.statement)} |")
+    lines += [
+        "",
+        "## Declarations",
+        "",
+        "Where a profile key takes its value when the profile leaves it out: the server's release (a fact below), "
+        "the `--vllm-baseline` capture, or the plugin's own policy, which messages call by that name.",
+        "",
+        "| profile key | default |",
+        "|---|---|",
+    ]
+    for key, declaration in catalogue.declarations.items():
+        if declaration.fact:
+            default = f"the release's `{declaration.fact}`"
+        elif declaration.from_baseline:
+            default = "the baseline's value (--vllm-baseline), else not declared"
+        elif declaration.has_policy:
+            default = f"plugin policy: `{json.dumps(declaration.policy)}`" + (
+                f" ({declaration.why})" if declaration.why else ""
+            )
+        else:
+            default = "none: not declared turns its contracts off"
+        lines.append(f"| `{key}` | {_cell(default)} |")
+    lines += [
+        "",
+        "## Facts",
+        "",
+        "What vLLM does, by version, and where it was read.",
+        "",
+        "| fact | versions | source |",
+        "|---|---|---|",
+    ]
+    raw_sources = _fact_sources()
+    for name, ranges in catalogue.facts.items():
+        for (versions, _), source in zip(ranges, raw_sources.get(name, [""] * len(ranges)), strict=False):
+            lines.append(f"| `{name}` | `{versions or 'all'}` | {_cell(source)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _fact_sources() -> dict[str, list[str]]:
+    """Each fact range's source, as the data file says it (the loaded catalogue keeps only values)."""
+    from importlib import resources
+
+    from pytest_vllm_conformance.catalogue import yaml_data
+
+    package = resources.files(contracts.__package__)
+    sources = {}
+    for file in (contracts.CATALOGUE_FILE, contracts.ROUTE_TABLES_FILE):
+        raw = yaml_data.load_shipped(package.joinpath(file).read_text())
+        facts = raw.get("facts", raw)
+        for name, ranges in facts.items():
+            sources[name] = [entry.get("source", f"each route names its file ({file})") for entry in ranges]
+    return sources
+
+
+def rendered() -> dict[str, str]:
+    """Every generated document by file name."""
+    return {PROFILE_REFERENCE: render_profile_reference(), CONTRACTS_REFERENCE: render_contracts()}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Render the serving-profile reference from profile.schema.json.")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", metavar="PATH", type=Path, help="write the reference to PATH")
-    group.add_argument("--check", metavar="PATH", type=Path, help="exit 1 when PATH differs from the schema's reference")
+    parser = argparse.ArgumentParser(
+        description="Render the reference documents from the catalogue and the profile schema."
+    )
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--write", metavar="DIR", type=Path, help="write every document into DIR")
+    group.add_argument("--check", metavar="DIR", type=Path, help="exit 1 when a document in DIR differs from its data")
     args = parser.parse_args(argv)
-    reference = render_profile_reference()
-    if args.write:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(reference, encoding="utf-8")
-        return 0
-    if args.check:
-        current = args.check.read_text(encoding="utf-8") if args.check.is_file() else ""
-        if current != reference:
-            print(f"{args.check} is stale: regenerate it with `{COMMAND}`", file=sys.stderr)
-            return 1
-        return 0
-    sys.stdout.write(reference)
-    return 0
+    stale = []
+    for name, text in rendered().items():
+        if args.write:
+            args.write.mkdir(parents=True, exist_ok=True)
+            (args.write / name).write_text(text, encoding="utf-8")
+            continue
+        path = args.check / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            stale.append(str(path))
+    for path in stale:
+        print(f"{path} is stale: regenerate it with `{COMMAND}`", file=sys.stderr)
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

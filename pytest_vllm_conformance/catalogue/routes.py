@@ -43,7 +43,7 @@ class Route:
     def send(self, client: BoundedClient, *, method: str | None = None, suffix: str = "", **kw: Any) -> Response:
         """The route's own method (or ``method``); bodies are ``{}``, which every handler refuses harmlessly."""
         method = method or self.method
-        body = {} if method in ("POST", "PUT", "PATCH") else None
+        body: dict[str, Any] | None = {} if method in ("POST", "PUT", "PATCH") else None
         return client.request(method, self.concrete_path + suffix, json_body=body, **kw)
 
     def other_method(self) -> str:

@@ -17,4 +17,4 @@ _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_shipped(text: str) -> Any:
-    return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
+    return yaml.load(text, Loader=_SafeLoader)

@@ -23,7 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_vllm_conformance.target.client import AsyncBoundedClient, OpenStream, RequestTimeout, Response, TransportFailure
+from pytest_vllm_conformance.target.client import (
+    AsyncBoundedClient,
+    OpenStream,
+    RequestTimeout,
+    Response,
+    TransportFailure,
+)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -35,7 +41,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 @dataclass(frozen=True)
 class Burst:
-    outcomes: tuple[Response | Exception, ...]
+    outcomes: tuple[Response | BaseException, ...]
     rejection_status: int
     # The version's rejection counter on /metrics just before the burst (None: not exported).
     counted_before: float | None = None
@@ -64,8 +70,8 @@ class Burst:
         return [r for r in self.answered if r not in self.served and r not in self.rejected]
 
     @property
-    def unanswered(self) -> list[Exception]:
-        return [o for o in self.outcomes if isinstance(o, Exception)]
+    def unanswered(self) -> list[BaseException]:
+        return [o for o in self.outcomes if isinstance(o, BaseException)]
 
     @property
     def held_refused(self) -> list[HeldRequest]:
@@ -94,7 +100,7 @@ class HeldRequest:
 
 @dataclass
 class _Held:
-    streams: list[OpenStream | Exception] = field(default_factory=list)
+    streams: list[OpenStream | BaseException] = field(default_factory=list)
 
 
 class BoundNotHeld(Exception):
@@ -129,8 +135,8 @@ def _stream_error(first_chunk: bytes) -> dict[str, Any] | None:
     return error if isinstance(error, dict) else {"message": str(error)} if error is not None else None
 
 
-def _describe(stream: OpenStream | Exception, answered_by: float) -> HeldRequest:
-    if isinstance(stream, Exception):
+def _describe(stream: OpenStream | BaseException, answered_by: float) -> HeldRequest:
+    if isinstance(stream, BaseException):
         return HeldRequest(None, False, False, str(stream))
     # vLLM 0.32 refuses a streamed completion past the bound with 200 and an error event, not a 503.
     error = _stream_error(stream.first_chunk) if stream.status == 200 else None

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_vllm_conformance.catalogue.cases import CaseContext
-from pytest_vllm_conformance.target.client import BoundedClient, Response, TransportFailure
 from pytest_vllm_conformance.catalogue import vllm_answers
+from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
+from pytest_vllm_conformance.target.client import BoundedClient, Response, TransportFailure
 
 # Tokenized once for the ids of completion prompts (cycled to any length).
 SEED_TEXT = "conformance probe of the context limit"
@@ -109,6 +109,7 @@ class ContextEndpoint:
 
     def generate(self, client: BoundedClient, model: str, prompt_tokens: int, max_tokens: int) -> Generation:
         """Send a prompt of exactly ``prompt_tokens`` tokens; raises PromptUnavailable if none can be built."""
+        prompt: dict[str, Any]
         if self.prompt_kind == "token_ids":
             prompt = {"prompt": _token_ids(client, model, prompt_tokens)}
         else:

@@ -9,11 +9,12 @@ matching lines.
 from __future__ import annotations
 
 import re
-from pytest_vllm_conformance.catalogue.cases import CaseContext
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_vllm_conformance.catalogue.cases import CaseContext
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 QUOTE_CHARS = 400

@@ -6,7 +6,8 @@ each is sent only where the server serves its route.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext
@@ -20,7 +21,7 @@ class MalformedRequest:
     field: str
     item: Any
     size: int
-    base: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    base: dict[str, Any] = dataclass_field(default_factory=dict, hash=False, compare=False)
 
     @property
     def id(self) -> str:

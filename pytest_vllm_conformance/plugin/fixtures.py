@@ -6,21 +6,18 @@ Registered by ``plugin`` (``pytest_plugins``). Each reads the run's state
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from pytest_vllm_conformance.plugin import options
-from pytest_vllm_conformance.features.preflight import lint as preflight
-from pytest_vllm_conformance.features import startup_log
-from pytest_vllm_conformance.target.client import BoundedClient
-from pytest_vllm_conformance.target.discovery import ServerFacts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
+from pytest_vllm_conformance.features import startup_log
+from pytest_vllm_conformance.features.preflight import lint as preflight
 from pytest_vllm_conformance.plugin.run import run_state
+from pytest_vllm_conformance.target.client import BoundedClient
 from pytest_vllm_conformance.target.connect import NO_TARGET, async_client_for, client_for, sdk_client_for
+from pytest_vllm_conformance.target.discovery import ServerFacts
 from pytest_vllm_conformance.target.secrets import Secret
 from pytest_vllm_conformance.target.settings import Settings
 
@@ -41,7 +38,7 @@ def vllm_facts(pytestconfig: pytest.Config) -> ServerFacts:
 @pytest.fixture(scope="session")
 def vllm_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> BoundedClient:
     state = run_state(pytestconfig)
-    client = client_for(state.settings, state.base_url)
+    client = client_for(state.settings, state.url)
     state.clients.append(client)
     return client
 
@@ -50,7 +47,7 @@ def vllm_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> Bounded
 async def vllm_async_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts):
     state = run_state(pytestconfig)
     settings = state.settings
-    client = async_client_for(settings, state.base_url)
+    client = async_client_for(settings, state.url)
     yield client
     await client.aclose()
 
@@ -111,14 +108,14 @@ def vllm_watermark_key(pytestconfig: pytest.Config) -> Secret | None:
 def vllm_openai(pytestconfig: pytest.Config, vllm_facts: ServerFacts):
     """The official OpenAI SDK pointed at the target, with the run's byte cap and timeout."""
     state = run_state(pytestconfig)
-    sdk = sdk_client_for(state.settings, state.base_url)
+    sdk = sdk_client_for(state.settings, state.url)
     yield sdk
     sdk.close()
 
 
 @pytest.fixture(scope="session")
 def vllm_offline_expect(pytestconfig: pytest.Config) -> Expectations:
-    """Expectations without requiring a server: the profile, and the server's version facts if there is one, else the newest."""
+    """Expectations without requiring a server: the profile, and the server's version facts (else the newest)."""
     return run_state(pytestconfig).expectations()
 
 
@@ -128,7 +125,9 @@ def vllm_startup_log(pytestconfig: pytest.Config, vllm_offline_expect: Expectati
     state = run_state(pytestconfig)
     path = state.settings.log or state.serve_log
     if path is None:
-        pytest.fail("no vLLM log given (--vllm-log=FILE, or the server the plugin starts with --vllm-serve)", pytrace=False)
+        pytest.fail(
+            "no vLLM log given (--vllm-log=FILE, or the server the plugin starts with --vllm-serve)", pytrace=False
+        )
     kinds = startup_log.finding_kinds(vllm_offline_expect.fact("startup_log_findings"))
     try:
         scanned = startup_log.scan(Path(path), kinds, vllm_offline_expect.fact("startup_log_signature"))

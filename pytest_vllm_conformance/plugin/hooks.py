@@ -12,29 +12,27 @@ import dataclasses
 import functools
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_vllm_conformance import CONTRACT_MARKER, EACH_MARKER, NOT_CLAIMED
-from pytest_vllm_conformance.features.profile import capture
-from pytest_vllm_conformance.catalogue import cases, routes
-from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.plugin import options
+from pytest_vllm_conformance.catalogue import cases, contracts, routes
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
-from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts
-from pytest_vllm_conformance.target.launcher import LaunchError
+from pytest_vllm_conformance.features.profile import capture
+from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
-from pytest_vllm_conformance.reporting.redaction import scrub_report
 from pytest_vllm_conformance.plugin.run import STATE, RunState, configure_run, run_state
-from pytest_vllm_conformance.target.run_lock import RunLock
+from pytest_vllm_conformance.reporting.redaction import scrub_report
 from pytest_vllm_conformance.target.connect import NO_TARGET, client_for, configured, establish
+from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts
+from pytest_vllm_conformance.target.launcher import LaunchError
+from pytest_vllm_conformance.target.run_lock import RunLock
 
 pytest_plugins = ("pytest_vllm_conformance.plugin.fixtures",)
-
 
 
 # A claimed contract whose case source found nothing: its one placeholder case fails at setup.
@@ -42,8 +40,16 @@ NO_CASES = pytest.mark.vllm_no_cases
 WORKER_INPUT_KEY = "vllm_conformance"
 # Fixtures that need a server; a run that uses one without a target stops once.
 TARGET_FIXTURES = frozenset(
-    {"vllm_target", "vllm_facts", "vllm_client", "vllm_async_client", "vllm_expect", "vllm_openai",
-     "vllm_ingress_client", "vllm_direct_client"}
+    {
+        "vllm_target",
+        "vllm_facts",
+        "vllm_client",
+        "vllm_async_client",
+        "vllm_expect",
+        "vllm_openai",
+        "vllm_ingress_client",
+        "vllm_direct_client",
+    }
 )
 
 
@@ -54,7 +60,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     catalogue = contracts.load()
     config.addinivalue_line("markers", f"{CONTRACT_MARKER}(id): the catalogue contract this test checks")
-    config.addinivalue_line("markers", f"{EACH_MARKER}(argname, source): run the test once per case the source function yields")
+    config.addinivalue_line(
+        "markers", f"{EACH_MARKER}(argname, source): run the test once per case the source function yields"
+    )
     config.addinivalue_line("markers", f"{NO_CASES.name}(reason): set by the plugin on a claimed contract with no case")
     config.addinivalue_line("markers", "version_matrix: runs against older vLLM releases (opt-in, slow)")
     for feature in catalogue.features.values():
@@ -100,7 +108,8 @@ def _observe_target(state: RunState) -> None:
     settings = state.settings
     if not settings.capture_profile and state.baseline is None:
         return
-    with client_for(settings, state.base_url) as client:
+    assert state.facts is not None, "observed after discovery"
+    with client_for(settings, state.url) as client:
         try:
             observed, notes = capture.observe_and_record(
                 client,
@@ -126,7 +135,9 @@ def pytest_configure_node(node: Any) -> None:
         if state.lock_dir is None:
             state.lock_dir = tempfile.mkdtemp(prefix="vllm-conformance-lock-")
         node.workerinput[WORKER_INPUT_KEY] = {
-            "facts": state.facts.to_dict(), "base_url": state.base_url, "serve_log": state.serve_log,
+            "facts": state.facts.to_dict(),
+            "base_url": state.base_url,
+            "serve_log": state.serve_log,
             "lock_dir": state.lock_dir,
         }
 
@@ -136,7 +147,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Under xdist, a test that talks to the server holds it shared; an exclusive feature's fixture holds it alone."""
     state = run_state(item.config)
     contract_id = _contract_id(item)
-    exclusive = contract_id is not None and state.catalogue.features[state.catalogue.contract(contract_id).feature].exclusive
+    exclusive = (
+        contract_id is not None and state.catalogue.features[state.catalogue.contract(contract_id).feature].exclusive
+    )
     if exclusive or not TARGET_FIXTURES.intersection(getattr(item, "fixturenames", ())):
         yield
         return
@@ -215,19 +228,28 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"{contract_id}: {claim.reason}", pytrace=False)
     no_cases = item.get_closest_marker(NO_CASES.name)
     if no_cases is not None:
-        pytest.fail(f"{contract_id} is claimed ({claim.reason}), but there is nothing to check: {no_cases.args[0]}", pytrace=False)
+        pytest.fail(
+            f"{contract_id} is claimed ({claim.reason}), but there is nothing to check: {no_cases.args[0]}",
+            pytrace=False,
+        )
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    scrub_report(run_state(item.config).redactor, outcome.get_result())
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    scrub_report(run_state(item.config).redactor, report)
+    return report
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
-    outcome = yield
-    scrub_report(run_state(collector.config).redactor, outcome.get_result())
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    scrub_report(run_state(collector.config).redactor, report)
+    return report
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -235,8 +257,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = []
     if state.facts is not None:
         facts = state.facts
-        lines.append(f"vllm target: {facts.url} ({'embedded server' if state.target and state.target.server else 'given'})")
-        lines.append(f"vllm version: {facts.version or 'unknown'}; model: {facts.model}; max_model_len: {facts.max_model_len}")
+        lines.append(
+            f"vllm target: {facts.url} ({'embedded server' if state.target and state.target.server else 'given'})"
+        )
+        lines.append(
+            f"vllm version: {facts.version or 'unknown'}; model: {facts.model}; max_model_len: {facts.max_model_len}"
+        )
         lines.append(f"vllm expectations: {state.expectations().basis}")
         if facts.inventory is not None:
             lines.append(f"vllm routes: {facts.inventory.summary()}")

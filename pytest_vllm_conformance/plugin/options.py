@@ -367,7 +367,9 @@ def server_url(text: str) -> str:
         raise ValueError("give a server's base URL, e.g. http://host:8000")
     if parts.query or parts.fragment:
         # Not echoed: a token may hide there.
-        raise ValueError(f"a server's base URL takes no {'query string' if parts.query else 'fragment'}; give it without")
+        raise ValueError(
+            f"a server's base URL takes no {'query string' if parts.query else 'fragment'}; give it without"
+        )
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError as exc:
@@ -405,11 +407,12 @@ def register(parser: pytest.Parser) -> None:
             metavar=option.metavar,
             help=help_text,
         )
-        parser.addini(option.dest, option.help, type="args" if option.kind == "list" else "string")
+        ini_type: Literal["args", "string"] = "args" if option.kind == "list" else "string"
+        parser.addini(option.dest, option.help, type=ini_type)
 
 
 def resolve(config: pytest.Config, environ: Mapping[str, str] | None = None) -> tuple[Settings, Sources]:
-    """Every option's value, and where each came from: the command line, the environment, the ini file or the default."""
+    """Every option's value, and where each came from: command line, environment, ini file or default."""
     environ = os.environ if environ is None else environ
     resolved = {option.key: _resolve_one(option, config, environ) for option in OPTIONS}
     settings = Settings(**{key: setting.value for key, setting in resolved.items()})
@@ -440,10 +443,10 @@ def _convert(option: Option, raw: Any, source: Source) -> Any:
                 raise ValueError("must be positive")
             return value
         if option.kind == "float":
-            value = float(raw)
-            if value <= 0:
+            number = float(raw)
+            if number <= 0:
                 raise ValueError("must be positive")
-            return value
+            return number
         if option.kind == "path":
             return Path(raw).expanduser()
         if option.kind == "list":

@@ -12,24 +12,32 @@ each happens once per run.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_vllm_conformance import __version__
-from pytest_vllm_conformance.target.client import display_url
+from pytest_vllm_conformance.plugin.run import RunState
 from pytest_vllm_conformance.reporting import junit, report_files
-from pytest_vllm_conformance.reporting.outcomes import OUTCOMES, PARTIAL, FeatureResult, OutcomeCollector, feature_results, overall_result
+from pytest_vllm_conformance.reporting.outcomes import (
+    OUTCOMES,
+    PARTIAL,
+    FeatureResult,
+    OutcomeCollector,
+    feature_results,
+    overall_result,
+)
 from pytest_vllm_conformance.reporting.redaction import LogRecordRedaction, url_password
+from pytest_vllm_conformance.target.client import display_url
 
 PLUGIN_NAME = "vllm-conformance-reporter"
 SUMMARY_TITLE = "vLLM conformance"
 
 
 class ConformanceReporter:
-    def __init__(self, config: pytest.Config, state: Any) -> None:
+    def __init__(self, config: pytest.Config, state: RunState) -> None:
         """``state`` is the plugin's RunState: settings, catalogue, profile, redactor, and the facts once known."""
         self.config = config
         self.state = state
@@ -37,7 +45,7 @@ class ConformanceReporter:
         # A URL given as scheme://user:password@host: its password is a secret too.
         self.redactor.add(url_password(state.settings.url))
         self.collector = OutcomeCollector()
-        self.started = datetime.now(timezone.utc)
+        self.started = datetime.now(UTC)
         self.controls_run = not hasattr(config, "workerinput")
         self.report_path = self._report_path(state.settings.report)
         # Resolved now, as pytest's JUnit writer does: a test may change the working directory.
@@ -70,7 +78,9 @@ class ConformanceReporter:
     @pytest.hookimpl(wrapper=True)
     def pytest_report_header(self, config: pytest.Config, start_path: Path) -> Any:
         lines = yield
-        return [self.redactor(item) if isinstance(item, str) else [self.redactor(line) for line in item] for item in lines]
+        return [
+            self.redactor(item) if isinstance(item, str) else [self.redactor(line) for line in item] for item in lines
+        ]
 
     @pytest.hookimpl(trylast=True)
     def pytest_warning_recorded(self) -> None:
@@ -137,7 +147,9 @@ class ConformanceReporter:
         facts = self.state.facts
         values = {"vllm_conformance_result": overall_result(self.results)}
         if facts is not None:
-            values.update(vllm_version=facts.version or "unknown", vllm_model=facts.model, vllm_url=display_url(facts.url))
+            values.update(
+                vllm_version=facts.version or "unknown", vllm_model=facts.model, vllm_url=display_url(facts.url)
+            )
         if self.state.profile is not None:
             values["vllm_profile"] = self.state.profile.name
         if self.written is not None:
@@ -159,7 +171,9 @@ class ConformanceReporter:
         facts = self.state.facts
         if facts is not None:
             profile = f"profile {self.state.profile.name}" if self.state.profile else "no profile"
-            lines.append(f"vLLM {facts.version or 'unknown'}, model {facts.model}, at {display_url(facts.url)} ({profile})")
+            lines.append(
+                f"vLLM {facts.version or 'unknown'}, model {facts.model}, at {display_url(facts.url)} ({profile})"
+            )
         width = max(len(result.name) for result in self.results)
         for result in self.results:
             counts = ", ".join(f"{result.counts[o]} {o}" for o in OUTCOMES if result.counts[o])

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
-from pytest_vllm_conformance.catalogue import applicability
-from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.catalogue import applicability, contracts
+from pytest_vllm_conformance.catalogue.expectations import Expectations
+from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.target.client import BoundedClient
-from pytest_vllm_conformance.target.discovery import ServerFacts
-from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.target.secrets import Redactor, Secret
-from pytest_vllm_conformance.target.run_lock import RunLock
-from pytest_vllm_conformance.target.settings import Settings
-from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
 from pytest_vllm_conformance.target.connect import Target
+from pytest_vllm_conformance.target.discovery import ServerFacts
+from pytest_vllm_conformance.target.run_lock import RunLock
+from pytest_vllm_conformance.target.secrets import Redactor, Secret
+from pytest_vllm_conformance.target.settings import Settings
 
 
 @dataclass
@@ -38,6 +38,14 @@ class RunState:
     target: Target | None = None
     facts: ServerFacts | None = None
     base_url: str | None = None
+
+    @property
+    def url(self) -> str:
+        """The target's base URL; only asked for once the run has a target (discovered, or handed over)."""
+        if self.base_url is None:
+            raise RuntimeError("the run has no target yet")
+        return self.base_url
+
     clients: list[BoundedClient] = field(default_factory=list)
     # The embedded server's log, also on xdist workers (which have no target of their own).
     serve_log: str | None = None
@@ -91,12 +99,14 @@ def configure_run(config: pytest.Config) -> RunState:
     watermark_key = _watermark_key(settings, profile)
     for spelling in keys.spellings(watermark_key.reveal()) if watermark_key else ():
         redactor.add(spelling)
-    state = RunState(settings, sources, contracts.load(), profile, redactor, watermark_key=watermark_key, baseline=baseline)
+    state = RunState(
+        settings, sources, contracts.load(), profile, redactor, watermark_key=watermark_key, baseline=baseline
+    )
     config.stash[STATE] = state
     return state
 
 
-def _load_baseline(path: os.PathLike[str]) -> Profile:
+def _load_baseline(path: Path) -> Profile:
     """--vllm-baseline: a profile file that holds a capture's observed section."""
     try:
         baseline = load_profile(path)

@@ -165,6 +165,7 @@ class FeatureResult:
         return NOT_RUN
 
     def add(self, test: ContractTest) -> None:
+        assert test.outcome is not None, "only finished tests are added"
         self.counts[test.outcome] += 1
         listing = {FAILED: self.failed, SKIPPED: self.skipped, NOT_CLAIMED: self.not_claimed}.get(test.outcome)
         if listing is not None:

@@ -30,15 +30,25 @@ import pytest
 
 from pytest_vllm_conformance.target.secrets import MASK, Redactor, url_password
 
-__all__ = ["MASK", "LogRecordRedaction", "Redactor", "scrub_log_record", "scrub_longrepr", "scrub_report", "url_password"]
+__all__ = [
+    "MASK",
+    "LogRecordRedaction",
+    "Redactor",
+    "scrub_log_record",
+    "scrub_longrepr",
+    "scrub_report",
+    "url_password",
+]
 
 # ---- test and collection reports ------------------------------------------
+
 
 def scrub_report(redactor: Redactor, report: pytest.TestReport | pytest.CollectReport) -> None:
     report.longrepr = scrub_longrepr(redactor, report.longrepr)
     report.sections = [(title, redactor(content)) for title, content in report.sections]
-    if hasattr(report, "user_properties"):
+    if isinstance(report, pytest.TestReport):
         report.user_properties = [(name, redactor(str(value))) for name, value in report.user_properties]
+
 
 def scrub_longrepr(redactor: Redactor, longrepr: Any) -> Any:
     """The same longrepr with every secret masked, keeping its structure where it can.
@@ -61,6 +71,7 @@ def scrub_longrepr(redactor: Redactor, longrepr: Any) -> Any:
         return redactor(str(longrepr))
     return longrepr
 
+
 def _scrub_fields(redactor: Redactor, obj: Any, seen: set[int]) -> None:
     if id(obj) in seen or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         return
@@ -70,6 +81,7 @@ def _scrub_fields(redactor: Redactor, obj: Any, seen: set[int]) -> None:
         scrubbed = _scrub_value(redactor, value, seen)
         if scrubbed is not value:
             object.__setattr__(obj, field.name, scrubbed)
+
 
 def _scrub_value(redactor: Redactor, value: Any, seen: set[int]) -> Any:
     if isinstance(value, str):
@@ -87,7 +99,9 @@ def _scrub_value(redactor: Redactor, value: Any, seen: set[int]) -> Any:
     _scrub_fields(redactor, value, seen)
     return value
 
+
 # ---- log records -------------------------------------------------------------
+
 
 def scrub_log_record(redactor: Redactor, record: logging.LogRecord) -> logging.LogRecord:
     try:

@@ -18,7 +18,15 @@ from typing import Any
 
 import yaml
 
-from pytest_vllm_conformance.reporting.outcomes import FAILED, NOT_CLAIMED, OUTCOMES, PASSED, SKIPPED, FeatureResult, overall_result
+from pytest_vllm_conformance.reporting.outcomes import (
+    FAILED,
+    NOT_CLAIMED,
+    OUTCOMES,
+    PASSED,
+    SKIPPED,
+    FeatureResult,
+    overall_result,
+)
 from pytest_vllm_conformance.reporting.redaction import Redactor
 
 REPORT_KIND = "VllmConformanceReport"

@@ -16,21 +16,19 @@ share one code path and one deadline mechanism.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import ssl
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from pytest_vllm_conformance.target.secrets import Secret
+from pytest_vllm_conformance.target.transport import DIRECT, Connection, tls_context
 
 T = TypeVar("T")
 
@@ -47,35 +45,6 @@ class RequestTimeout(TransportFailure):
 
 class NotJSON(AssertionError):
     """A body that a contract needs as JSON is not JSON (or was truncated)."""
-
-
-@dataclass(frozen=True)
-class Connection:
-    """How to reach a server: whose certificates to trust, ours to present, and whether to use proxies.
-
-    Certificates are always verified: a private CA is given, never switched off.
-    """
-
-    ca_bundle: Path | None = None
-    client_cert: Path | None = None
-    client_key: Path | None = None
-    # The environment's HTTP(S)_PROXY / NO_PROXY, only when asked for (--vllm-trust-env).
-    trust_env: bool = False
-
-
-DIRECT = Connection()
-
-
-@functools.cache
-def tls_context(connection: Connection = DIRECT) -> ssl.SSLContext:
-    """One verifying TLS context per connection setting: each costs about 15 ms to build (the CA bundle)."""
-    context = httpx.create_ssl_context()
-    if connection.ca_bundle is not None:
-        context.load_verify_locations(cafile=str(connection.ca_bundle))
-    if connection.client_cert is not None:
-        key = str(connection.client_key) if connection.client_key else None
-        context.load_cert_chain(str(connection.client_cert), keyfile=key)
-    return context
 
 
 def display_url(url: str) -> str:
@@ -237,8 +206,7 @@ class AsyncBoundedClient:
                         retried = _explain(exc)
         except TimeoutError:
             raise RequestTimeout(
-                f"{method} {path}: no complete answer within {deadline:g} s "
-                f"({progress['bytes']:,} body bytes read)"
+                f"{method} {path}: no complete answer within {deadline:g} s ({progress['bytes']:,} body bytes read)"
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -329,8 +297,10 @@ class AsyncBoundedClient:
 
 # What a TLS failure usually means, and the option that fixes it.
 TLS_HINTS = (
-    ("CERTIFICATE_VERIFY_FAILED", "the server's certificate is not trusted here: give --vllm-ca-bundle=PATH "
-     "with the CA that signed it"),
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "the server's certificate is not trusted here: give --vllm-ca-bundle=PATH with the CA that signed it",
+    ),
     ("WRONG_VERSION_NUMBER", "the server does not speak TLS there: use http:// instead of https://"),
     ("CERTIFICATE_REQUIRED", "the server requires a client certificate: give --vllm-client-cert=PATH"),
     ("certificate required", "the server requires a client certificate: give --vllm-client-cert=PATH"),
@@ -448,10 +418,10 @@ class BoundedClient:
         """Run ``work(async_client)`` on this client's loop: several exchanges that must overlap in time."""
         return self._run(work(self._async))
 
-    def concurrently(self, calls: Iterable[tuple[str, str, dict[str, Any]]]) -> list[Response | Exception]:
+    def concurrently(self, calls: Iterable[tuple[str, str, dict[str, Any]]]) -> list[Response | BaseException]:
         """Send several exchanges at once; each item is (method, path, kwargs)."""
 
-        async def gather() -> list[Response | Exception]:
+        async def gather() -> list[Response | BaseException]:
             return await asyncio.gather(
                 *(self._async.request(method, path, **kw) for method, path, kw in calls), return_exceptions=True
             )
@@ -477,42 +447,3 @@ def _loop_running_here() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-class ResponseTooLarge(httpx.ReadError):
-    """Raised inside clients we do not own (the OpenAI SDK) when a body passes the cap."""
-
-
-class _CappedStream(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, cap: int, request: httpx.Request) -> None:
-        self._inner = inner
-        self._cap = cap
-        self._request = request
-
-    def __iter__(self):
-        seen = 0
-        for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._cap:
-                raise ResponseTooLarge(
-                    f"{self._request.method} {self._request.url.path}: body passed the {self._cap:,}-byte cap",
-                    request=self._request,
-                )
-            yield chunk
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-class CappedTransport(httpx.HTTPTransport):
-    """An httpx transport for third-party clients: a body over the cap is an error, never a buffer."""
-
-    def __init__(self, max_body: int, connection: Connection = DIRECT, **kwargs: Any) -> None:
-        kwargs.setdefault("verify", tls_context(connection))
-        super().__init__(**kwargs)
-        self.max_body = max_body
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = super().handle_request(request)
-        response.stream = _CappedStream(response.stream, self.max_body, request)
-        return response

@@ -7,16 +7,16 @@ workers receive the discovered facts instead of probing again.
 from __future__ import annotations
 
 import tempfile
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pytest_vllm_conformance.target.client import AsyncBoundedClient, BoundedClient, CappedTransport, Connection
+from pytest_vllm_conformance.target.client import AsyncBoundedClient, BoundedClient
 from pytest_vllm_conformance.target.discovery import KnownRoutes, ServerFacts, discover
 from pytest_vllm_conformance.target.launcher import VllmServer
-from pytest_vllm_conformance.target.settings import Settings
 from pytest_vllm_conformance.target.secrets import Secret
-
+from pytest_vllm_conformance.target.settings import Settings
+from pytest_vllm_conformance.target.transport import CappedTransport, Connection
 
 NO_TARGET = "no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR to start one"
 
@@ -69,14 +69,16 @@ def sdk_client_for(settings: Settings, base_url: str) -> Any:
 
     connection = connection_for(settings)
     http_client = httpx.Client(
-        transport=CappedTransport(settings.max_body, connection), timeout=settings.timeout, trust_env=connection.trust_env
+        transport=CappedTransport(settings.max_body, connection),
+        timeout=settings.timeout,
+        trust_env=connection.trust_env,
     )
     return openai.OpenAI(
         base_url=f"{base_url.rstrip('/')}/v1",
         api_key=settings.api_key.reveal() if settings.api_key else "no-key",
         max_retries=0,
         timeout=settings.timeout,
-        http_client=http_client,
+        http_client=http_client,  # type: ignore[arg-type]  # openai types its own httpx copy
     )
 
 
@@ -98,6 +100,7 @@ def establish(settings: Settings, known_routes: KnownRoutes | None = None) -> Ta
             startup_timeout=settings.serve_timeout,
         ).start()
         base_url = server.url
+    assert base_url is not None, "a URL, an ingress or a server to start"
     try:
         with client_for(settings, base_url) as client:
             facts = discover(client, settings.model, known_routes)

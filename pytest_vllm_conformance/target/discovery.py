@@ -67,7 +67,9 @@ class RouteInventory:
         found = len(self.kept)
         parts = [self.source]
         if self.probes:
-            parts.append(f"{found} route(s) of the contract data found by probe, {len(self.not_mounted)} not mounted here")
+            parts.append(
+                f"{found} route(s) of the contract data found by probe, {len(self.not_mounted)} not mounted here"
+            )
         unknown = sorted(route for route, state in self.probes.items() if state.startswith("unknown"))
         if unknown:
             parts.append(f"{len(unknown)} kept unprobed ({self.probes[unknown[0]]})")
@@ -148,7 +150,9 @@ class KnownRoute:
 KnownRoutes = Callable[[Version | None], Iterable[KnownRoute]]
 
 
-def discover(client: BoundedClient, wanted_model: str | None = None, known_routes: KnownRoutes | None = None) -> ServerFacts:
+def discover(
+    client: BoundedClient, wanted_model: str | None = None, known_routes: KnownRoutes | None = None
+) -> ServerFacts:
     """``known_routes(version)``: what the contract data says that version may register."""
     where = display_url(client.base_url)
 
@@ -166,7 +170,11 @@ def discover(client: BoundedClient, wanted_model: str | None = None, known_route
         )
     if health.status != 200:
         prefix = urlsplit(client.base_url).path
-        hint = f" (is {prefix} the server's --root-path? else give its base URL)" if prefix and health.status == 404 else ""
+        hint = (
+            f" (is {prefix} the server's --root-path? else give its base URL)"
+            if prefix and health.status == 404
+            else ""
+        )
         raise DiscoveryError(f"cannot reach vLLM at {where}: GET /health answered {health.status}, not 200{hint}")
 
     version_response = fetch("/version")
@@ -186,7 +194,11 @@ def discover(client: BoundedClient, wanted_model: str | None = None, known_route
         raise DiscoveryError(f"vLLM at {where}: GET /v1/models gave no model list: {models_response.describe()}")
     cards = payload.get("data")
     models = tuple(
-        ModelCard(id=str(card.get("id")), max_model_len=_int_or_none(card.get("max_model_len")), root=_str_or_none(card.get("root")))
+        ModelCard(
+            id=str(card.get("id")),
+            max_model_len=_int_or_none(card.get("max_model_len")),
+            root=_str_or_none(card.get("root")),
+        )
         for card in (cards if isinstance(cards, list) else [])
         if isinstance(card, dict)
     )
@@ -218,16 +230,22 @@ def _inventory(
     that lacks a route the version always registers was trimmed (by a
     gateway, say), and then every known route it does not list is probed.
     """
+
     def lists(route: KnownRoute) -> bool:
         return route.method in (listed or {}).get(route.path, ())
 
     release = f"vLLM {version or '(unknown version)'}"
     if listed is None:
         if not known:
-            return None, RouteInventory("none: the server hides /openapi.json and the contract data has no routes for it")
+            return None, RouteInventory(
+                "none: the server hides /openapi.json and the contract data has no routes for it"
+            )
         source, to_probe = f"contract data for {release}: the server hides /openapi.json", known
     elif any(route.always and route.in_openapi and not lists(route) for route in known):
-        source = f"served /openapi.json, trimmed (it omits routes {release} always registers): the contract data's routes probed"
+        source = (
+            f"served /openapi.json, trimmed (it omits routes {release} always registers): "
+            "the contract data's routes probed"
+        )
         to_probe = [route for route in known if not lists(route)]
     else:
         source = "served /openapi.json"

@@ -16,8 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -172,6 +171,7 @@ class VllmServer:
         return self
 
     def _wait_healthy(self, started: float) -> None:
+        assert self.process is not None, "launched first"
         deadline = started + self.startup_timeout
         with httpx.Client(timeout=2.0, trust_env=False) as http:
             while time.monotonic() < deadline:

@@ -65,4 +65,6 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Plain values of every secret setting, for redaction."""
-        return [value.reveal() for field in fields(self) if isinstance(value := getattr(self, field.name), Secret) and value]
+        return [
+            value.reveal() for field in fields(self) if isinstance(value := getattr(self, field.name), Secret) and value
+        ]

@@ -34,7 +34,7 @@ def _version(name: str) -> str:
 
 
 def main() -> None:
-    importlib.metadata.version = _version
+    importlib.metadata.version = _version  # type: ignore[assignment]  # see the module docstring
     from vllm.entrypoints.cli.main import main as vllm_main
 
     sys.argv[0] = "vllm"

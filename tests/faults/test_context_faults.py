@@ -17,20 +17,27 @@ ENDPOINTS = ("POST /v1/completions", "POST /v1/chat/completions")
 SHORT_CONTEXT_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "256")
 
 
-def test_a_shorter_context_than_the_baseline_fails_diff_and_context(pytester, plain_server, vllm_server_pool,
-                                                                     tiny_models, tmp_path):
+def test_a_shorter_context_than_the_baseline_fails_diff_and_context(
+    pytester, plain_server, vllm_server_pool, tiny_models, tmp_path
+):
     baseline = tmp_path / "canary-512.yaml"
     run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={baseline}", url=plain_server.url)
 
     short = vllm_server_pool.get(tiny_models["tiny-llama"], SHORT_CONTEXT_ARGS)
     run_suites(pytester, "-m", "context or profile_diff", f"--vllm-baseline={baseline}", url=short.url)
     failed = failed_checks(pytester.path / "junit.xml")
-    assert set(failed) == {"profile_diff.serving_unchanged[max_model_len: 512 -> 256]",
-                           "context.max_model_len_as_declared"}, failed
-    assert "max_model_len: 512 -> 256: prompts that fitted before are now refused or get their max_tokens clamped" in (
-        failed["profile_diff.serving_unchanged[max_model_len: 512 -> 256]"])
-    assert f"/v1/models reports max_model_len 256 for 'tiny-llama', expected 512 (baseline {baseline})" in (
-        failed["context.max_model_len_as_declared"])
+    assert set(failed) == {
+        "profile_diff.serving_unchanged[max_model_len: 512 -> 256]",
+        "context.max_model_len_as_declared",
+    }, failed
+    assert (
+        "max_model_len: 512 -> 256: prompts that fitted before are now refused or get their max_tokens clamped"
+        in (failed["profile_diff.serving_unchanged[max_model_len: 512 -> 256]"])
+    )
+    assert (
+        f"/v1/models reports max_model_len 256 for 'tiny-llama', expected 512 (baseline {baseline})"
+        in (failed["context.max_model_len_as_declared"])
+    )
     report = (tmp_path / "canary-512.diff.md").read_text()
     assert "| max_model_len: 512 -> 256 | 512 | 256 | **fails** |" in report
 
@@ -42,8 +49,11 @@ def test_a_server_advertising_more_than_it_enforces_fails_context(pytester, plai
     failed = failed_checks(pytester.path / "junit.xml")
     assert set(failed) == {
         f"{contract}[{endpoint}]"
-        for contract in ("context.request_at_limit_served", "context.request_over_limit_refused_or_clamped",
-                         "context.prompt_over_limit_refused")
+        for contract in (
+            "context.request_at_limit_served",
+            "context.request_over_limit_refused_or_clamped",
+            "context.prompt_over_limit_refused",
+        )
         for endpoint in ENDPOINTS
     }, failed
     at_limit = failed["context.request_at_limit_served[POST /v1/completions]"]
@@ -60,6 +70,8 @@ def test_a_clamp_fails_context_where_the_profile_forbids_it(pytester, plain_serv
     failed = failed_checks(pytester.path / "junit.xml")
     assert set(failed) == {f"context.request_over_limit_refused_or_clamped[{e}]" for e in ENDPOINTS}
     message = failed["context.request_over_limit_refused_or_clamped[POST /v1/completions]"]
-    assert ("the server clamped max_tokens from 2 to 1 instead of refusing prompt + max_tokens one token over "
-            "max_model_len 512, and max_tokens_clamp is forbidden (profile no-clamp)") in message
+    assert (
+        "the server clamped max_tokens from 2 to 1 instead of refusing prompt + max_tokens one token over "
+        "max_model_len 512, and max_tokens_clamp is forbidden (profile no-clamp)"
+    ) in message
     assert "with a prompt of 511 tokens and max_tokens 2 -> 200" in message

@@ -32,8 +32,10 @@ pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 
 def test_a_leaked_scale_out_route_fails_scale_out(pytester, plain_server, gated_server):
     # An ingress that sends one render route to a server with scale-out enabled.
-    leak = [RouteTo(path="/v1/completions/render", upstream_url=gated_server.url),
-            InjectAuth(path="/v1/completions/render", header_value=f"Bearer {TEST_KEY}")]
+    leak = [
+        RouteTo(path="/v1/completions/render", upstream_url=gated_server.url),
+        InjectAuth(path="/v1/completions/render", header_value=f"Bearer {TEST_KEY}"),
+    ]
     with FaultProxy(plain_server.url, rules=leak) as proxy:
         run_suites(pytester, "-m", "scale_out", url=proxy.url, profile=PLAIN_PROFILE)
     failed = failed_checks(pytester.path / "junit.xml")
@@ -45,7 +47,9 @@ def test_a_leaked_scale_out_route_fails_scale_out(pytester, plain_server, gated_
 
 def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_server):
     # An ingress that authenticates GET /v1/models on every caller's behalf.
-    with FaultProxy(gated_server.url, rules=[InjectAuth(path="/v1/models", header_value=f"Bearer {TEST_KEY}")]) as proxy:
+    with FaultProxy(
+        gated_server.url, rules=[InjectAuth(path="/v1/models", header_value=f"Bearer {TEST_KEY}")]
+    ) as proxy:
         run_suites(pytester, "-m", "auth", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE)
     failed = failed_checks(pytester.path / "junit.xml")
     # The ingress authenticates every method on the path, so the other-method variant leaks too.
@@ -54,8 +58,9 @@ def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_serv
         for check in ("missing_key", "wrong_key", "other_scheme")
         for variant in ("exact", "other method")
     } | {"auth.open_server_declared"}
-    assert "GET /v1/models (exact) answered without a key: GET /v1/models -> 200" in (
-        failed["auth.guarded_route_refuses_missing_key[GET /v1/models (exact)]"]
+    assert (
+        "GET /v1/models (exact) answered without a key: GET /v1/models -> 200"
+        in (failed["auth.guarded_route_refuses_missing_key[GET /v1/models (exact)]"])
     )
     assert "auth is required (profile gated), but the server is open" in failed["auth.open_server_declared"]
     for artifact in (pytester.path / "junit.xml",):
@@ -77,9 +82,12 @@ def test_a_file_path_in_an_error_fails_validation_bounds(pytester, plain_server)
     with FaultProxy(plain_server.url, rules=[LeakInternals(path="/v1/chat/completions")]) as proxy:
         run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
     failed = failed_checks(pytester.path / "junit.xml")
-    assert set(failed) == {f"validation_bounds.no_internals[/v1/chat/completions messagesx{n}]" for n in (10, 100, 800, 5000)}
-    assert "the error shows a server file path '/usr/lib/python3/dist-packages/vllm/entrypoints/serve.py'" in (
-        failed["validation_bounds.no_internals[/v1/chat/completions messagesx10]"]
+    assert set(failed) == {
+        f"validation_bounds.no_internals[/v1/chat/completions messagesx{n}]" for n in (10, 100, 800, 5000)
+    }
+    assert (
+        "the error shows a server file path '/usr/lib/python3/dist-packages/vllm/entrypoints/serve.py'"
+        in (failed["validation_bounds.no_internals[/v1/chat/completions messagesx10]"])
     )
 
 
@@ -118,6 +126,7 @@ def test_answers_the_sdk_cannot_use_fail_sdk(pytester, plain_server):
     assert "the OpenAI SDK sees ['another-model']" in failed["sdk.lists_model"]
     assert "the completion reports 99 completion tokens for max_tokens=8" in failed["sdk.completion_parses"]
     assert "the answer's role is 'user', not 'assistant'" in failed["sdk.chat_parses"]
-    assert "asked for stream_options.include_usage, but the stream does not end with a usage chunk" in (
-        failed["sdk.chat_stream_parses"]
+    assert (
+        "asked for stream_options.include_usage, but the stream does not end with a usage chunk"
+        in (failed["sdk.chat_stream_parses"])
     )

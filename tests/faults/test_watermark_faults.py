@@ -38,7 +38,9 @@ def _run(pytester, monkeypatch, server_url, rules):
     # The key by its own option's environment variable this time (the integration tests use key_env).
     monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
     with FaultProxy(server_url, rules=rules) as ingress:
-        run_suites(pytester, "-m", "watermark", f"--vllm-ingress-url={ingress.url}", url=server_url, profile=WATERMARK_PROFILE)
+        run_suites(
+            pytester, "-m", "watermark", f"--vllm-ingress-url={ingress.url}", url=server_url, profile=WATERMARK_PROFILE
+        )
     return failed_checks(pytester.path / "junit.xml")
 
 
@@ -47,9 +49,13 @@ def test_a_passthrough_ingress_fails_every_api_by_name(pytester, monkeypatch, wa
     assert set(failed) == {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in APIS}
     for api in APIS:
         message = failed[f"watermark.opt_out_stripped_at_ingress[{api}]"]
-        assert f"{api} let the opt-out through the ingress: the answer to \"watermarking\": false is not watermarked" in message
-    assert 'the ingress must remove "sampling_params.watermarking" from POST /inference/v1/generate bodies' in (
-        failed["watermark.opt_out_stripped_at_ingress[token generate (POST /inference/v1/generate)]"]
+        assert (
+            f'{api} let the opt-out through the ingress: the answer to "watermarking": false is not watermarked'
+            in message
+        )
+    assert (
+        'the ingress must remove "sampling_params.watermarking" from POST /inference/v1/generate bodies'
+        in (failed["watermark.opt_out_stripped_at_ingress[token generate (POST /inference/v1/generate)]"])
     )
 
 
@@ -62,8 +68,8 @@ def test_an_ingress_that_forgets_chat_completions_fails_that_api_only(pytester, 
     name = "watermark.opt_out_stripped_at_ingress[chat completions (POST /v1/chat/completions)]"
     assert list(failed) == [name]
     assert (
-        'chat completions (POST /v1/chat/completions) let the opt-out through the ingress: the answer to "watermarking": '
-        "false is not watermarked (p="
+        "chat completions (POST /v1/chat/completions) let the opt-out through the ingress: "
+        'the answer to "watermarking": false is not watermarked (p='
     ) in failed[name]
     assert 'the ingress must remove "watermarking" from POST /v1/chat/completions bodies' in failed[name]
 
@@ -72,7 +78,10 @@ def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypat
     failed = _run(pytester, monkeypatch, watermark_server_ignoring_opt_out.url, rules=watermark_ingress_rules())
     assert set(failed) == {f"watermark.opt_out_control[{api}]" for api in APIS}
     message = failed["watermark.opt_out_control[completions (POST /v1/completions)]"]
-    assert 'the server watermarks completions (POST /v1/completions) answers even with "watermarking": false (p=' in message
+    assert (
+        'the server watermarks completions (POST /v1/completions) answers even with "watermarking": false (p='
+        in message
+    )
     assert "the opt-out check of completions (POST /v1/completions) has no power" in message
     passed = {run.key for run in contract_runs(pytester.path / "junit.xml") if run.verdict == "passed"}
     assert {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in APIS} <= passed  # vacuously: hence the control

@@ -9,16 +9,19 @@ import os
 
 import pytest
 
-from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from fixtures.fault_proxy import FaultProxy, Respond
+from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites, verdicts
 
 pytestmark = [pytest.mark.server, requires_vllm]
 
 # No --max-model-len: the server derives it from the checkpoint.
 DERIVED_LENGTH_ARGS = ("--dtype", "float32", "--enforce-eager")
-CONTEXT_LIMITS = ("context.request_at_limit_served", "context.request_over_limit_refused_or_clamped",
-                  "context.prompt_over_limit_refused")
+CONTEXT_LIMITS = (
+    "context.request_at_limit_served",
+    "context.request_over_limit_refused_or_clamped",
+    "context.prompt_over_limit_refused",
+)
 
 
 def context_profile(max_model_len, clamp=None):
@@ -29,8 +32,9 @@ def context_profile(max_model_len, clamp=None):
 def assert_context_suite_passed(junit, **others):
     """Every context contract passed on both endpoints; ``others``: the rest of the run's verdicts, pinned too."""
     pinned = {contract.replace("__", "."): verdict for contract, verdict in others.items()}
-    assert_verdicts(junit, {**dict.fromkeys(CONTEXT_LIMITS, {"passed": 2}), "context.max_model_len_as_declared": "passed",
-                            **pinned})
+    assert_verdicts(
+        junit, {**dict.fromkeys(CONTEXT_LIMITS, {"passed": 2}), "context.max_model_len_as_declared": "passed", **pinned}
+    )
 
 
 def test_any_run_captures_the_observed_profile(pytester, plain_server, tmp_path):
@@ -54,17 +58,29 @@ def test_any_run_captures_the_observed_profile(pytester, plain_server, tmp_path)
 def test_a_capture_serves_as_profile_and_as_baseline_of_the_same_server(pytester, plain_server, tmp_path):
     capture = tmp_path / "plain-512.yaml"
     run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={capture}", url=plain_server.url)
-    result = run_suites(pytester, "-m", "context or profile_diff or scale_out or discovery",
-                        f"--vllm-profile={capture}", f"--vllm-baseline={capture}", url=plain_server.url)
+    result = run_suites(
+        pytester,
+        "-m",
+        "context or profile_diff or scale_out or discovery",
+        f"--vllm-profile={capture}",
+        f"--vllm-baseline={capture}",
+        url=plain_server.url,
+    )
     junit = pytester.path / "junit.xml"
     assert result.ret == 0
     assert_context_suite_passed(
-        junit, profile_diff__baseline_compared="passed", profile_diff__serving_unchanged={"passed": 1},
-        scale_out__enabled_routes_served="not claimed", scale_out__disabled_routes_refused={"passed": 8},
-        discovery__version_parses="passed", discovery__max_model_len_published="passed",
+        junit,
+        profile_diff__baseline_compared="passed",
+        profile_diff__serving_unchanged={"passed": 1},
+        scale_out__enabled_routes_served="not claimed",
+        scale_out__disabled_routes_refused={"passed": 8},
+        discovery__version_parses="passed",
+        discovery__max_model_len_published="passed",
         discovery__core_routes_served="passed",
     )
-    assert [run.case for run in contract_runs(junit) if run.contract == "profile_diff.serving_unchanged"] == ["no difference"]
+    assert [run.case for run in contract_runs(junit) if run.contract == "profile_diff.serving_unchanged"] == [
+        "no difference"
+    ]
     assert "0 difference(s)" in (tmp_path / "plain-512.diff.md").read_text()
 
 
@@ -78,16 +94,19 @@ def test_a_baseline_compared_with_a_target_that_hides_its_tokenizer_fails_saying
     junit = pytester.path / "junit.xml"
     failed = failed_checks(junit)
     assert list(failed) == ["profile_diff.serving_unchanged[tokenizer not compared]"]
-    assert ("tokenizer not compared: could not be observed on the target (POST /tokenize answered 403): allow "
-            "POST /tokenize for the key the run uses, or list tokenizer under profile_diff.ignore") in (
-        failed["profile_diff.serving_unchanged[tokenizer not compared]"])
+    assert (
+        "tokenizer not compared: could not be observed on the target (POST /tokenize answered 403): allow "
+        "POST /tokenize for the key the run uses, or list tokenizer under profile_diff.ignore"
+    ) in (failed["profile_diff.serving_unchanged[tokenizer not compared]"])
     assert result.ret == 1
     # Declared not compared, the same run passes.
     ignore = "profile: 1\nname: no-tokenizer\nprofile_diff: {ignore: [tokenizer]}\n"
     with FaultProxy(plain_server.url, rules=[blocked]) as proxy:
         result = run_suites(pytester, "-m", "profile_diff", f"--vllm-baseline={capture}", url=proxy.url, profile=ignore)
-    assert verdicts(junit) == {"profile_diff.baseline_compared": {"passed": 1},
-                               "profile_diff.serving_unchanged": {"passed": 1}}
+    assert verdicts(junit) == {
+        "profile_diff.baseline_compared": {"passed": 1},
+        "profile_diff.serving_unchanged": {"passed": 1},
+    }
     assert result.ret == 0
 
 
@@ -102,12 +121,15 @@ def test_clamp_passes_where_the_profile_allows_it(pytester, plain_server):
     assert_context_suite_passed(pytester.path / "junit.xml")
 
 
-def test_a_yarn_checkpoint_shows_its_derived_length_in_capture_and_context(pytester, vllm_server_pool, tiny_models, tmp_path):
+def test_a_yarn_checkpoint_shows_its_derived_length_in_capture_and_context(
+    pytester, vllm_server_pool, tiny_models, tmp_path
+):
     # tiny-llama-yarn512: max_position_embeddings 512, YaRN factor 4. vLLM 0.30+ no longer multiplies.
     server = vllm_server_pool.get(tiny_models["tiny-llama-yarn512"], DERIVED_LENGTH_ARGS)
     capture = tmp_path / "yarn512.yaml"
-    run_suites(pytester, "-m", "context", f"--vllm-capture-profile={capture}", url=server.url,
-               profile=context_profile(512))
+    run_suites(
+        pytester, "-m", "context", f"--vllm-capture-profile={capture}", url=server.url, profile=context_profile(512)
+    )
     assert load_profile(capture).data["observed"]["max_model_len"] == 512
     assert_context_suite_passed(pytester.path / "junit.xml")
 
@@ -124,13 +146,21 @@ def test_vllm_0_29_multiplies_the_yarn_length_and_refuses_overflow(pytester, vll
     run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={baseline}", url=new.url)
 
     old = vllm_server_pool.get(model, DERIVED_LENGTH_ARGS, python=PYTHON_0_29)
-    run_suites(pytester, "-m", "context or profile_diff", f"--vllm-baseline={baseline}", url=old.url,
-               profile=context_profile(2048))
+    run_suites(
+        pytester,
+        "-m",
+        "context or profile_diff",
+        f"--vllm-baseline={baseline}",
+        url=old.url,
+        profile=context_profile(2048),
+    )
     junit = pytester.path / "junit.xml"
     failed = failed_checks(junit)
     # 0.29 derives 512 x 4 = 2048, refuses one token over it, and has no scale-out gate.
-    assert "max_model_len: 512 -> 2048: the context window changed" in (
-        failed["profile_diff.serving_unchanged[max_model_len: 512 -> 2048]"])
+    assert (
+        "max_model_len: 512 -> 2048: the context window changed"
+        in (failed["profile_diff.serving_unchanged[max_model_len: 512 -> 2048]"])
+    )
     assert "profile_diff.serving_unchanged[scale-out: disabled -> enabled]" in failed
     assert not any(key.startswith(("context.",)) for key in failed), failed
     seen = verdicts(junit)

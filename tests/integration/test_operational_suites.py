@@ -81,23 +81,33 @@ def bounded_server(vllm_server_pool, tiny_models):
     return vllm_server_pool.get(tiny_models["tiny-llama"], BOUNDED_ARGS, env=BOUNDED_ENV)
 
 
-DASHBOARD_CASES = ("vllm:num_preemptions_total", "vllm:request_num_preemptions_bucket", "vllm:num_requests_waiting",
-                   "vllm:admission_rejections_total")
+DASHBOARD_CASES = (
+    "vllm:num_preemptions_total",
+    "vllm:request_num_preemptions_bucket",
+    "vllm:num_requests_waiting",
+    "vllm:admission_rejections_total",
+)
 
 
 def test_on_a_plain_server_admission_fails_as_unbounded_and_the_log_is_read(pytester, unbounded_server):
     server = unbounded_server
     log, junit = server.log_path, pytester.path / "junit.xml"
     run_suites(pytester, "-m", OPERATIONAL, f"--vllm-log={log}", url=server.url, profile=PLAIN_OPS_PROFILE)
-    assert_verdicts(junit, {
-        "admission.burst_bounded": "failed", "admission.rejection_fast": "skipped",
-        "admission.rejection_error_response": "skipped", "admission.rejections_counted": "passed",
-        "admission.capacity_released": "passed",
-        # Absent from this log, so passing although fail_on lists them; the scale-out notice is reported, not failed.
-        "startup_log.declared_findings_absent": {"failed": 1, "passed": 5},
-        "metrics.exposition_parses": "passed", "metrics.version_families_exported": {"passed": 4},
-        "metrics.dashboard_series_exported": {"passed": 4},
-    })
+    assert_verdicts(
+        junit,
+        {
+            "admission.burst_bounded": "failed",
+            "admission.rejection_fast": "skipped",
+            "admission.rejection_error_response": "skipped",
+            "admission.rejections_counted": "passed",
+            "admission.capacity_released": "passed",
+            # Absent from this log, so passing although fail_on lists them; the scale-out notice is reported.
+            "startup_log.declared_findings_absent": {"failed": 1, "passed": 5},
+            "metrics.exposition_parses": "passed",
+            "metrics.version_families_exported": {"passed": 4},
+            "metrics.dashboard_series_exported": {"passed": 4},
+        },
+    )
     failed = failed_checks(junit)
     assert set(failed) == {"admission.burst_bounded", "startup_log.declared_findings_absent[runner_fallback]"}
     assert (
@@ -105,30 +115,50 @@ def test_on_a_plain_server_admission_fails_as_unbounded_and_the_log_is_read(pyte
         "bound of 1 (profile plain-ops) filled, 7 more were served, so the server queues past its bound"
     ) in failed["admission.burst_bounded"]
     fallback = failed["startup_log.declared_findings_absent[runner_fallback]"]
-    assert "runner_fallback: vLLM runs the V1 model runner instead of Model Runner V2, and startup_log.fail_on lists it " \
-           "(profile plain-ops):" in fallback
+    assert (
+        "runner_fallback: vLLM runs the V1 model runner instead of Model Runner V2, and startup_log.fail_on lists it "
+        "(profile plain-ops):" in fallback
+    )
     assert re.search(rf"{re.escape(log.name)}:\d+: .*{FALLBACK}", fallback), fallback
     text = junit.read_text()
     notice = rf"vllm_startup_log_scale_out_disabled: {re.escape(log.name)}:\d+: .*Scale-out endpoints are disabled\."
     assert re.search(notice, text)
     assert "Unknown vLLM environment variable" not in log.read_text()
-    assert {run.case for run in contract_runs(junit) if run.contract == "metrics.dashboard_series_exported"} == set(DASHBOARD_CASES)
+    assert {run.case for run in contract_runs(junit) if run.contract == "metrics.dashboard_series_exported"} == set(
+        DASHBOARD_CASES
+    )
 
 
 def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pytester, bounded_server):
     result = run_suites(
-        pytester, "-m", OPERATIONAL, f"--vllm-log={bounded_server.log_path}", url=bounded_server.url,
+        pytester,
+        "-m",
+        OPERATIONAL,
+        f"--vllm-log={bounded_server.log_path}",
+        url=bounded_server.url,
         profile=BOUNDED_PROFILE,
     )
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, {
-        **dict.fromkeys(["admission.burst_bounded", "admission.rejection_fast", "admission.rejection_error_response",
-                         "admission.rejections_counted", "admission.capacity_released"], "passed"),
-        "metrics.exposition_parses": "passed", "metrics.version_families_exported": {"passed": 4},
-        "metrics.dashboard_series_exported": {"passed": 2, "failed": 2},
-        # The default fail_on (no startup_log section): unknown variables and deprecated flags.
-        "startup_log.declared_findings_absent": {"passed": 4, "failed": 2},
-    })
+    assert_verdicts(
+        junit,
+        {
+            **dict.fromkeys(
+                [
+                    "admission.burst_bounded",
+                    "admission.rejection_fast",
+                    "admission.rejection_error_response",
+                    "admission.rejections_counted",
+                    "admission.capacity_released",
+                ],
+                "passed",
+            ),
+            "metrics.exposition_parses": "passed",
+            "metrics.version_families_exported": {"passed": 4},
+            "metrics.dashboard_series_exported": {"passed": 2, "failed": 2},
+            # The default fail_on (no startup_log section): unknown variables and deprecated flags.
+            "startup_log.declared_findings_absent": {"passed": 4, "failed": 2},
+        },
+    )
     failed = failed_checks(junit)
     assert set(failed) == {
         "metrics.dashboard_series_exported[vllm:num_preemptions]",
@@ -136,11 +166,15 @@ def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pyte
         "startup_log.declared_findings_absent[unknown_env]",
         "startup_log.declared_findings_absent[deprecated_flag]",
     }, result.stdout.str()[-3000:]
-    assert "the dashboard series vllm:num_preemptions is not exported by vLLM 0.32.0: it is a counter family, " \
-           "queried by its series; query vllm:num_preemptions_total instead" in (
-               failed["metrics.dashboard_series_exported[vllm:num_preemptions]"])
-    assert "renamed to vllm:kv_offload_tiering_chunk_queries" in (
-        failed["metrics.dashboard_series_exported[vllm:kv_offload_tiering_block_queries_total]"])
+    assert (
+        "the dashboard series vllm:num_preemptions is not exported by vLLM 0.32.0: it is a counter family, "
+        "queried by its series; query vllm:num_preemptions_total instead"
+        in (failed["metrics.dashboard_series_exported[vllm:num_preemptions]"])
+    )
+    assert (
+        "renamed to vllm:kv_offload_tiering_chunk_queries"
+        in (failed["metrics.dashboard_series_exported[vllm:kv_offload_tiering_block_queries_total]"])
+    )
     name = bounded_server.log_path.name
     assert re.search(
         rf"{re.escape(name)}:\d+: .*Unknown vLLM environment variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS",
@@ -148,11 +182,15 @@ def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pyte
     )
     # The plugin's own choice is called so, never vLLM's default.
     assert "(plugin policy)" in failed["startup_log.declared_findings_absent[unknown_env]"]
-    assert re.search(rf"{re.escape(name)}:\d+: .*--disable-cascade-attn is deprecated",
-                     failed["startup_log.declared_findings_absent[deprecated_flag]"])
+    assert re.search(
+        rf"{re.escape(name)}:\d+: .*--disable-cascade-attn is deprecated",
+        failed["startup_log.declared_findings_absent[deprecated_flag]"],
+    )
     text = junit.read_text()
-    assert ("vllm_admission_burst: a burst of 7 concurrent requests with 1 request(s) holding the bound: "
-            "0 served, 7 refused with 503") in text
+    assert (
+        "vllm_admission_burst: a burst of 7 concurrent requests with 1 request(s) holding the bound: "
+        "0 served, 7 refused with 503"
+    ) in text
     assert re.search(r"vllm_admission_rejection_p50_seconds: \d+\.\d{3}", text)
     assert re.search(r"vllm_admission_rejection_p99_seconds: \d+\.\d{3}", text)
     assert re.search(rf"vllm_startup_log_runner_fallback: {re.escape(name)}:\d+: ", text)
@@ -164,13 +202,19 @@ def test_a_server_looser_than_declared_fails_the_bound_and_the_latency(pytester,
     run_suites(pytester, "-m", "admission", "-k", "burst_bounded", url=bounded_server.url, profile=LOOSER_BOUND_PROFILE)
     junit = pytester.path / "junit.xml"
     assert_verdicts(junit, {"admission.burst_bounded": "failed"})
-    assert re.search(r"a burst of 7 concurrent requests: [1-7] served, [0-6] refused with 503: with the bound of 0 "
-                     r"\(profile looser-bound\) filled, [1-7] more were served", failed_checks(junit)["admission.burst_bounded"])
+    assert re.search(
+        r"a burst of 7 concurrent requests: [1-7] served, [0-6] refused with 503: with the bound of 0 "
+        r"\(profile looser-bound\) filled, [1-7] more were served",
+        failed_checks(junit)["admission.burst_bounded"],
+    )
     # The bound held exactly, refusals judged against a microsecond: every one is too slow.
     run_suites(pytester, "-m", "admission", "-k", "rejection_fast", url=bounded_server.url, profile=INSTANT_PROFILE)
     assert_verdicts(junit, {"admission.rejection_fast": "failed"})
-    assert re.search(r"the slowest of 7 refusals took \d+\.\d{3} s, over the bound of 1e-06 s \(profile instant\) "
-                     r"\(p50 \d+\.\d{3} s, p99 \d+\.\d{3} s\)", failed_checks(junit)["admission.rejection_fast"])
+    assert re.search(
+        r"the slowest of 7 refusals took \d+\.\d{3} s, over the bound of 1e-06 s \(profile instant\) "
+        r"\(p50 \d+\.\d{3} s, p99 \d+\.\d{3} s\)",
+        failed_checks(junit)["admission.rejection_fast"],
+    )
 
 
 def test_admission_declared_of_a_release_without_it_fails_in_one_sentence(pytester, unbounded_server):
@@ -182,8 +226,20 @@ def test_admission_declared_of_a_release_without_it_fails_in_one_sentence(pytest
     with FaultProxy(unbounded_server.url, rules=[as_0_28]) as proxy:
         run_suites(pytester, "-m", "admission", url=proxy.url, profile=PLAIN_OPS_PROFILE)
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, dict.fromkeys(
-        ["admission.burst_bounded", "admission.rejection_fast", "admission.rejection_error_response",
-         "admission.rejections_counted", "admission.capacity_released"], "failed"))
-    assert ("the profile requires admission (admission.max_queued_requests is 1 (profile plain-ops)), but vLLM 0.28.0 "
-            "has no --max-num-queued-reqs (admission control came in vLLM 0.29)") in failed_checks(junit)["admission.burst_bounded"]
+    assert_verdicts(
+        junit,
+        dict.fromkeys(
+            [
+                "admission.burst_bounded",
+                "admission.rejection_fast",
+                "admission.rejection_error_response",
+                "admission.rejections_counted",
+                "admission.capacity_released",
+            ],
+            "failed",
+        ),
+    )
+    assert (
+        "the profile requires admission (admission.max_queued_requests is 1 (profile plain-ops)), but vLLM 0.28.0 "
+        "has no --max-num-queued-reqs (admission control came in vLLM 0.29)"
+    ) in failed_checks(junit)["admission.burst_bounded"]

@@ -23,7 +23,15 @@ import json
 
 import pytest
 
-from tests.conftest import CPU_SERVE_ARGS, REPO, assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites
+from tests.conftest import (
+    CPU_SERVE_ARGS,
+    REPO,
+    assert_verdicts,
+    contract_runs,
+    failed_checks,
+    requires_vllm,
+    run_suites,
+)
 
 pytestmark = [pytest.mark.server, requires_vllm]
 pytest.importorskip("lm_eval", reason="the quality suite needs lm-eval (the quality extra)")
@@ -60,36 +68,57 @@ def perturbed_server(quality_servers):
     return quality_servers[1]
 
 
-def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regression(pytester, plain_server, loopback_only):
+def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regression(
+    pytester, plain_server, loopback_only
+):
     saved = pytester.path / "baseline.json"
-    result = run_quality(pytester, f"--vllm-baseline-url={plain_server.url}", f"--vllm-eval-save={saved}", url=plain_server.url)
+    result = run_quality(
+        pytester, f"--vllm-baseline-url={plain_server.url}", f"--vllm-eval-save={saved}", url=plain_server.url
+    )
     # Greedy equivalence decides; the shipped 40- and 8-item sets cannot show a tolerance of 0.05 even
     # between identical servers (intervals of +-0.07 and +-0.32): undecided, a skip, never a pass.
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, {
-        "quality.greedy_tokens_match_baseline": "passed", "quality.short_answer_not_worse": {"skipped": 2},
-        "quality.multiple_choice_not_worse": "skipped", "quality.long_context_not_worse": {"skipped": 4},
-        "quality.user_task_not_worse": "not claimed",
-    })
+    assert_verdicts(
+        junit,
+        {
+            "quality.greedy_tokens_match_baseline": "passed",
+            "quality.short_answer_not_worse": {"skipped": 2},
+            "quality.multiple_choice_not_worse": "skipped",
+            "quality.long_context_not_worse": {"skipped": 4},
+            "quality.user_task_not_worse": "not claimed",
+        },
+    )
     undecided = [run.message for run in contract_runs(junit) if run.verdict == "skipped"]
     assert all(message.startswith("undecided: too few items to show the target is not worse") for message in undecided)
     assert result.ret == 0  # a skip is not a failure without --vllm-gate=strict
     stored = json.loads(saved.read_text())
     assert stored["server"]["vllm_version"] == "0.32.0" and stored["server"]["model"].endswith("tiny-llama")
     assert len(stored["runs"]) == 7 and len(stored["greedy"]["outputs"]) == 8
-    assert len(stored["runs"]["vllm_conformance_long_context_100@completions"]["metrics"]["exact_match,first-number"]["items"]) == 8
+    assert (
+        len(
+            stored["runs"]["vllm_conformance_long_context_100@completions"]["metrics"]["exact_match,first-number"][
+                "items"
+            ]
+        )
+        == 8
+    )
 
     # The same file, as if the old server had known every multiple-choice answer.
     choice = stored["runs"]["vllm_conformance_multiple_choice@completions"]["metrics"]["acc,none"]
-    choice["items"] = {item: 1.0 for item in choice["items"]}
+    choice["items"] = dict.fromkeys(choice["items"], 1.0)
     choice["score"] = 1.0
     knew = pytester.path / "knew-the-answers.json"
     knew.write_text(json.dumps(stored))
     run_quality(pytester, "-k", "greedy or multiple_choice", f"--vllm-eval-baseline-file={knew}", url=plain_server.url)
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, {"quality.multiple_choice_not_worse": "failed",
-                            # the stored greedy tokens still match
-                            "quality.greedy_tokens_match_baseline": "passed"})
+    assert_verdicts(
+        junit,
+        {
+            "quality.multiple_choice_not_worse": "failed",
+            # the stored greedy tokens still match
+            "quality.greedy_tokens_match_baseline": "passed",
+        },
+    )
     message = failed_checks(junit)["quality.multiple_choice_not_worse"]
     assert "the target is worse than the baseline by more than the tolerance" in message
     assert "acc,none: target 0.2000, baseline 1.0000, delta -0.8000, 95% interval [" in message
@@ -98,13 +127,20 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
     assert not loopback_only.exists(), loopback_only.read_text()
 
 
-def test_a_perturbed_baseline_fails_greedy_equivalence_at_the_first_token(pytester, plain_server, perturbed_server, loopback_only):
-    run_quality(pytester, "-k", "greedy or multiple_choice", f"--vllm-baseline-url={perturbed_server.url}", url=plain_server.url)
+def test_a_perturbed_baseline_fails_greedy_equivalence_at_the_first_token(
+    pytester, plain_server, perturbed_server, loopback_only
+):
+    run_quality(
+        pytester, "-k", "greedy or multiple_choice", f"--vllm-baseline-url={perturbed_server.url}", url=plain_server.url
+    )
     junit = pytester.path / "junit.xml"
     message = failed_checks(junit)["quality.greedy_tokens_match_baseline"]
     assert "greedy tokens differ from the baseline" in message and "tiny-llama-perturbed" in message
     assert "the earliest first diverging token is at position 0" in message
-    assert "prompt 0 'The lighthouse keeper climbed the stairs': first diverging generated token at position 0 of 16" in message
+    assert (
+        "prompt 0 'The lighthouse keeper climbed the stairs': first diverging generated token at position 0 of 16"
+        in message
+    )
     # Near chance on both: the paired gate reports the interval; too few items to decide is a skip, never a pass.
     (choice,) = [run for run in contract_runs(junit) if run.contract == "quality.multiple_choice_not_worse"]
     assert choice.verdict in ("passed", "skipped"), choice

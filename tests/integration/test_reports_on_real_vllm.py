@@ -78,9 +78,16 @@ def test_xdist_run_matches_the_serial_run_discovers_once_and_reports_once(pytest
         discovery_probe = CountRequests(path="/openapi.json", methods=("GET",))
         with FaultProxy(gated_server.url, rules=[discovery_probe]) as proxy:
             result = run_suites(
-                pytester, "-p", "report_write_counter", f"--vllm-api-key={TEST_KEY}",
-                f"--junitxml={pytester.path / mode}.xml", f"--vllm-report={pytester.path / mode}.yaml", *workers,
-                url=proxy.url, profile=PATIENT_GATED_PROFILE, junit=False,
+                pytester,
+                "-p",
+                "report_write_counter",
+                f"--vllm-api-key={TEST_KEY}",
+                f"--junitxml={pytester.path / mode}.xml",
+                f"--vllm-report={pytester.path / mode}.yaml",
+                *workers,
+                url=proxy.url,
+                profile=PATIENT_GATED_PROFILE,
+                junit=False,
             )
             probes = proxy.hit_count(discovery_probe)
         assert result.ret == 0, result.stdout.str()[-3000:]
@@ -104,7 +111,13 @@ def artifact_texts(result, *paths) -> dict[str, str]:
 
 
 LEAK_CHECK_ARGS = (
-    "-l", "--tb=long", "--log-cli-level=DEBUG", "-o", "junit_logging=all", "-o", "junit_log_passing_tests=true",
+    "-l",
+    "--tb=long",
+    "--log-cli-level=DEBUG",
+    "-o",
+    "junit_logging=all",
+    "-o",
+    "junit_log_passing_tests=true",
 )
 
 
@@ -126,7 +139,9 @@ def test_no_artifact_of_a_real_run_holds_the_key(pytester, gated_server, monkeyp
         with FaultProxy(gated_server.url, rules=[inject]) as proxy:
             result = run_suites(pytester, *args, url=proxy.url, profile=GATED_PROFILE)
         assert proxy.hit_count(inject) > 0
-    texts = artifact_texts(result, pytester.path / "junit.xml", report, report.with_suffix(".md"), gated_server.log_path)
+    texts = artifact_texts(
+        result, pytester.path / "junit.xml", report, report.with_suffix(".md"), gated_server.log_path
+    )
     report_data = yaml.safe_load(texts["report.yaml"])
     assert report_data["counts"]["passed"] >= 200, report_data["counts"]  # the whole suites ran
     verdicts = report_data["features"]
@@ -144,9 +159,18 @@ def test_embedded_server_and_its_log_never_hold_the_key(pytester, tiny_models, m
     serve_log = pytester.path / "serve.log"
     report = pytester.path / "report.yaml"
     result = pytester.runpytest_subprocess(
-        str(SUITES), "-m", "discovery or auth", "-p", "no:cacheprovider", "-rA", *LEAK_CHECK_ARGS,
-        f"--vllm-serve={tiny_models['tiny-llama']}", *(f"--vllm-serve-arg={arg}" for arg in CPU_SERVE_ARGS),
-        f"--vllm-serve-log={serve_log}", f"--junitxml={pytester.path / 'junit.xml'}", f"--vllm-report={report}",
+        str(SUITES),
+        "-m",
+        "discovery or auth",
+        "-p",
+        "no:cacheprovider",
+        "-rA",
+        *LEAK_CHECK_ARGS,
+        f"--vllm-serve={tiny_models['tiny-llama']}",
+        *(f"--vllm-serve-arg={arg}" for arg in CPU_SERVE_ARGS),
+        f"--vllm-serve-log={serve_log}",
+        f"--junitxml={pytester.path / 'junit.xml'}",
+        f"--vllm-report={report}",
         timeout=900,
     )
     texts = artifact_texts(result, pytester.path / "junit.xml", report, report.with_suffix(".md"), serve_log)

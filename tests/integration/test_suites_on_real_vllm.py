@@ -29,35 +29,76 @@ pytestmark = [pytest.mark.server, requires_vllm]
 NOT_CLAIMED = "not claimed"
 # What no profile here claims: run only with a baseline, manifests, a log, a watermark or a queue bound.
 OPT_IN = {
-    **dict.fromkeys(["watermark.sampled_output_watermarked", "watermark.opt_out_stripped_at_ingress",
-                     "watermark.opt_out_control"], NOT_CLAIMED),
+    **dict.fromkeys(
+        ["watermark.sampled_output_watermarked", "watermark.opt_out_stripped_at_ingress", "watermark.opt_out_control"],
+        NOT_CLAIMED,
+    ),
     **dict.fromkeys(["profile_diff.baseline_compared", "profile_diff.serving_unchanged"], NOT_CLAIMED),
-    **dict.fromkeys(["admission.burst_bounded", "admission.rejection_fast", "admission.rejection_error_response",
-                     "admission.rejections_counted", "admission.capacity_released"], NOT_CLAIMED),
+    **dict.fromkeys(
+        [
+            "admission.burst_bounded",
+            "admission.rejection_fast",
+            "admission.rejection_error_response",
+            "admission.rejections_counted",
+            "admission.capacity_released",
+        ],
+        NOT_CLAIMED,
+    ),
     "startup_log.declared_findings_absent": NOT_CLAIMED,
-    **dict.fromkeys(["preflight.file_parses", "preflight.no_stale_env_vars", "preflight.no_stale_flags",
-                     "preflight.no_stale_entrypoints"], NOT_CLAIMED),
-    **dict.fromkeys(["quality.greedy_tokens_match_baseline", "quality.short_answer_not_worse",
-                     "quality.multiple_choice_not_worse", "quality.long_context_not_worse",
-                     "quality.user_task_not_worse"], NOT_CLAIMED),
+    **dict.fromkeys(
+        [
+            "preflight.file_parses",
+            "preflight.no_stale_env_vars",
+            "preflight.no_stale_flags",
+            "preflight.no_stale_entrypoints",
+        ],
+        NOT_CLAIMED,
+    ),
+    **dict.fromkeys(
+        [
+            "quality.greedy_tokens_match_baseline",
+            "quality.short_answer_not_worse",
+            "quality.multiple_choice_not_worse",
+            "quality.long_context_not_worse",
+            "quality.user_task_not_worse",
+        ],
+        NOT_CLAIMED,
+    ),
     "metrics.dashboard_series_exported": NOT_CLAIMED,
 }
-ALWAYS_PASS = dict.fromkeys([
-    "discovery.version_parses", "discovery.max_model_len_published", "discovery.core_routes_served",
-    "sdk.lists_model", "sdk.completion_parses", "sdk.chat_parses", "sdk.chat_stream_parses",
-    "validation_bounds.error_body_bounded", "validation_bounds.error_entries_bounded",
-    "validation_bounds.no_internals", "validation_bounds.answered_fast",
-    "context.request_at_limit_served", "context.request_over_limit_refused_or_clamped",
-    "context.prompt_over_limit_refused",
-    "metrics.exposition_parses", "metrics.version_families_exported",
-    "auth.open_server_declared",
-], "passed")
-GUARDED = ["auth.guarded_route_refuses_missing_key", "auth.guarded_route_refuses_wrong_key",
-           "auth.guarded_route_refuses_other_scheme", "auth.guarded_route_accepts_key"]
+ALWAYS_PASS = dict.fromkeys(
+    [
+        "discovery.version_parses",
+        "discovery.max_model_len_published",
+        "discovery.core_routes_served",
+        "sdk.lists_model",
+        "sdk.completion_parses",
+        "sdk.chat_parses",
+        "sdk.chat_stream_parses",
+        "validation_bounds.error_body_bounded",
+        "validation_bounds.error_entries_bounded",
+        "validation_bounds.no_internals",
+        "validation_bounds.answered_fast",
+        "context.request_at_limit_served",
+        "context.request_over_limit_refused_or_clamped",
+        "context.prompt_over_limit_refused",
+        "metrics.exposition_parses",
+        "metrics.version_families_exported",
+        "auth.open_server_declared",
+    ],
+    "passed",
+)
+GUARDED = [
+    "auth.guarded_route_refuses_missing_key",
+    "auth.guarded_route_refuses_wrong_key",
+    "auth.guarded_route_refuses_other_scheme",
+    "auth.guarded_route_accepts_key",
+]
 
 # vLLM 0.32 defaults under the plain profile: scale-out off, no key, no prompt embeds.
 PLAIN_VERDICTS = {
-    **OPT_IN, **ALWAYS_PASS,
+    **OPT_IN,
+    **ALWAYS_PASS,
     "scale_out.enabled_routes_served": NOT_CLAIMED,
     "scale_out.disabled_routes_refused": {"passed": 8},
     **dict.fromkeys([*GUARDED, "auth.unguarded_route_is_public"], NOT_CLAIMED),
@@ -69,7 +110,8 @@ PLAIN_VERDICTS = {
 
 # The hardened server (API key, no /openapi.json) under the gated profile: every check runs on probed routes.
 GATED_VERDICTS = {
-    **OPT_IN, **ALWAYS_PASS,
+    **OPT_IN,
+    **ALWAYS_PASS,
     "scale_out.enabled_routes_served": {"passed": 8},
     "scale_out.disabled_routes_refused": NOT_CLAIMED,
     **dict.fromkeys([*GUARDED, "auth.unguarded_route_is_public"], "passed"),
@@ -88,20 +130,32 @@ def test_all_suites_pass_on_a_default_server(pytester, plain_server):
 
 
 def test_all_suites_pass_on_a_hardened_server_from_the_contract_data(pytester, gated_server):
-    result = run_suites(pytester, f"--vllm-api-key={TEST_KEY}", "--vllm-gate=strict", url=gated_server.url,
-                        profile=GATED_PROFILE)
+    result = run_suites(
+        pytester, f"--vllm-api-key={TEST_KEY}", "--vllm-gate=strict", url=gated_server.url, profile=GATED_PROFILE
+    )
     junit = pytester.path / "junit.xml"
     assert_verdicts(junit, GATED_VERDICTS)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["vllm routes: contract data for vLLM 0.32.0*: the server hides /openapi.json; *"])
     checked = {run.key for run in contract_runs(junit) if run.contract == "auth.guarded_route_refuses_missing_key"}
     assert len(checked) >= 50  # every /v1 and /inference route, three variants each
-    for probe in ("POST /v1/completions (exact)", "GET /v1/models (other method)", "POST /v1/completions/render (trailing slash)"):
+    for probe in (
+        "POST /v1/completions (exact)",
+        "GET /v1/models (other method)",
+        "POST /v1/completions/render (trailing slash)",
+    ):
         assert f"auth.guarded_route_refuses_missing_key[{probe}]" in checked
     # validation_bounds ran its whole matrix on routes it found by probe.
     malformed = {run.case for run in contract_runs(junit) if run.contract == "validation_bounds.error_body_bounded"}
-    assert malformed == {f"{route} {field}x{n}" for route, field in (("/v1/completions", "prompt"),
-                         ("/v1/chat/completions", "messages"), ("/v1/responses", "input")) for n in (10, 100, 800, 5000)}
+    assert malformed == {
+        f"{route} {field}x{n}"
+        for route, field in (
+            ("/v1/completions", "prompt"),
+            ("/v1/chat/completions", "messages"),
+            ("/v1/responses", "input"),
+        )
+        for n in (10, 100, 800, 5000)
+    }
 
 
 def test_default_expectations_name_every_route_open_without_a_key(pytester, gated_server):
@@ -113,8 +167,9 @@ def test_default_expectations_name_every_route_open_without_a_key(pytester, gate
     assert "POST /invocations answers without a key (SageMaker inference route" in invocations
     assert "public_routes are ['/health', '/ping', '/version', '/load', '/metrics'] (plugin policy)" in invocations
     assert "leaks the tokenizer" in failed["auth.unguarded_route_is_public[POST /tokenize]"]
-    assert verdicts(junit)["auth.guarded_route_accepts_key"] == {"passed": len(
-        [run for run in contract_runs(junit) if run.contract == "auth.guarded_route_accepts_key"])}
+    assert verdicts(junit)["auth.guarded_route_accepts_key"] == {
+        "passed": len([run for run in contract_runs(junit) if run.contract == "auth.guarded_route_accepts_key"])
+    }
     assert not any(key.startswith("auth.guarded_route") for key in failed)
     assert result.ret == 1
 

@@ -43,11 +43,16 @@ def test_0_29_serves_scale_out_routes_without_a_flag(pytester, server_0_29):
     run_suites(pytester, "-m", "scale_out or discovery", url=server_0_29.url)
     junit = pytester.path / "junit.xml"
     # /v1/responses/render (0.30) and /inference/v1/abort_requests (0.32) do not exist on 0.29.
-    assert_verdicts(junit, {
-        "scale_out.enabled_routes_served": {"passed": 6}, "scale_out.disabled_routes_refused": "not claimed",
-        "discovery.version_parses": "passed", "discovery.max_model_len_published": "passed",
-        "discovery.core_routes_served": "passed",
-    })
+    assert_verdicts(
+        junit,
+        {
+            "scale_out.enabled_routes_served": {"passed": 6},
+            "scale_out.disabled_routes_refused": "not claimed",
+            "discovery.version_parses": "passed",
+            "discovery.max_model_len_published": "passed",
+            "discovery.core_routes_served": "passed",
+        },
+    )
     reason = next(r.properties["vllm_claim_reason"] for r in contract_runs(junit) if r.verdict == "not claimed")
     assert reason == "endpoint.scale_out is enabled (vLLM 0.29.0 default)"
 
@@ -73,10 +78,20 @@ def test_0_29_fails_a_profile_that_requires_watermarking(pytester, server_0_29, 
     monkeypatch.setenv(WATERMARK_KEY_ENV, WATERMARK_KEY)
     result = run_suites(pytester, "-m", "watermark", url=server_0_29.url, profile=WATERMARK_PROFILE)
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, dict.fromkeys(
-        ["watermark.sampled_output_watermarked", "watermark.opt_out_stripped_at_ingress", "watermark.opt_out_control"],
-        "failed"))
+    assert_verdicts(
+        junit,
+        dict.fromkeys(
+            [
+                "watermark.sampled_output_watermarked",
+                "watermark.opt_out_stripped_at_ingress",
+                "watermark.opt_out_control",
+            ],
+            "failed",
+        ),
+    )
     for message in failed_checks(junit).values():
-        assert ("the profile requires watermark (watermark.required is true (profile watermarked)), but vLLM 0.29.0 "
-                "has no watermark (--watermark-config came in vLLM 0.30)") in message
+        assert (
+            "the profile requires watermark (watermark.required is true (profile watermarked)), but vLLM 0.29.0 "
+            "has no watermark (--watermark-config came in vLLM 0.30)"
+        ) in message
     assert result.ret == 1

@@ -52,6 +52,7 @@ def _single_torch_thread() -> Iterator[None]:
     yield
     torch.set_num_threads(threads)
 
+
 VOCAB = 4096
 ALPHAS = (0.0, 0.5, 1.0, 0.1, 0.2, 0.37)
 SPECIAL_KEYS = (0, 1, 12345, 2**32 - 1, 2**32, 2**63, 2**64 - 1)
@@ -104,9 +105,7 @@ def test_prf_grid_is_bit_identical(width: int) -> None:
     ).astype(np.int64)
     for key in _keys(rng, extra=4):
         contexts = _random_contexts(rng, 24, width)
-        _assert_bit_identical(
-            PhiloxPRF(key).uniform(contexts, tokens), _vllm_uniform(key, contexts, tokens)
-        )
+        _assert_bit_identical(PhiloxPRF(key).uniform(contexts, tokens), _vllm_uniform(key, contexts, tokens))
 
 
 def test_prf_per_row_targets_are_bit_identical() -> None:
@@ -115,18 +114,14 @@ def test_prf_per_row_targets_are_bit_identical() -> None:
         for width in range(1, 9):
             contexts = _random_contexts(rng, 500, width)
             targets = rng.integers(0, VOCAB, (500, 1)).astype(np.int64)
-            _assert_bit_identical(
-                PhiloxPRF(key).uniform(contexts, targets), _vllm_uniform(key, contexts, targets)
-            )
+            _assert_bit_identical(PhiloxPRF(key).uniform(contexts, targets), _vllm_uniform(key, contexts, targets))
 
 
 def test_derived_keys_match() -> None:
     rng = np.random.default_rng(8)
     for key in _keys(rng, extra=20):
         for domain in (b"key_a", b"key_b", b""):
-            assert derive_watermark_key(key, domain) == vllm_gumbel.derive_watermark_key(
-                key, domain
-            )
+            assert derive_watermark_key(key, domain) == vllm_gumbel.derive_watermark_key(key, domain)
 
 
 # ------------------------------------------------------------- detectors
@@ -140,9 +135,9 @@ def _vllm_detector(algorithm: str, key: int, **kwargs: object) -> object:
 
 def _assert_same_detection(ours: object, theirs: object, context: str) -> None:
     assert ours.num_scored_tokens == theirs.num_scored_tokens, context
-    assert math.isclose(
-        ours.score, theirs.score, rel_tol=SCORE_REL_TOLERANCE, abs_tol=1e-12
-    ), f"{context}: score {ours.score!r} vs {theirs.score!r}"
+    assert math.isclose(ours.score, theirs.score, rel_tol=SCORE_REL_TOLERANCE, abs_tol=1e-12), (
+        f"{context}: score {ours.score!r} vs {theirs.score!r}"
+    )
     assert abs(ours.p_value - theirs.p_value) <= P_VALUE_TOLERANCE, (
         f"{context}: p {ours.p_value!r} vs {theirs.p_value!r}"
     )
@@ -180,7 +175,7 @@ def test_detectors_match_on_random_sequences() -> None:
         width = int(rng.integers(1, 9))
         dedup = bool(index % 4 != 3)
         threshold = float(rng.choice([0.01, 0.05, 0.5]))
-        common = dict(context_width=width, p_value_threshold=threshold, deduplicate_contexts=dedup)
+        common = {"context_width": width, "p_value_threshold": threshold, "deduplicate_contexts": dedup}
         # Half of the alphas per sequence (alternating) keeps this test fast;
         # each alpha still meets 120 sequences of every style and length.
         alphas = ALPHAS[index % 2 :: 2]

@@ -41,8 +41,14 @@ def test_the_cpu_server_watermarks_sampled_output_and_honours_the_opt_out(waterm
     with httpx.Client(base_url=watermark_server.url, timeout=60, trust_env=False) as http:
         for path, request in APIS.items():
             for opt_out in (None, False):
-                body = {"model": watermark_server.served_model, **request, "max_tokens": 200, "temperature": 1.0,
-                        "return_token_ids": True, **({} if opt_out is None else {"watermarking": opt_out})}
+                body = {
+                    "model": watermark_server.served_model,
+                    **request,
+                    "max_tokens": 200,
+                    "temperature": 1.0,
+                    "return_token_ids": True,
+                    **({} if opt_out is None else {"watermarking": opt_out}),
+                }
                 answer = http.post(path, json=body)
                 assert answer.status_code == 200, answer.text[:300]
                 token_ids = answer.json()["choices"][0]["token_ids"]
@@ -57,16 +63,30 @@ def test_the_cpu_server_watermarks_sampled_output_and_honours_the_opt_out(waterm
 def test_the_suite_passes_behind_an_ingress_that_strips_the_opt_out(pytester, monkeypatch, watermark_server):
     monkeypatch.setenv(WATERMARK_KEY_ENV, WATERMARK_KEY)
     with FaultProxy(watermark_server.url, rules=watermark_ingress_rules()) as ingress:
-        result = run_suites(pytester, "-m", "watermark", f"--vllm-ingress-url={ingress.url}",
-                            url=watermark_server.url, profile=WATERMARK_PROFILE)
+        result = run_suites(
+            pytester,
+            "-m",
+            "watermark",
+            f"--vllm-ingress-url={ingress.url}",
+            url=watermark_server.url,
+            profile=WATERMARK_PROFILE,
+        )
         stripped = ingress.hits
     junit_path = pytester.path / "junit.xml"
-    apis = {"completions (POST /v1/completions)", "chat completions (POST /v1/chat/completions)",
-            "responses (POST /v1/responses)", "SageMaker invocations (POST /invocations)",
-            "token generate (POST /inference/v1/generate)", "batch chat completions (POST /v1/chat/completions/batch)",
-            "Anthropic messages (POST /v1/messages)"}
-    contracts = ("watermark.sampled_output_watermarked", "watermark.opt_out_stripped_at_ingress",
-                 "watermark.opt_out_control")
+    apis = {
+        "completions (POST /v1/completions)",
+        "chat completions (POST /v1/chat/completions)",
+        "responses (POST /v1/responses)",
+        "SageMaker invocations (POST /invocations)",
+        "token generate (POST /inference/v1/generate)",
+        "batch chat completions (POST /v1/chat/completions/batch)",
+        "Anthropic messages (POST /v1/messages)",
+    }
+    contracts = (
+        "watermark.sampled_output_watermarked",
+        "watermark.opt_out_stripped_at_ingress",
+        "watermark.opt_out_control",
+    )
     assert_verdicts(junit_path, dict.fromkeys(contracts, {"passed": len(apis)}))
     for contract in contracts:
         assert {run.case for run in contract_runs(junit_path) if run.contract == contract} == apis, contract
@@ -78,7 +98,9 @@ def test_the_suite_passes_behind_an_ingress_that_strips_the_opt_out(pytester, mo
         assert spelling not in junit and spelling not in result.stdout.str()
 
 
-def test_the_suite_is_not_claimed_without_a_declaration_and_skips_without_a_key(pytester, monkeypatch, watermark_server):
+def test_the_suite_is_not_claimed_without_a_declaration_and_skips_without_a_key(
+    pytester, monkeypatch, watermark_server
+):
     monkeypatch.delenv(WATERMARK_KEY_ENV, raising=False)
     monkeypatch.delenv("VLLM_CONFORMANCE_WATERMARK_KEY", raising=False)
     run_suites(pytester, "-m", "watermark", url=watermark_server.url, profile=WATERMARK_PROFILE)
@@ -90,9 +112,21 @@ def test_the_suite_is_not_claimed_without_a_declaration_and_skips_without_a_key(
     assert all(run.verdict == "skipped" for run in runs.values()), runs
 
     undeclared = WATERMARK_PROFILE.split("watermark:")[0]
-    run_suites(pytester, "-m", "watermark", f"--vllm-watermark-key={WATERMARK_KEY}", url=watermark_server.url, profile=undeclared)
-    assert_verdicts(junit, {"watermark.sampled_output_watermarked": "not claimed",
-                            "watermark.opt_out_stripped_at_ingress": "not claimed",
-                            "watermark.opt_out_control": "not claimed"})
+    run_suites(
+        pytester,
+        "-m",
+        "watermark",
+        f"--vllm-watermark-key={WATERMARK_KEY}",
+        url=watermark_server.url,
+        profile=undeclared,
+    )
+    assert_verdicts(
+        junit,
+        {
+            "watermark.sampled_output_watermarked": "not claimed",
+            "watermark.opt_out_stripped_at_ingress": "not claimed",
+            "watermark.opt_out_control": "not claimed",
+        },
+    )
     (run, *_) = contract_runs(junit)
     assert run.properties["vllm_claim_reason"] == "watermark.required is false (plugin policy)"

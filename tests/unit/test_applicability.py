@@ -5,14 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 from packaging.version import Version
 
-from pytest_vllm_conformance.catalogue import applicability
-from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.catalogue import applicability, contracts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.target.run_lock import RunLock
 from pytest_vllm_conformance.catalogue.serving_profile import Profile
+from pytest_vllm_conformance.target.run_lock import RunLock
 
 CATALOGUE = contracts.load()
 NO_INPUTS = dict.fromkeys(applicability.INPUTS, False)
@@ -20,13 +18,16 @@ NO_INPUTS = dict.fromkeys(applicability.INPUTS, False)
 
 def claim(contract_id, version="0.32.0", profile=None, **inputs):
     data = {"profile": 1, "name": "p", **(profile or {})}
-    expect = Expectations(CATALOGUE, Version(version) if version else None, Profile("p", None, data) if profile else None)
+    expect = Expectations(
+        CATALOGUE, Version(version) if version else None, Profile("p", None, data) if profile else None
+    )
     return applicability.claim(CATALOGUE.contract(contract_id), CATALOGUE, expect, {**NO_INPUTS, **inputs})
 
 
 def test_a_declared_choice_turns_a_contract_off_and_says_which():
-    assert claim("scale_out.disabled_routes_refused", profile={"endpoint": {"scale_out": "enabled"}}) == \
-        applicability.Claim("not claimed", "endpoint.scale_out is enabled (profile p)")
+    assert claim(
+        "scale_out.disabled_routes_refused", profile={"endpoint": {"scale_out": "enabled"}}
+    ) == applicability.Claim("not claimed", "endpoint.scale_out is enabled (profile p)")
     assert claim("scale_out.disabled_routes_refused").claimed  # the 0.32 default: disabled
     assert claim("scale_out.enabled_routes_served", version="0.29.0").claimed  # no gate before 0.30
 
@@ -40,14 +41,17 @@ def test_a_requirement_the_release_cannot_meet_is_unmeetable_not_unclaimed():
     required = {"watermark": {"required": True}}
     found = claim("watermark.opt_out_control", version="0.29.0", profile=required)
     assert found.status == "unmeetable"
-    assert found.reason == ("the profile requires watermark (watermark.required is true (profile p)), but vLLM 0.29.0 "
-                            "has no watermark (--watermark-config came in vLLM 0.30)")
+    assert found.reason == (
+        "the profile requires watermark (watermark.required is true (profile p)), but vLLM 0.29.0 "
+        "has no watermark (--watermark-config came in vLLM 0.30)"
+    )
     assert claim("watermark.opt_out_control", version="0.32.0", profile=required).claimed
     queue = {"admission": {"max_queued_requests": 2}}
     assert claim("admission.burst_bounded", version="0.28.0", profile=queue).status == "unmeetable"
     # A contract narrower than its feature: the release's documented behaviour, not a requirement.
     assert claim("admission.rejections_counted", version="0.29.0", profile=queue) == applicability.Claim(
-        "not claimed", "admission.rejections_counted applies to vLLM >=0.32; the server is 0.29.0")
+        "not claimed", "admission.rejections_counted applies to vLLM >=0.32; the server is 0.29.0"
+    )
 
 
 def test_inputs_claim_what_needs_them():

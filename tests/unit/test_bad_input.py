@@ -33,8 +33,11 @@ def hostile():
 
 def broken_vllm(upstream: str, *rules: Respond, tls: tuple[str, str] | None = None) -> FaultProxy:
     """A server that answers discovery as vLLM does, except where ``rules`` say otherwise."""
-    usual = [Respond(status=200, body_json={}, path="/health"), Respond(status=200, body_json=MODELS, path="/v1/models"),
-             Respond(status=200, body_json={"version": "0.32.0"}, path="/version")]
+    usual = [
+        Respond(status=200, body_json={}, path="/health"),
+        Respond(status=200, body_json=MODELS, path="/v1/models"),
+        Respond(status=200, body_json={"version": "0.32.0"}, path="/version"),
+    ]
     return FaultProxy(upstream, rules=[*rules, *usual], tls=tls)
 
 
@@ -63,8 +66,10 @@ def test_a_version_that_is_not_an_object_fails_its_contract_not_the_run(pytester
 def test_a_url_with_a_query_string_is_one_usage_error_that_hides_the_query(pytester, clean_env):
     result = pytester.runpytest(*QUIET, "--vllm-url=http://host:8000/vllm/?token=s3cret")
     line = one_error_line(result)
-    assert line == ("ERROR: --vllm-url (from --vllm-url): 'http://host:8000/vllm/?...' is not valid: a server's base URL "
-                    "takes no query string; give it without")
+    assert line == (
+        "ERROR: --vllm-url (from --vllm-url): 'http://host:8000/vllm/?...' is not valid: a server's base URL "
+        "takes no query string; give it without"
+    )
     assert "s3cret" not in result.stdout.str() + result.stderr.str()
 
 
@@ -97,12 +102,42 @@ def private_ca(tmp_path_factory):
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=where, check=True, capture_output=True)
 
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=conformance test CA")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=conformance test CA",
+    )
+    openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "server.csr", "-subj", "/CN=127.0.0.1"
+    )
     (where / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "cert.pem", "-days", "2", "-extfile", "san.ext")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "cert.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    )
     return where / "ca.pem", where / "cert.pem", where / "key.pem"
 
 

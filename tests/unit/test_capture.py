@@ -3,9 +3,14 @@
 import pytest
 import yaml
 
-from pytest_vllm_conformance.features.profile.capture import captured_profile, parse_metric_names, public_url, write_profile
-from pytest_vllm_conformance.target.secrets import Redactor
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, load_profile, validate
+from pytest_vllm_conformance.features.profile.capture import (
+    captured_profile,
+    parse_metric_names,
+    public_url,
+    write_profile,
+)
+from pytest_vllm_conformance.target.secrets import Redactor
 from tests.unit.sample_observation import observation
 
 SECRET = "sk-capture-secret-81c2"
@@ -21,11 +26,17 @@ def test_a_capture_is_a_valid_profile_declaring_what_was_seen(tmp_path):
 
 
 def test_unknown_observations_are_not_declared():
-    document = captured_profile(observation(
-        auth={"v1_models_without_key": None, "posture": "unknown"},
-        scale_out={"probe": "POST /v1/chat/completions/render", "status": None, "state": "unknown"},
-        max_model_len=None, routes=None, validation_error=None, metrics=None, tokenizer=None,
-    ))
+    document = captured_profile(
+        observation(
+            auth={"v1_models_without_key": None, "posture": "unknown"},
+            scale_out={"probe": "POST /v1/chat/completions/render", "status": None, "state": "unknown"},
+            max_model_len=None,
+            routes=None,
+            validation_error=None,
+            metrics=None,
+            tokenizer=None,
+        )
+    )
     assert "endpoint" not in document and "context" not in document
     validate(document, source="test")
 
@@ -49,14 +60,16 @@ def test_the_recorded_url_keeps_no_credentials_or_query():
 
 
 def test_metric_names_are_families_without_created_timestamps():
-    text = "\n".join([
-        "# HELP vllm:num_preemptions_total Preemptions.",
-        "# TYPE vllm:num_preemptions_total counter",
-        'vllm:num_preemptions_total{model_name="m"} 0.0',
-        "# TYPE vllm:num_preemptions_created gauge",
-        "# TYPE vllm:e2e_request_latency_seconds histogram",
-        'vllm:e2e_request_latency_seconds_bucket{le="0.3"} 0.0',
-    ])
+    text = "\n".join(
+        [
+            "# HELP vllm:num_preemptions_total Preemptions.",
+            "# TYPE vllm:num_preemptions_total counter",
+            'vllm:num_preemptions_total{model_name="m"} 0.0',
+            "# TYPE vllm:num_preemptions_created gauge",
+            "# TYPE vllm:e2e_request_latency_seconds histogram",
+            'vllm:e2e_request_latency_seconds_bucket{le="0.3"} 0.0',
+        ]
+    )
     assert parse_metric_names(text) == ["vllm:e2e_request_latency_seconds", "vllm:num_preemptions_total"]
     assert parse_metric_names('up 1\nup{a="b"} 1\nother_total 2\n') == ["other_total", "up"]
 

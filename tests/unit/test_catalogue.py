@@ -56,3 +56,44 @@ def test_every_suite_test_is_named_after_its_contract():
     for module in SUITES.glob("test_*.py"):
         for contract_id, function in contract_then_def.findall(module.read_text()):
             assert function == "test_" + contract_id.split(".", 1)[1], f"{module.name}: {function} checks {contract_id}"
+
+
+def _schema():
+    import json
+
+    return json.loads((Path(contracts.__file__).with_name("contracts.schema.json")).read_text())
+
+
+def test_the_catalogue_files_follow_their_schema():
+    """Typed facts: every contract, declaration and fact range has its fields, and every fact names its source."""
+    import jsonschema
+
+    from pytest_vllm_conformance.catalogue import yaml_data
+
+    here = Path(contracts.__file__).parent
+    schema = _schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = [
+        f"{list(e.absolute_path)}: {e.message}"
+        for e in validator.iter_errors(yaml_data.load_shipped((here / contracts.CATALOGUE_FILE).read_text()))
+    ]
+    assert not problems, problems[:10]
+    routes = jsonschema.Draft202012Validator({**schema, **schema["$defs"]["route_tables"]})
+    problems = [
+        f"{list(e.absolute_path)}: {e.message}"
+        for e in routes.iter_errors(yaml_data.load_shipped((here / contracts.ROUTE_TABLES_FILE).read_text()))
+    ]
+    assert not problems, problems[:10]
+
+
+def test_every_route_condition_is_defined_for_its_release(catalogue):
+    for version in COVERED_RELEASES:
+        defined = set(catalogue.fact("route_conditions", version))
+        used = {route["when"] for route in catalogue.fact("route_table", version)}
+        assert used <= defined, (version, used - defined)
+
+
+def test_every_declared_default_fact_exists(catalogue):
+    for key, declaration in catalogue.declarations.items():
+        if declaration.fact is not None:
+            assert declaration.fact in catalogue.facts, key

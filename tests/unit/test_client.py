@@ -113,7 +113,6 @@ async def test_async_client_shares_the_bounds(hostile):
         await client.aclose()
 
 
-
 @pytest.mark.asyncio
 async def test_sync_client_works_inside_a_running_event_loop(hostile):
     # An async test may use the sync fixture: its loop already runs in this thread.

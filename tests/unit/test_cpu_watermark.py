@@ -63,11 +63,16 @@ def test_watermarked_rows_follow_their_requests_through_batch_moves(processor):
     rng = np.random.default_rng(0)
     detector = GumbelDetector(KEY, context_width=4)
     marked, opted_out, greedy = [], [], []
-    processor.update_state(update(3, added=[
-        (0, Params(), [1, 2], marked),
-        (1, Params(extra_args={"watermarking": 0}), [1, 2], opted_out),
-        (2, Params(temperature=0.0), [1, 2], greedy),
-    ]))
+    processor.update_state(
+        update(
+            3,
+            added=[
+                (0, Params(), [1, 2], marked),
+                (1, Params(extra_args={"watermarking": 0}), [1, 2], opted_out),
+                (2, Params(temperature=0.0), [1, 2], greedy),
+            ],
+        )
+    )
     generate(processor, [marked, opted_out, greedy], 40, rng)
     # The watermarked request swaps places with the opted-out one, then moves one way.
     processor.update_state(update(3, moved=[(0, 1, SWAP)]))
@@ -94,16 +99,27 @@ def test_a_repeated_context_is_sampled_normally(processor):
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({"prompt": "x", "watermarking": False}, {"prompt": "x", "watermarking": False, "vllm_xargs": {"watermarking": 0}}),
-        ({"watermarking": True, "vllm_xargs": {"a": "b"}}, {"watermarking": True, "vllm_xargs": {"a": "b", "watermarking": 1}}),
-        ({"sampling_params": {"watermarking": False}}, {"sampling_params": {"watermarking": False, "extra_args": {"watermarking": 0}}}),
+        (
+            {"prompt": "x", "watermarking": False},
+            {"prompt": "x", "watermarking": False, "vllm_xargs": {"watermarking": 0}},
+        ),
+        (
+            {"watermarking": True, "vllm_xargs": {"a": "b"}},
+            {"watermarking": True, "vllm_xargs": {"a": "b", "watermarking": 1}},
+        ),
+        (
+            {"sampling_params": {"watermarking": False}},
+            {"sampling_params": {"watermarking": False, "extra_args": {"watermarking": 0}}},
+        ),
     ],
 )
 def test_the_opt_out_is_copied_where_the_processor_reads_it(body, expected):
     assert json.loads(cpu_watermark.rewrite_body(json.dumps(body).encode())) == expected
 
 
-@pytest.mark.parametrize("body", [b'{"prompt": "x"}', b'{"watermarking": "maybe"}', b'{"watermarking": null}', b"[1]", b"not json"])
+@pytest.mark.parametrize(
+    "body", [b'{"prompt": "x"}', b'{"watermarking": "maybe"}', b'{"watermarking": null}', b"[1]", b"not json"]
+)
 def test_bodies_without_a_boolean_opt_out_are_left_alone(body):
     # vLLM validates "maybe" itself (400); absent or null means watermarked.
     assert cpu_watermark.rewrite_body(body) is None
@@ -117,14 +133,19 @@ def test_the_middleware_recomputes_content_length():
         seen["body"] = (await receive())["body"]
 
     body = json.dumps({"prompt": "x", "watermarking": False}).encode()
-    chunks = [{"type": "http.request", "body": body[:10], "more_body": True},
-              {"type": "http.request", "body": body[10:], "more_body": False}]
+    chunks = [
+        {"type": "http.request", "body": body[:10], "more_body": True},
+        {"type": "http.request", "body": body[10:], "more_body": False},
+    ]
 
     async def receive():
         return chunks.pop(0)
 
-    scope = {"type": "http", "method": "POST",
-             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    }
     asyncio.run(cpu_watermark.WatermarkOptOutToXargs(app)(scope, receive, None))
     assert json.loads(seen["body"])["vllm_xargs"] == {"watermarking": 0}
     assert seen["headers"][b"content-length"] == str(len(seen["body"])).encode()

@@ -5,7 +5,8 @@ from pathlib import Path
 from pytest_vllm_conformance.catalogue import docs_gen
 from pytest_vllm_conformance.catalogue.serving_profile import schema
 
-REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "profile-reference.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+REFERENCE = DOCS / docs_gen.PROFILE_REFERENCE
 
 
 def test_committed_profile_reference_matches_the_schema():
@@ -13,6 +14,26 @@ def test_committed_profile_reference_matches_the_schema():
     assert REFERENCE.read_text(encoding="utf-8") == docs_gen.render_profile_reference(), (
         f"{REFERENCE} is stale: the schema changed. Regenerate it with `{docs_gen.COMMAND}`"
     )
+
+
+def test_committed_contracts_reference_matches_the_catalogue():
+    """docs/contracts.md and --vllm-list-contracts come from the same catalogue: a stale doc fails here."""
+    committed = DOCS / docs_gen.CONTRACTS_REFERENCE
+    assert committed.is_file(), f"missing {committed}: run `{docs_gen.COMMAND}`"
+    assert committed.read_text(encoding="utf-8") == docs_gen.render_contracts(), (
+        f"{committed} is stale: contracts.yaml changed. Regenerate it with `{docs_gen.COMMAND}`"
+    )
+
+
+def test_every_contract_and_condition_is_in_the_contracts_reference():
+    from pytest_vllm_conformance.catalogue import contracts
+
+    text = docs_gen.render_contracts()
+    catalogue = contracts.load()
+    for contract in catalogue.contracts.values():
+        assert f"`{contract.id}`" in text
+        for condition in contract.conditions:
+            assert str(condition) in text, (contract.id, condition)
 
 
 def test_every_schema_field_has_a_row():
@@ -53,9 +74,11 @@ def test_reference_renders_kinds_of_values():
 
 
 def test_check_mode_fails_on_a_stale_file(tmp_path, capsys):
-    stale = tmp_path / "profile-reference.md"
-    stale.write_text("old\n")
-    assert docs_gen.main(["--check", str(stale)]) == 1
-    assert "is stale" in capsys.readouterr().err
-    assert docs_gen.main(["--write", str(stale)]) == 0
-    assert docs_gen.main(["--check", str(stale)]) == 0
+    (tmp_path / docs_gen.CONTRACTS_REFERENCE).write_text("old\n")
+    assert docs_gen.main(["--check", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"{tmp_path / docs_gen.CONTRACTS_REFERENCE} is stale" in err and docs_gen.PROFILE_REFERENCE in err
+    )  # missing too
+    assert docs_gen.main(["--write", str(tmp_path)]) == 0
+    assert docs_gen.main(["--check", str(tmp_path)]) == 0

@@ -181,9 +181,7 @@ def raw_exchange(port: int, request: bytes) -> bytes:
 # -- pass-through fidelity ------------------------------------------------------------
 
 
-def test_passthrough_preserves_request_and_response(
-    upstream: Upstream, plain_proxy: FaultProxy
-) -> None:
+def test_passthrough_preserves_request_and_response(upstream: Upstream, plain_proxy: FaultProxy) -> None:
     body = b'{"prompt": "hello",  "max_tokens": 3}'  # odd spacing must survive
     response = httpx.post(
         plain_proxy.url + "/v1/a%2Fb?x=1&y=%20z&x=2&status=201",
@@ -218,9 +216,7 @@ def test_passthrough_keeps_the_raw_target_and_invents_no_headers(
 ) -> None:
     # A raw request: no User-Agent/Accept for httpx to "helpfully" add on the way, and a
     # path httpx would normalise.
-    raw = raw_exchange(
-        plain_proxy.port, b"GET //v1/../models?q=%zz HTTP/1.1\r\nHost: test\r\n\r\n"
-    )
+    raw = raw_exchange(plain_proxy.port, b"GET //v1/../models?q=%zz HTTP/1.1\r\nHost: test\r\n\r\n")
     head, _, body = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200")
     echoed = json.loads(body)
@@ -230,9 +226,7 @@ def test_passthrough_keeps_the_raw_target_and_invents_no_headers(
     assert sent <= {"host", "connection"}, sent
 
 
-def test_passthrough_leaves_error_bodies_byte_identical(
-    upstream: Upstream, plain_proxy: FaultProxy
-) -> None:
+def test_passthrough_leaves_error_bodies_byte_identical(upstream: Upstream, plain_proxy: FaultProxy) -> None:
     for path in ("/errors/validation", "/errors/unauthorized", "/errors/internal"):
         direct = httpx.get(upstream.url + path, timeout=TIMEOUT)
         proxied = httpx.get(plain_proxy.url + path, timeout=TIMEOUT)
@@ -257,9 +251,7 @@ def test_passthrough_streams_a_chunked_request_body(plain_proxy: FaultProxy) -> 
     assert response.json()["body"] == '{"part": "one"}'
 
 
-def test_passthrough_streams_sse_without_buffering(
-    upstream: Upstream, plain_proxy: FaultProxy
-) -> None:
+def test_passthrough_streams_sse_without_buffering(upstream: Upstream, plain_proxy: FaultProxy) -> None:
     upstream.release_stream.clear()
     with httpx.Client(timeout=TIMEOUT) as client:
         with client.stream("POST", plain_proxy.url + "/sse", json={"stream": True}) as response:
@@ -385,9 +377,7 @@ def test_inject_auth_only_on_matching_routes(upstream: Upstream) -> None:
     assert header_values(untouched.json(), "authorization") == []
 
 
-def test_route_to_sends_matching_requests_elsewhere(
-    upstream: Upstream, other_upstream: Upstream
-) -> None:
+def test_route_to_sends_matching_requests_elsewhere(upstream: Upstream, other_upstream: Upstream) -> None:
     rule = RouteTo(other_upstream.url, path=r"/v1/completions/render")
     with FaultProxy(upstream.url, rules=[rule]) as proxy:
         routed = httpx.post(proxy.url + "/v1/completions/render?x=1", json={}, timeout=TIMEOUT)
@@ -409,12 +399,8 @@ def test_strip_and_set_json_fields_recompute_content_length(upstream: Upstream) 
             json={"prompt": "x", "watermarking": False},
             timeout=TIMEOUT,
         ).json()
-        was_set = httpx.post(
-            proxy.url + "/v1/chat/completions", json={"messages": []}, timeout=TIMEOUT
-        ).json()
-        not_json = httpx.post(
-            proxy.url + "/v1/completions", content=b"not json", timeout=TIMEOUT
-        ).json()
+        was_set = httpx.post(proxy.url + "/v1/chat/completions", json={"messages": []}, timeout=TIMEOUT).json()
+        not_json = httpx.post(proxy.url + "/v1/completions", content=b"not json", timeout=TIMEOUT).json()
         assert proxy.hits == [1, 1]
     assert json.loads(stripped["body"]) == {"prompt": "x"}
     assert header_values(stripped, "content-length") == [str(len(stripped["body"]))]
@@ -472,12 +458,15 @@ def test_rules_apply_in_order(upstream: Upstream) -> None:
 
 def test_rules_from_json_specs() -> None:
     rule = rule_from_dict(
-        {"rule": "RewriteJsonResponse", "json_path": ["data", "*", "max_model_len"],
-         "value": 1, "methods": ["get"], "path": "/v1/models"}
+        {
+            "rule": "RewriteJsonResponse",
+            "json_path": ["data", "*", "max_model_len"],
+            "value": 1,
+            "methods": ["get"],
+            "path": "/v1/models",
+        }
     )
-    assert rule == RewriteJsonResponse(
-        ("data", "*", "max_model_len"), 1, methods=("GET",), path="/v1/models"
-    )
+    assert rule == RewriteJsonResponse(("data", "*", "max_model_len"), 1, methods=("GET",), path="/v1/models")
     assert rule.matches("GET", "/v1/models")
     assert not rule.matches("POST", "/v1/models")
     assert not rule.matches("GET", "/v1/models/x")  # the regex must match the whole path
@@ -496,9 +485,13 @@ def test_subprocess_mode_prints_its_port_first(upstream: Upstream) -> None:
     spec = {"rule": "Respond", "status": 418, "body_json": {"teapot": True}, "path": "/tea"}
     with subprocess.Popen(
         [
-            sys.executable, "-m", "fixtures.fault_proxy",
-            "--upstream", upstream.url,
-            "--rule", json.dumps(spec),
+            sys.executable,
+            "-m",
+            "fixtures.fault_proxy",
+            "--upstream",
+            upstream.url,
+            "--rule",
+            json.dumps(spec),
         ],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,

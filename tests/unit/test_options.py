@@ -27,9 +27,7 @@ def settings_of(pytester, *args):
     )
     result = pytester.runpytest("-s", *QUIET, *args)
     return {
-        line.split()[1].split("=")[0]: line.split(" ", 1)[1]
-        for line in result.outlines
-        if line.startswith("SETTING ")
+        line.split()[1].split("=")[0]: line.split(" ", 1)[1] for line in result.outlines if line.startswith("SETTING ")
     }
 
 
@@ -77,7 +75,9 @@ def test_api_key_never_appears_in_header_or_output(pytester, clean_env):
 def test_list_contracts_prints_the_catalogue_and_exits(pytester, clean_env):
     result = pytester.runpytest("--vllm-list-contracts")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["discovery: *", "  discovery.version_parses  [[]vLLM >=0.28[]]  GET /version names a PEP 440 version."])
+    result.stdout.fnmatch_lines(
+        ["discovery: *", "  discovery.version_parses  [[]vLLM >=0.28[]]  GET /version names a PEP 440 version."]
+    )
 
 
 def test_unreachable_server_is_one_clear_error(pytester, clean_env):

@@ -51,8 +51,19 @@ def test_installed_suites_collect_from_the_wheel_alone(wheel, tmp_path):
         archive.extractall(unpacked)
     env = {**os.environ, "PYTHONPATH": str(unpacked)}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", "pytest_vllm_conformance.suites", "--collect-only", "-q",
-         "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "pytest_vllm_conformance.suites",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -38,10 +38,20 @@ def first_lines(lint: preflight.FileLint) -> list[str]:
     ("version", "expected"),
     [
         ("0.30.0", []),
-        ("0.31.0", ["deploy.sh:1: flag --log-config-file: deprecated in vLLM 0.31.0; "
-                    "use --logging-config.pylogging_config_file instead"]),
-        ("0.33.0", ["deploy.sh:1: flag --log-config-file: deprecated in vLLM 0.33.0; "
-                    "use --logging-config.pylogging_config_file instead"]),
+        (
+            "0.31.0",
+            [
+                "deploy.sh:1: flag --log-config-file: deprecated in vLLM 0.31.0; "
+                "use --logging-config.pylogging_config_file instead"
+            ],
+        ),
+        (
+            "0.33.0",
+            [
+                "deploy.sh:1: flag --log-config-file: deprecated in vLLM 0.33.0; "
+                "use --logging-config.pylogging_config_file instead"
+            ],
+        ),
     ],
 )
 def test_a_flag_is_reported_only_from_the_version_that_deprecates_it(tmp_path, version, expected):
@@ -50,8 +60,10 @@ def test_a_flag_is_reported_only_from_the_version_that_deprecates_it(tmp_path, v
 
 def test_an_env_var_removed_then_restored_follows_each_range(tmp_path):
     text = "VLLM_ROCM_USE_AITER_FP4_ASM_GEMM=1\n"
-    states = {v: [f.state.state for f in lint_text(tmp_path, "a.env", text, v).findings]
-              for v in ("0.28.0", "0.29.0", "0.31.0", "0.32.0", "0.33.0")}
+    states = {
+        v: [f.state.state for f in lint_text(tmp_path, "a.env", text, v).findings]
+        for v in ("0.28.0", "0.29.0", "0.31.0", "0.32.0", "0.33.0")
+    }
     assert states == {"0.28.0": [], "0.29.0": ["removed"], "0.31.0": [], "0.32.0": [], "0.33.0": ["removed"]}
 
 
@@ -72,20 +84,31 @@ def test_a_variable_that_never_existed_names_its_replacement_by_version(tmp_path
 
 def test_a_moved_module_names_the_version_s_new_home(tmp_path):
     text = "from vllm.entrypoints.openai.cli_args import make_arg_parser  # noqa\n"
-    assert lint_text(tmp_path, "run.sh", text, "0.32.0").findings[0].state.replacement == "vllm.entrypoints.launchers.cli_args"
-    assert lint_text(tmp_path, "run.sh", text, "0.33.0").findings[0].state.replacement == "vllm.entrypoints.common.cli_args"
+    assert (
+        lint_text(tmp_path, "run.sh", text, "0.32.0").findings[0].state.replacement
+        == "vllm.entrypoints.launchers.cli_args"
+    )
+    assert (
+        lint_text(tmp_path, "run.sh", text, "0.33.0").findings[0].state.replacement
+        == "vllm.entrypoints.common.cli_args"
+    )
 
 
 # ---- scanning -------------------------------------------------------------------------
 
 
 def test_names_are_matched_whole_and_in_every_spelling(tmp_path):
-    text = "\n".join([
-        "VLLM_ENGINE_ITERATION_TIMEOUT_S_EXTRA=1 --disable-cascade-attn-later",  # longer names: no finding
-        "python -m vllm.entrypoints.launchers.api_server",  # launchers is not the removed launcher
-        "uvicorn vllm.entrypoints.openai.api_server:app --disable_cascade_attn",  # module:attr, underscores
-        "python vllm/entrypoints/openai/api_server.py",  # a path to the module
-    ]) + "\n"
+    text = (
+        "\n".join(
+            [
+                "VLLM_ENGINE_ITERATION_TIMEOUT_S_EXTRA=1 --disable-cascade-attn-later",  # longer names: no finding
+                "python -m vllm.entrypoints.launchers.api_server",  # launchers is not the removed launcher
+                "uvicorn vllm.entrypoints.openai.api_server:app --disable_cascade_attn",  # module:attr, underscores
+                "python vllm/entrypoints/openai/api_server.py",  # a path to the module
+            ]
+        )
+        + "\n"
+    )
     assert [(f.line, f.name) for f in lint_text(tmp_path, "run.sh", text).findings] == [
         (3, "--disable-cascade-attn"),
         (3, "vllm.entrypoints.openai.api_server"),
@@ -99,7 +122,9 @@ def test_comments_are_not_linted_but_quoted_hashes_are_no_comment(tmp_path):
         "args: [--max-model-len=512]  # was --disable-cascade-attn\n"
         'cmd: "serve #1 --disable-cascade-attn"\n'
     )
-    assert [(f.line, f.name) for f in lint_text(tmp_path, "values.yaml", text).findings] == [(3, "--disable-cascade-attn")]
+    assert [(f.line, f.name) for f in lint_text(tmp_path, "values.yaml", text).findings] == [
+        (3, "--disable-cascade-attn")
+    ]
 
 
 # ---- files that do not parse, or cannot be read -----------------------------------
@@ -126,20 +151,26 @@ def test_a_helm_template_is_scanned_and_parsed_with_its_actions_blanked(tmp_path
     lint = lint_text(tmp_path, "templates/d.yaml", text)
     assert (lint.problem, lint.unchecked) == (None, None)
     assert first_lines(lint) == [
-        "templates/d.yaml:3: environment variable VLLM_KIMI_K3_GEMM_RS: not in vLLM 0.32.0; use VLLM_ENABLE_GEMM_RS instead"
+        "templates/d.yaml:3: environment variable VLLM_KIMI_K3_GEMM_RS: not in vLLM 0.32.0; "
+        "use VLLM_ENABLE_GEMM_RS instead"
     ]
 
 
 def test_a_helm_template_that_is_no_yaml_even_blanked_is_unchecked_not_passed(tmp_path):
     lint = lint_text(tmp_path, "templates/d.yaml", "args: [{{ .Values.a }}\nenv: x\n")
     assert lint.problem is None
-    assert lint.unchecked.startswith("templates/d.yaml: a Helm template that is not YAML even with its template actions blanked")
+    assert lint.unchecked.startswith(
+        "templates/d.yaml: a Helm template that is not YAML even with its template actions blanked"
+    )
 
 
 def test_a_shell_script_without_bash_to_check_it_is_unchecked_not_passed(tmp_path, monkeypatch):
     monkeypatch.setattr(preflight.shutil, "which", lambda name: None)
     lint = lint_text(tmp_path, "run.sh", 'echo "unclosed\n')
-    assert (lint.problem, lint.unchecked) == (None, "run.sh: no bash on this machine to check the script with (bash -n)")
+    assert (lint.problem, lint.unchecked) == (
+        None,
+        "run.sh: no bash on this machine to check the script with (bash -n)",
+    )
 
 
 def test_unreadable_and_binary_files_are_reported_not_raised(tmp_path):
@@ -171,8 +202,14 @@ def test_a_directory_that_cannot_be_listed_is_reported(tmp_path, monkeypatch):
 def test_discovery_finds_deployment_files_and_skips_the_rest():
     found = [f.id for f in preflight.deployment_files(MANIFESTS)]
     assert found == [
-        ".env", "Dockerfile", "broken.yaml", "helm/templates/deployment.yaml", "helm/values.yaml",
-        "k8s/deployment.yaml", "k8s/service.yaml", "scripts/serve.sh",
+        ".env",
+        "Dockerfile",
+        "broken.yaml",
+        "helm/templates/deployment.yaml",
+        "helm/values.yaml",
+        "k8s/deployment.yaml",
+        "k8s/service.yaml",
+        "scripts/serve.sh",
     ]
 
 
@@ -199,7 +236,9 @@ EXPECTED_FAILURES = {
     "preflight.no_stale_env_vars[scripts/serve.sh]": [
         "scripts/serve.sh:4: environment variable VLLM_ENGINE_ITERATION_TIMEOUT_S: not in vLLM 0.32.0; remove it",
     ],
-    "preflight.no_stale_flags[broken.yaml]": ["broken.yaml:3: flag --disable-cascade-attn: deprecated in vLLM 0.32.0; remove it"],
+    "preflight.no_stale_flags[broken.yaml]": [
+        "broken.yaml:3: flag --disable-cascade-attn: deprecated in vLLM 0.32.0; remove it"
+    ],
     "preflight.no_stale_flags[helm/values.yaml]": [
         "helm/values.yaml:9: flag --enable-mamba-fine-grained-prefix-cache: not in vLLM 0.32.0; "
         "use --enable-mamba-shared-prefix-checkpoint instead",
@@ -230,8 +269,15 @@ def run_preflight(pytester: pytest.Pytester, manifests: Path, *args: str):
     """The real suites with no --vllm-url at all: -m preflight must not ask for a server."""
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
-        str(SUITES), "-m", "preflight", f"--vllm-manifests={manifests}", "-p", "no:cacheprovider",
-        f"--junitxml={junit}", *args, timeout=300,
+        str(SUITES),
+        "-m",
+        "preflight",
+        f"--vllm-manifests={manifests}",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        *args,
+        timeout=300,
     )
     return result, junit
 
@@ -247,8 +293,10 @@ def test_the_suite_reports_exactly_the_known_findings_without_a_server(pytester)
     assert "--enable-bf16x3-router-gemm" not in junit.read_text()
     outcomes = {run.key: run.verdict for run in contract_runs(junit)}
     assert outcomes["preflight.file_parses[helm/templates/deployment.yaml]"] == "passed"
-    assert all(outcomes[f"preflight.{contract}[k8s/service.yaml]"] == "passed" for contract in (
-        "file_parses", "no_stale_env_vars", "no_stale_flags", "no_stale_entrypoints"))
+    assert all(
+        outcomes[f"preflight.{contract}[k8s/service.yaml]"] == "passed"
+        for contract in ("file_parses", "no_stale_env_vars", "no_stale_flags", "no_stale_entrypoints")
+    )
     assert result.ret == 1
     result.stdout.no_fnmatch_line("*no vLLM server to test*")
 
@@ -263,8 +311,9 @@ def test_the_same_files_pass_for_a_version_before_the_changes(pytester):
         "preflight.no_stale_env_vars[k8s/deployment.yaml]",  # VLLM_ENABLE_SCALE_OUT_ENDPOINTS never existed
         "preflight.no_stale_flags[k8s/deployment.yaml]",
     }
-    assert "k8s/deployment.yaml:25: flag --max-num-queued-reqs: not in vLLM 0.28.0 yet; remove it" in (
-        failed["preflight.no_stale_flags[k8s/deployment.yaml]"]
+    assert (
+        "k8s/deployment.yaml:25: flag --max-num-queued-reqs: not in vLLM 0.28.0 yet; remove it"
+        in (failed["preflight.no_stale_flags[k8s/deployment.yaml]"])
     )
     assert "deprecated in vLLM 0.28.0" in failed["preflight.no_stale_env_vars[.env]"]
 
@@ -283,7 +332,9 @@ def test_a_broken_directory_never_stops_the_run(pytester, tmp_path):
 
 def test_without_manifests_or_version_the_suite_skips_with_the_reason(pytester):
     result = pytester.runpytest_subprocess(str(SUITES), "-m", "preflight", "-p", "no:cacheprovider", "-rs", timeout=300)
-    result.stdout.fnmatch_lines(["*not claimed: not given: --vllm-manifests=DIR (with --vllm-target-version=X when no server is given)*"])
+    result.stdout.fnmatch_lines(
+        ["*not claimed: not given: --vllm-manifests=DIR (with --vllm-target-version=X when no server is given)*"]
+    )
     result = pytester.runpytest_subprocess(
         str(SUITES), "-m", "preflight", f"--vllm-manifests={MANIFESTS}", "-p", "no:cacheprovider", "-rs", timeout=300
     )

@@ -1,6 +1,11 @@
 """The diff between a captured baseline and a target: one difference per change, judged."""
 
-from pytest_vllm_conformance.features.profile.diff import default_report_path, differences, render_markdown, write_report
+from pytest_vllm_conformance.features.profile.diff import (
+    default_report_path,
+    differences,
+    render_markdown,
+    write_report,
+)
 from tests.unit.sample_observation import MODEL, observation
 
 
@@ -13,8 +18,12 @@ def test_identical_observations_have_no_difference():
 
 
 def test_a_shorter_context_matters_for_serving():
-    found = by_id(differences(observation(), observation(
-        max_model_len=512, models=[{"id": MODEL, "max_model_len": 512, "root": "/models/tiny-llama"}])))
+    found = by_id(
+        differences(
+            observation(),
+            observation(max_model_len=512, models=[{"id": MODEL, "max_model_len": 512, "root": "/models/tiny-llama"}]),
+        )
+    )
     assert list(found) == ["max_model_len: 2048 -> 512"]
     assert found["max_model_len: 2048 -> 512"].matters
     assert "refused or get their max_tokens clamped" in found["max_model_len: 2048 -> 512"].message
@@ -28,9 +37,13 @@ def test_removed_routes_fail_and_added_routes_inform():
 
 
 def test_a_version_change_and_new_metrics_are_informational():
-    target = observation(vllm_version="0.32.0", metrics={
-        "names": ["vllm:num_preemptions_total", "vllm:request_num_preemptions", "vllm:admission_rejections_total"],
-        "truncated": False})
+    target = observation(
+        vllm_version="0.32.0",
+        metrics={
+            "names": ["vllm:num_preemptions_total", "vllm:request_num_preemptions", "vllm:admission_rejections_total"],
+            "truncated": False,
+        },
+    )
     found = differences(observation(), target)
     assert [(d.id, d.matters) for d in found] == [
         ("vLLM version: 0.31.0 -> 0.32.0", False),
@@ -46,16 +59,23 @@ def test_posture_scale_out_tokenizer_and_models_matter():
         models=[{"id": "other", "max_model_len": 2048, "root": "/models/other"}],
     )
     found = by_id(differences(observation(), target))
-    for serving in ("auth posture: required -> none", "scale-out: disabled -> enabled", "tokenizer fingerprint changed",
-                    f"model removed: {MODEL}"):
+    for serving in (
+        "auth posture: required -> none",
+        "scale-out: disabled -> enabled",
+        "tokenizer fingerprint changed",
+        f"model removed: {MODEL}",
+    ):
         assert found[serving].matters, serving
     assert not found["model added: other"].matters
     assert "chat template fingerprint changed" not in found
 
 
 def test_differences_that_matter_come_first():
-    target = observation(vllm_version="0.32.0", max_model_len=512,
-                         models=[{"id": MODEL, "max_model_len": 512, "root": "/models/tiny-llama"}])
+    target = observation(
+        vllm_version="0.32.0",
+        max_model_len=512,
+        models=[{"id": MODEL, "max_model_len": 512, "root": "/models/tiny-llama"}],
+    )
     assert [d.matters for d in differences(observation(), target)] == [True, False]
 
 
@@ -67,8 +87,15 @@ def test_a_scale_out_refusal_with_another_status_is_informational():
 
 
 def test_unbounded_validation_errors_matter_only_when_they_appear():
-    unbounded = {"request": "POST /v1/completions promptx100", "status": 400, "bytes": 91_000,
-                 "truncated": False, "errors_reported": 301, "entries_listed": 301, "bounded": False}
+    unbounded = {
+        "request": "POST /v1/completions promptx100",
+        "status": 400,
+        "bytes": 91_000,
+        "truncated": False,
+        "errors_reported": 301,
+        "entries_listed": 301,
+        "bounded": False,
+    }
     found = by_id(differences(observation(), observation(validation_error=unbounded)))
     assert found["validation errors: bounded -> unbounded"].matters
     assert not found["validation error size: 1328 -> 91000 bytes"].matters
@@ -77,8 +104,12 @@ def test_unbounded_validation_errors_matter_only_when_they_appear():
 
 
 def test_what_one_side_could_not_observe_fails_saying_how_to_see_it():
-    blocked = observation(routes=None, metrics=None, tokenizer=None,
-                          unobserved={"tokenizer": "POST /tokenize answered 403", "metrics": "GET /metrics answered 404"})
+    blocked = observation(
+        routes=None,
+        metrics=None,
+        tokenizer=None,
+        unobserved={"tokenizer": "POST /tokenize answered 403", "metrics": "GET /metrics answered 404"},
+    )
     found = by_id(differences(observation(), blocked))
     assert set(found) == {"routes not compared", "metrics not compared", "tokenizer not compared"}
     assert all(d.matters for d in found.values())
@@ -109,8 +140,11 @@ def test_a_baseline_route_whose_probe_was_refused_is_not_taken_as_removed():
 
 
 def test_markdown_lists_each_difference_with_its_verdict(tmp_path):
-    target = observation(vllm_version="0.32.0", max_model_len=512,
-                         models=[{"id": MODEL, "max_model_len": 512, "root": "/models/tiny-llama"}])
+    target = observation(
+        vllm_version="0.32.0",
+        max_model_len=512,
+        models=[{"id": MODEL, "max_model_len": 512, "root": "/models/tiny-llama"}],
+    )
     baseline_path = tmp_path / "canary.yaml"
     path, found = write_report(default_report_path(baseline_path), observation(), str(baseline_path), target)
     assert path == tmp_path / "canary.diff.md"

@@ -14,7 +14,6 @@ import pytest
 from pytest_vllm_conformance.features.quality import baseline_file, greedy, long_context, paired, task_files
 from pytest_vllm_conformance.features.quality.runner import MetricResult, TaskResult, _task_result
 
-
 # ---- the paired gate ------------------------------------------------------------
 
 
@@ -82,7 +81,9 @@ def test_the_interval_covers_the_true_difference_about_as_often_as_it_claims():
         both = int(np.sum(target & baseline))
         only_target = int(np.sum(target & ~baseline))
         only_baseline = int(np.sum(~target & baseline))
-        low, high = paired.newcombe_paired_interval(both, only_target, only_baseline, n - both - only_target - only_baseline, 0.95)
+        low, high = paired.newcombe_paired_interval(
+            both, only_target, only_baseline, n - both - only_target - only_baseline, 0.95
+        )
         covered += low <= truth <= high
     assert 0.92 <= covered / runs <= 0.99
 
@@ -103,8 +104,12 @@ def test_non_binary_items_use_a_paired_bootstrap():
 
 def test_only_items_both_sides_answered_are_paired():
     comparison = paired.compare(
-        "acc", {"0": 1.0, "1": 0.0, "2": 1.0}, {"1": 0.0, "2": 1.0, "3": 0.0},
-        higher_is_better=True, tolerance=0.05, confidence=0.95,
+        "acc",
+        {"0": 1.0, "1": 0.0, "2": 1.0},
+        {"1": 0.0, "2": 1.0, "3": 0.0},
+        higher_is_better=True,
+        tolerance=0.05,
+        confidence=0.95,
     )
     assert comparison.items == 2
 
@@ -123,7 +128,8 @@ def test_divergence_message_shows_both_sides_at_the_position():
         [greedy.Continuation([7], [5, 6, 7, 8])], [greedy.Continuation([7], [5, 9, 7, 8])], 4, ("hello world",)
     )
     assert str(found[0]) == (
-        "prompt 0 'hello world': first diverging generated token at position 1 of 4: target [6, 7, 8] vs baseline [9, 7, 8]"
+        "prompt 0 'hello world': first diverging generated token at position 1 of 4: "
+        "target [6, 7, 8] vs baseline [9, 7, 8]"
     )
 
 
@@ -153,8 +159,11 @@ def test_a_saved_baseline_reads_back_equal(tmp_path):
 
 @pytest.mark.parametrize(
     "content, problem",
-    [("{", "not JSON"), ('{"format": "other"}', "not a quality baseline"),
-     (json.dumps({"format": baseline_file.FORMAT, "format_version": 99}), "format_version 99")],
+    [
+        ("{", "not JSON"),
+        ('{"format": "other"}', "not a quality baseline"),
+        (json.dumps({"format": baseline_file.FORMAT, "format_version": 99}), "format_version 99"),
+    ],
 )
 def test_an_unusable_baseline_file_is_named_with_its_problem(tmp_path, content, problem):
     path = tmp_path / "bad.json"
@@ -168,12 +177,30 @@ def test_an_unusable_baseline_file_is_named_with_its_problem(tmp_path, content, 
 
 def test_per_item_values_come_from_lm_eval_samples():
     results = {
-        "samples": {"t": [
-            {"doc_id": 0, "filter": "none", "metrics": ["acc", "bleu"], "acc": 1.0, "bleu": ("ref", "pred"), "prompt_hash": "h0"},
-            {"doc_id": 1, "filter": "none", "metrics": ["acc", "bleu"], "acc": 0.0, "bleu": ("ref", "pred"), "prompt_hash": "h1"},
-        ]},
+        "samples": {
+            "t": [
+                {
+                    "doc_id": 0,
+                    "filter": "none",
+                    "metrics": ["acc", "bleu"],
+                    "acc": 1.0,
+                    "bleu": ("ref", "pred"),
+                    "prompt_hash": "h0",
+                },
+                {
+                    "doc_id": 1,
+                    "filter": "none",
+                    "metrics": ["acc", "bleu"],
+                    "acc": 0.0,
+                    "bleu": ("ref", "pred"),
+                    "prompt_hash": "h1",
+                },
+            ]
+        },
         "higher_is_better": {"t": {"acc": True, "bleu": True}},
-        "configs": {"t": {"metric_list": [{"metric": "acc", "aggregation": "mean"}, {"metric": "bleu", "aggregation": "bleu"}]}},
+        "configs": {
+            "t": {"metric_list": [{"metric": "acc", "aggregation": "mean"}, {"metric": "bleu", "aggregation": "bleu"}]}
+        },
         "results": {"t": {"acc,none": 0.5}},
     }
     result = _task_result("t", "completions", results)
@@ -280,6 +307,8 @@ def test_lm_eval_gets_our_key_as_a_header_and_never_openai_api_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-someone-elses")
     keyless = language_model(Endpoint("target", "http://127.0.0.1:1", "m", max_model_len=512), "chat", client=None)
     assert "sk-someone-elses" not in json.dumps(keyless.header)
-    keyed = language_model(Endpoint("target", "http://127.0.0.1:1", "m", api_key=Secret("sk-ours")), "chat", client=None)
+    keyed = language_model(
+        Endpoint("target", "http://127.0.0.1:1", "m", api_key=Secret("sk-ours")), "chat", client=None
+    )
     assert keyed.header == {"Authorization": "Bearer sk-ours"}
     assert keyless.max_length == 511  # lm-eval keeps max_length - 1: the server's 512, less one for generation

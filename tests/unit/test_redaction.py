@@ -14,8 +14,7 @@ import sys
 import pytest
 import yaml
 
-from pytest_vllm_conformance.reporting.redaction import MASK, LogRecordRedaction, Redactor, scrub_longrepr
-from pytest_vllm_conformance.reporting.redaction import url_password
+from pytest_vllm_conformance.reporting.redaction import MASK, LogRecordRedaction, Redactor, scrub_longrepr, url_password
 
 KEY = "sk-redaction-unit-9c41e0"
 # A credential that is not one of the run's secrets: masked because it is an Authorization value.
@@ -34,7 +33,10 @@ STRANGER = "sk-someone-elses-0b7d"
         ("Authorization: naked-value", "Authorization: ***"),
         ("[(b'authorization', b'Bearer raw')]", "[(b'authorization', b'Bearer ***')]"),
         # Source lines that build a header stay readable: the value is a placeholder.
-        ('h = {"Authorization": f"Bearer {settings.api_key.reveal()}"}', 'h = {"Authorization": f"Bearer {settings.api_key.reveal()}"}'),
+        (
+            'h = {"Authorization": f"Bearer {settings.api_key.reveal()}"}',
+            'h = {"Authorization": f"Bearer {settings.api_key.reveal()}"}',
+        ),
         ("authorization, as a word", "authorization, as a word"),
         (f"Authorization: Bearer {MASK}", f"Authorization: Bearer {MASK}"),
     ],
@@ -52,7 +54,7 @@ def test_url_password_is_a_secret():
 def _failure_repr(showlocals: bool = True):
     headers = {"Authorization": f"Bearer {KEY}"}  # noqa: F841 - shown by showlocals
     try:
-        assert False, f"refused with key {KEY}"
+        raise AssertionError(f"refused with key {KEY}")
     except AssertionError:
         return pytest.ExceptionInfo.from_current().getrepr(showlocals=showlocals, style="long")
 
@@ -78,7 +80,9 @@ def test_log_records_are_scrubbed_when_created():
     before = logging.getLogRecordFactory()
     redaction.install()
     try:
-        record = logger.makeRecord("x", logging.WARNING, __file__, 1, "sending %s", ({"Authorization": f"Bearer {KEY}"},), None)
+        record = logger.makeRecord(
+            "x", logging.WARNING, __file__, 1, "sending %s", ({"Authorization": f"Bearer {KEY}"},), None
+        )
         assert record.getMessage() == "sending {'Authorization': 'Bearer ***'}"
         try:
             raise RuntimeError(f"boom with {KEY}")
@@ -173,11 +177,23 @@ def test_no_artifact_of_a_leaky_run_holds_the_key(pytester, clean_env, key_from,
         clean_env.setenv("VLLM_API_KEY", KEY)
     artifacts = {name: pytester.path / name for name in ("junit.xml", "report.yaml", "report.md", "pytest.log")}
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-l", "-rA", "--tb=long", "--continue-on-collection-errors",
-        "--log-cli-level=INFO", f"--log-file={artifacts['pytest.log']}", "--log-file-level=DEBUG",
-        "-o", "junit_logging=all", "-o", "junit_log_passing_tests=true",
-        f"--junitxml={artifacts['junit.xml']}", f"--vllm-report={artifacts['report.yaml']}",
-        *key_args, *workers,
+        "-p",
+        "no:cacheprovider",
+        "-l",
+        "-rA",
+        "--tb=long",
+        "--continue-on-collection-errors",
+        "--log-cli-level=INFO",
+        f"--log-file={artifacts['pytest.log']}",
+        "--log-file-level=DEBUG",
+        "-o",
+        "junit_logging=all",
+        "-o",
+        "junit_log_passing_tests=true",
+        f"--junitxml={artifacts['junit.xml']}",
+        f"--vllm-report={artifacts['report.yaml']}",
+        *key_args,
+        *workers,
     )
     outcomes = result.parseoutcomes()
     # setup, teardown, collection (each xdist worker reports its own collection error)
@@ -186,8 +202,13 @@ def test_no_artifact_of_a_leaky_run_holds_the_key(pytester, clean_env, key_from,
     texts.update((name, path.read_text()) for name, path in artifacts.items())
     # The leaks happened, masked: the check below is not vacuous.
     assert "refused {'Authorization': 'Bearer ***'} and ***" in texts["junit.xml"]
-    failed = {entry["test"]: entry["reason"] for entry in yaml.safe_load(texts["report.yaml"])["features"]["auth"]["failed"]}
-    assert failed["test_leaky.py::test_fails_with_the_key_everywhere"] == f"refused {{'Authorization': 'Bearer {MASK}'}} and {MASK}"
+    failed = {
+        entry["test"]: entry["reason"] for entry in yaml.safe_load(texts["report.yaml"])["features"]["auth"]["failed"]
+    }
+    assert (
+        failed["test_leaky.py::test_fails_with_the_key_everywhere"]
+        == f"refused {{'Authorization': 'Bearer {MASK}'}} and {MASK}"
+    )
     assert failed["test_leaky.py::test_setup_error"] == f"error in setup: RuntimeError: setup refused {MASK}"
     assert "import refused ***" in texts["stdout"]
     if not workers:  # live logging and the log file belong to the process that runs the test
@@ -200,7 +221,9 @@ def test_no_artifact_of_a_leaky_run_holds_the_key(pytester, clean_env, key_from,
 
 def test_header_masks_the_password_of_a_url(pytester, clean_env):
     pytester.makepyfile("def test_nothing():\n    pass\n")
-    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "--vllm-url=http://ops:pa55-word@127.0.0.1:1")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--collect-only", "--vllm-url=http://ops:pa55-word@127.0.0.1:1"
+    )
     result.stdout.fnmatch_lines(["vllm option --vllm-url: http://ops:***@127.0.0.1:1 (from cli)"])
     assert "pa55-word" not in result.stdout.str() + result.stderr.str()
 

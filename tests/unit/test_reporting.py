@@ -8,6 +8,7 @@ need no server (no target fixture), and pass, fail or skip on purpose.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from datetime import UTC
 
 import pytest
 import yaml
@@ -142,8 +143,12 @@ def test_markdown_twin_has_the_feature_table_and_each_failure(pytester, clean_en
 )
 def test_claimed_feature_with_a_skipped_contract_is_partial_never_success(pytester, clean_env, outcomes, expected):
     # With auth declared none, the guarded-route contracts are not claimed and open_server_declared still is.
-    bodies = {"pass": "pass", "fail": "assert False, 'broken'", "skip": "pytest.skip('no key')",
-              "not_claimed": "raise AssertionError('never runs')"}
+    bodies = {
+        "pass": "pass",
+        "fail": "assert False, 'broken'",
+        "skip": "pytest.skip('no key')",
+        "not_claimed": "raise AssertionError('never runs')",
+    }
     contract_of = {"not_claimed": "auth.guarded_route_accepts_key"}
     lines = ["import pytest", "from pytest_vllm_conformance import contract"]
     for kind, count in outcomes.items():
@@ -199,7 +204,9 @@ def test_strict_gate_fails_a_partial_run(pytester, clean_env):
 def test_gate_takes_only_its_two_values(pytester, clean_env):
     result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-gate=lenient")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--vllm-gate (from --vllm-gate): 'lenient' is not valid: choose one of report, strict*"])
+    result.stderr.fnmatch_lines(
+        ["*--vllm-gate (from --vllm-gate): 'lenient' is not valid: choose one of report, strict*"]
+    )
 
 
 def test_errors_in_setup_and_xfail_are_counted(pytester, clean_env):
@@ -414,8 +421,12 @@ def test_list_contracts_names_id_feature_versions_and_statement(pytester, clean_
             line += f"  claimed when {' and '.join(map(str, contract.conditions))}."
         assert listed.get(line) == contract.feature, line
     # Each feature's own condition and the releases that have it are shown under its heading.
-    result.stdout.fnmatch_lines(["watermark: *", "  (claimed when watermark.required is true)", "  (vLLM >=0.30 has it)"])
-    result.stdout.fnmatch_lines(["  scale_out.disabled_routes_refused  *  claimed when endpoint.scale_out is disabled."])
+    result.stdout.fnmatch_lines(
+        ["watermark: *", "  (claimed when watermark.required is true)", "  (vLLM >=0.30 has it)"]
+    )
+    result.stdout.fnmatch_lines(
+        ["  scale_out.disabled_routes_refused  *  claimed when endpoint.scale_out is disabled."]
+    )
 
 
 def test_report_option_is_in_the_help(pytester, clean_env):
@@ -425,7 +436,7 @@ def test_report_option_is_in_the_help(pytester, clean_env):
 
 
 def test_report_entries_do_not_depend_on_the_order_tests_ended():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from pytest_vllm_conformance.reporting import Redactor, report_files
     from pytest_vllm_conformance.reporting.outcomes import ContractTest, feature_results
@@ -439,7 +450,7 @@ def test_report_entries_do_not_depend_on_the_order_tests_ended():
             ("d", "auth.guarded_route_accepts_key", "not claimed", "off"),
         )
     ]
-    run = report_files.RunInfo(started=datetime.now(timezone.utc), plugin_version="0")
+    run = report_files.RunInfo(started=datetime.now(UTC), plugin_version="0")
     built = [
         report_files.build(run, feature_results({"auth": "..."}, order), Redactor())["features"]["auth"]
         for order in (tests, tests[::-1])
@@ -453,8 +464,10 @@ def test_report_entries_do_not_depend_on_the_order_tests_ended():
 
 
 def test_a_report_that_cannot_be_written_fails_the_run(pytester, clean_env):
-    pytester.makepyfile(test_passing="from pytest_vllm_conformance import contract\n\n"
-                        "@contract('discovery.max_model_len_published')\ndef test_ok():\n    pass\n")
+    pytester.makepyfile(
+        test_passing="from pytest_vllm_conformance import contract\n\n"
+        "@contract('discovery.max_model_len_published')\ndef test_ok():\n    pass\n"
+    )
     (pytester.path / "not-a-dir").write_text("")
     result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=not-a-dir/report.yaml")
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR

@@ -26,8 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _tree(directory: Path) -> dict[str, bytes]:
-    return {p.relative_to(directory).as_posix(): p.read_bytes()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +42,7 @@ def test_cache_layout(built):
         assert path == version_dir / name
         assert (path / tiny_models.COMPLETE_MARKER).is_file()
     # Work directories are renamed into place, never left behind.
-    leftovers = [p.name for p in version_dir.iterdir()
-                 if p.is_dir() and p.name not in tiny_models.MODEL_NAMES]
+    leftovers = [p.name for p in version_dir.iterdir() if p.is_dir() and p.name not in tiny_models.MODEL_NAMES]
     assert leftovers == []
 
 
@@ -54,7 +52,11 @@ def test_fresh_process_builds_identical_bytes(built, tmp_path_factory):
     root_b = tmp_path_factory.mktemp("cache-b")
     result = subprocess.run(
         [sys.executable, "-m", "fixtures.tiny_models", "--cache-root", str(root_b)],
-        cwd=REPO, capture_output=True, text=True, timeout=300, check=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     printed = {}
     for line in result.stdout.splitlines():
@@ -156,9 +158,7 @@ def test_llama_tokenizer_and_chat_template(built):
         add_generation_prompt=True,
     )
     assert rendered == (
-        "<|im_start|>system\nBe brief.<|im_end|>\n"
-        "<|im_start|>user\nHello world<|im_end|>\n"
-        "<|im_start|>assistant\n"
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello world<|im_end|>\n<|im_start|>assistant\n"
     )
     text = "Hello world, café 日本語 🙂"
     ids = tokenizer(text)["input_ids"]
@@ -191,16 +191,16 @@ def test_configs(built):
     assert config("tiny-bert")["architectures"] == ["BertModel"]
     assert config("tiny-bert")["max_position_embeddings"] == 512
 
-    yarn_block = {"type": "yarn", "rope_type": "yarn", "factor": 4.0,
-                  "original_max_position_embeddings": 512}
+    yarn_block = {"type": "yarn", "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512}
     for name, max_positions in (("tiny-llama-yarn", 2048), ("tiny-llama-yarn512", 512)):
         cfg = config(name)
         assert cfg["rope_scaling"] == yarn_block
         assert "rope_parameters" not in cfg
         assert cfg["max_position_embeddings"] == max_positions
         # Same weights as tiny-llama: only the config differs.
-        assert (built[name] / "model.safetensors").read_bytes() == \
-            (built["tiny-llama"] / "model.safetensors").read_bytes()
+        assert (built[name] / "model.safetensors").read_bytes() == (
+            built["tiny-llama"] / "model.safetensors"
+        ).read_bytes()
 
 
 def test_perturbed_model_permutes_one_down_proj(built):
@@ -214,8 +214,9 @@ def test_perturbed_model_permutes_one_down_proj(built):
     assert changed == [key]
     order = torch.tensor(tiny_models.down_proj_permutation())
     assert torch.equal(perturbed[key], base[key][:, order])
-    assert (built["tiny-llama-perturbed"] / "tokenizer.json").read_bytes() == \
-        (built["tiny-llama"] / "tokenizer.json").read_bytes()
+    assert (built["tiny-llama-perturbed"] / "tokenizer.json").read_bytes() == (
+        built["tiny-llama"] / "tokenizer.json"
+    ).read_bytes()
 
 
 def test_perturbed_model_changes_greedy_output(built):

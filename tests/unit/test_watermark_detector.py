@@ -99,9 +99,7 @@ def test_non_int_key_is_rejected() -> None:
 # ----------------------------------------------------------- sequence vectors
 
 
-def _assert_detection(
-    result: Detection, score: float, p_value: float, num_scored_tokens: int
-) -> None:
+def _assert_detection(result: Detection, score: float, p_value: float, num_scored_tokens: int) -> None:
     assert result.num_scored_tokens == num_scored_tokens
     assert result.score == pytest.approx(score, rel=1e-12)
     assert abs(result.p_value - p_value) <= 1e-12
@@ -163,10 +161,8 @@ def test_dedup_does_not_depend_on_the_row_hash(monkeypatch: pytest.MonkeyPatch) 
     tokens = rng.integers(0, 4, 400).tolist()  # tiny vocabulary: many repeats
     expected = [GumbelDetector(5, context_width=w).prepare(tokens) for w in (1, 2, 3)]
     # Every row colliding forces the exact (lexicographic) path.
-    monkeypatch.setattr(
-        detector_module, "_row_hashes", lambda rows: np.zeros(rows.shape[0], dtype=np.uint64)
-    )
-    for width, (contexts, targets) in zip((1, 2, 3), expected):
+    monkeypatch.setattr(detector_module, "_row_hashes", lambda rows: np.zeros(rows.shape[0], dtype=np.uint64))
+    for width, (contexts, targets) in zip((1, 2, 3), expected, strict=True):
         got_contexts, got_targets = GumbelDetector(5, context_width=width).prepare(tokens)
         np.testing.assert_array_equal(got_contexts, contexts)
         np.testing.assert_array_equal(got_targets, targets)
@@ -188,9 +184,7 @@ def test_dedup_does_not_depend_on_the_row_hash(monkeypatch: pytest.MonkeyPatch) 
     ids=["gumbel", "dual_key_gumbel"],
 )
 def test_empty_sequence(detector: GumbelDetector | DualKeyGumbelDetector) -> None:
-    assert detector.detect([]) == Detection(
-        score=0.0, p_value=1.0, num_scored_tokens=0, is_watermarked=False
-    )
+    assert detector.detect([]) == Detection(score=0.0, p_value=1.0, num_scored_tokens=0, is_watermarked=False)
 
 
 def test_detection_is_frozen() -> None:
@@ -281,8 +275,7 @@ def test_repr_and_str_hide_the_key() -> None:
             for spelling in SECRET_SPELLINGS + tuple(str(k) for k in derived):
                 assert spelling not in text
     assert repr(objects[0]) == (
-        "GumbelDetector(key=***, context_width=4, p_value_threshold=0.01, "
-        "deduplicate_contexts=True)"
+        "GumbelDetector(key=***, context_width=4, p_value_threshold=0.01, deduplicate_contexts=True)"
     )
 
 
@@ -322,9 +315,7 @@ def test_gamma_edge_cases() -> None:
 # --------------------------------------------- our own watermarked sampling
 
 
-def _generate_watermarked(
-    prf: PhiloxPRF, width: int, length: int, vocab: int, rng: np.random.Generator
-) -> list[int]:
+def _generate_watermarked(prf: PhiloxPRF, width: int, length: int, vocab: int, rng: np.random.Generator) -> list[int]:
     """Gumbel-max sampling keyed by the PRF (vLLM's rule, dedup single_turn)."""
     tokens: list[int] = []
     seen: set[tuple[int, ...]] = set()
@@ -350,9 +341,7 @@ def test_watermarked_text_is_detected_and_random_text_is_not() -> None:
     assert detected.is_watermarked and detected.p_value < 1e-10
     assert not GumbelDetector(key + 1).detect(tokens).is_watermarked
     # Dual-key with alpha=0 scores with key A only.
-    key_a_tokens = _generate_watermarked(
-        PhiloxPRF(derive_watermark_key(key, b"key_a")), 4, 120, 512, rng
-    )
+    key_a_tokens = _generate_watermarked(PhiloxPRF(derive_watermark_key(key, b"key_a")), 4, 120, 512, rng)
     assert DualKeyGumbelDetector(key, alpha=0.0).detect(key_a_tokens).p_value < 1e-10
     random_tokens = rng.integers(0, 512, 120).tolist()
     assert GumbelDetector(key).detect(random_tokens).p_value > 1e-4
@@ -361,9 +350,7 @@ def test_watermarked_text_is_detected_and_random_text_is_not() -> None:
 # ---------------------------------------------------------------------- CLI
 
 
-def _run_cli(
-    args: list[str], env_key: str | None, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
+def _run_cli(args: list[str], env_key: str | None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "WM_TEST_KEY"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     if env_key is not None:
@@ -387,8 +374,17 @@ def test_cli_detects_a_file(tmp_path: Path) -> None:
     path = tmp_path / "tokens.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     result = _run_cli(
-        ["--algorithm", "dual_key_gumbel", "--context-width", "4", "--alpha", "0.25",
-         "--key-env", "WM_TEST_KEY", str(path)],
+        [
+            "--algorithm",
+            "dual_key_gumbel",
+            "--context-width",
+            "4",
+            "--alpha",
+            "0.25",
+            "--key-env",
+            "WM_TEST_KEY",
+            str(path),
+        ],
         env_key=str(SECRET_KEY),
     )
     assert result.returncode == 0, result.stderr
@@ -400,8 +396,7 @@ def test_cli_detects_a_file(tmp_path: Path) -> None:
 
 def test_cli_reads_stdin_and_matches_the_vectors() -> None:
     result = _run_cli(
-        ["--algorithm", "gumbel", "--context-width", "2", "--no-dedup",
-         "--key-env", "WM_TEST_KEY", "-"],
+        ["--algorithm", "gumbel", "--context-width", "2", "--no-dedup", "--key-env", "WM_TEST_KEY", "-"],
         env_key="12345",
         stdin=json.dumps(SEQUENCE) + "\n",
     )
@@ -416,20 +411,33 @@ def test_cli_reads_stdin_and_matches_the_vectors() -> None:
 @pytest.mark.parametrize(
     "bad_line",
     [
-        '{"tokens": [1]}', "[1, 2.5]", "[1, -3]", "[1, 2", "", '[1, "2"]', "[true]",
-        "[" + "9" * 5000 + "]", f"[{2**63}]",
+        '{"tokens": [1]}',
+        "[1, 2.5]",
+        "[1, -3]",
+        "[1, 2",
+        "",
+        '[1, "2"]',
+        "[true]",
+        "[" + "9" * 5000 + "]",
+        f"[{2**63}]",
     ],
     ids=[
-        "object", "float", "negative", "truncated", "empty", "string", "bool",
-        "huge-literal", "beyond-int64",
+        "object",
+        "float",
+        "negative",
+        "truncated",
+        "empty",
+        "string",
+        "bool",
+        "huge-literal",
+        "beyond-int64",
     ],
 )
 def test_cli_bad_line_names_the_line(tmp_path: Path, bad_line: str) -> None:
     path = tmp_path / "tokens.jsonl"
     path.write_text(f"[1, 2, 3]\n[4, 5]\n{bad_line}\n[6]\n")
     result = _run_cli(
-        ["--algorithm", "gumbel", "--context-width", "4", "--key-env", "WM_TEST_KEY",
-         str(path)],
+        ["--algorithm", "gumbel", "--context-width", "4", "--key-env", "WM_TEST_KEY", str(path)],
         env_key=str(SECRET_KEY),
     )
     assert result.returncode == 2
@@ -442,8 +450,13 @@ def test_cli_bad_line_names_the_line(tmp_path: Path, bad_line: str) -> None:
 @pytest.mark.parametrize(
     "env_key",
     [
-        None, "", "not-a-key", f"{SECRET_KEY}x", str(2**64 + SECRET_KEY),
-        "-" + str(SECRET_KEY), str(SECRET_KEY) * 400,
+        None,
+        "",
+        "not-a-key",
+        f"{SECRET_KEY}x",
+        str(2**64 + SECRET_KEY),
+        "-" + str(SECRET_KEY),
+        str(SECRET_KEY) * 400,
     ],
     ids=["missing", "empty", "text", "trailing-garbage", "too-big", "negative", "huge"],
 )
@@ -451,8 +464,7 @@ def test_cli_key_errors(tmp_path: Path, env_key: str | None) -> None:
     path = tmp_path / "tokens.jsonl"
     path.write_text("[1, 2, 3]\n")
     result = _run_cli(
-        ["--algorithm", "gumbel", "--context-width", "4", "--key-env", "WM_TEST_KEY",
-         str(path)],
+        ["--algorithm", "gumbel", "--context-width", "4", "--key-env", "WM_TEST_KEY", str(path)],
         env_key=env_key,
     )
     assert result.returncode == 2

@@ -236,7 +236,7 @@ class Linter:
                 rules = self.rules.by_kind[kind]
                 rule = next((rules[_normal(kind, c)] for c in candidates if _normal(kind, c) in rules), None)
                 state = rule.state_for(self.version) if rule else None
-                if state is None or (kind, rule.name) in seen:
+                if rule is None or state is None or (kind, rule.name) in seen:
                     continue
                 seen.add((kind, rule.name))
                 effect = self.rules.effects[kind][state.state]
@@ -319,7 +319,9 @@ def parse_problem(file: DeploymentFile, text: str) -> tuple[str | None, str | No
 
 
 HELM_ACTION = re.compile(r"\{\{.*?\}\}", re.DOTALL)
-HELM_CONTROL_LINE = re.compile(r"^\s*\{\{-?\s*(?:/\*.*\*/|(?:if|else|end|range|with|define|template|block)\b.*?)\s*-?\}\}\s*$")
+HELM_CONTROL_LINE = re.compile(
+    r"^\s*\{\{-?\s*(?:/\*.*\*/|(?:if|else|end|range|with|define|template|block)\b.*?)\s*-?\}\}\s*$"
+)
 
 
 def blank_helm_actions(text: str) -> str:

@@ -31,17 +31,25 @@ import yaml
 from packaging.version import Version
 
 from pytest_vllm_conformance import __version__
-from pytest_vllm_conformance.target import discovery
-from pytest_vllm_conformance.features.profile import diff as profile_diff
-from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
 from pytest_vllm_conformance.catalogue.contracts import Catalogue
+from pytest_vllm_conformance.catalogue.serving_profile import Profile, validate
+from pytest_vllm_conformance.catalogue.vllm_answers import (
+    error_message,
+    reached_handler,
+    scale_out_refusal_status,
+    tokenized,
+    validation_listing,
+)
+from pytest_vllm_conformance.features.profile import diff as profile_diff
+from pytest_vllm_conformance.target import discovery
+from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
 from pytest_vllm_conformance.target.discovery import ServerFacts
 from pytest_vllm_conformance.target.secrets import Redactor
-from pytest_vllm_conformance.catalogue.serving_profile import Profile, validate
-from pytest_vllm_conformance.catalogue.vllm_answers import error_message, reached_handler, scale_out_refusal_status, tokenized, validation_listing
 
 # Tokenized for the fingerprint; stored in the capture so a later capture can tell it used the same text.
-FINGERPRINT_TEXT = "Serving profile fingerprint: The quick brown fox jumps over 13 lazy dogs; naïve café, 東京, def f(x): return x**2"
+FINGERPRINT_TEXT = (
+    "Serving profile fingerprint: The quick brown fox jumps over 13 lazy dogs; naïve café, 東京, def f(x): return x**2"
+)
 # Wrong-typed items in the one malformed request: enough to tell a summarised error from a full listing.
 MALFORMED_ITEMS = 100
 METRIC_TYPE_LINE = re.compile(r"^# TYPE (\S+) \S+")
@@ -69,9 +77,7 @@ def observe(
         "url": public_url(facts.url),
         "vllm_version": facts.version,
         "model": facts.model,
-        "models": [
-            {"id": card.id, "max_model_len": card.max_model_len, "root": card.root} for card in facts.models
-        ],
+        "models": [{"id": card.id, "max_model_len": card.max_model_len, "root": card.root} for card in facts.models],
         "max_model_len": facts.max_model_len,
         "routes": routes,
         "routes_source": facts.inventory.source if facts.inventory else None,
@@ -106,12 +112,12 @@ def observe_and_record(
     """
     baseline_routes = (baseline.data["observed"].get("routes") or []) if baseline is not None else []
     observed = observe(client, facts, catalogue, baseline_routes)
-    ignore = (baseline_ignore or ())
+    ignore = baseline_ignore or ()
     notes = []
     if capture_path:
         notes.append(f"vllm capture: {write_profile(capture_path, observed, redactor)}")
     if baseline is not None:
-        report = diff_report or profile_diff.default_report_path(baseline.path)
+        report = diff_report or profile_diff.default_report_path(baseline.path or Path("baseline.yaml"))
         written, found = profile_diff.write_report(
             report, baseline.data["observed"], str(baseline.path), observed, redact=redactor, ignore=ignore
         )
@@ -178,7 +184,9 @@ def route_list(routes: dict[str, tuple[str, ...]] | None) -> list[str] | None:
     return sorted(f"{method} {path}" for path, methods in routes.items() for method in methods)
 
 
-def observed_routes(client: BoundedClient, facts: ServerFacts, baseline_routes: list[str]) -> tuple[list[str] | None, list[str]]:
+def observed_routes(
+    client: BoundedClient, facts: ServerFacts, baseline_routes: list[str]
+) -> tuple[list[str] | None, list[str]]:
     """The target's routes, plus those of the baseline a probe finds here; and the baseline's a probe could not tell."""
     routes = route_list(facts.routes)
     missing = [route for route in baseline_routes if route not in (routes or [])]
@@ -205,7 +213,7 @@ def _answered(response: Response | None, what: str) -> str:
 def auth_posture(client: BoundedClient, refusal_status: int, unobserved: dict[str, str]) -> dict[str, Any]:
     response = _send(client, "GET", "/v1/models", auth=False)
     status = response.status if response else None
-    posture = {refusal_status: "required", 200: "none"}.get(status, "unknown")
+    posture = {refusal_status: "required", 200: "none"}.get(status, "unknown") if status is not None else "unknown"
     if posture == "unknown":
         unobserved["auth"] = _answered(response, "GET /v1/models without a key")
     return {"v1_models_without_key": status, "posture": posture}
@@ -245,12 +253,19 @@ def validation_error(
     response = _send(client, "POST", entry["path"], json_body=body)
     summary = f"POST {entry['path']} {entry['field']}x{MALFORMED_ITEMS}"
     if response is None:
-        return {"request": summary, "status": None, "bytes": 0, "truncated": False,
-                "errors_reported": None, "entries_listed": None, "bounded": None}
+        return {
+            "request": summary,
+            "status": None,
+            "bytes": 0,
+            "truncated": False,
+            "errors_reported": None,
+            "entries_listed": None,
+            "bounded": None,
+        }
     message = None if response.truncated else error_message(response)
     listing = validation_listing(message) if message else None
     reported, listed = (listing.reported, listing.listed) if listing else (None, None)
-    bounded = not response.truncated and (reported is None or listed < reported)
+    bounded = not response.truncated and (reported is None or listed is None or listed < reported)
     return {
         "request": summary,
         "status": response.status,
@@ -266,7 +281,9 @@ def parse_metric_names(text: str) -> list[str]:
     """Metric family names from Prometheus text; ``*_created`` timestamps are not metrics of their own."""
     names = {m.group(1) for line in text.splitlines() if (m := METRIC_TYPE_LINE.match(line))}
     if not names:  # an exposition without TYPE lines: fall back to sample names
-        names = {m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := METRIC_SAMPLE.match(line))}
+        names = {
+            m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := METRIC_SAMPLE.match(line))
+        }
     return sorted(name for name in names if not name.endswith("_created"))
 
 
@@ -287,7 +304,9 @@ def tokenizer_fingerprint(client: BoundedClient, model: str, unobserved: dict[st
     plain = _send(client, "POST", "/tokenize", json_body={"model": model, "prompt": FINGERPRINT_TEXT})
     tokens = tokenized(plain) if plain is not None else None
     if tokens is None:
-        unobserved["tokenizer"] = _answered(plain, "POST /tokenize") + ("" if plain is None or plain.status != 200 else " without token ids")
+        unobserved["tokenizer"] = _answered(plain, "POST /tokenize") + (
+            "" if plain is None or plain.status != 200 else " without token ids"
+        )
         return None
     chat = _send(
         client,

@@ -65,16 +65,20 @@ def _section(observed: Observed, key: str) -> Mapping[str, Any]:
 def _version(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = baseline.get("vllm_version"), target.get("vllm_version")
     if before != after:
-        yield _info(f"vLLM version: {before} -> {after}", "vllm_version", before, after,
-                    "a new version alone is not a serving difference; what it changes is listed one by one")
+        yield _info(
+            f"vLLM version: {before} -> {after}",
+            "vllm_version",
+            before,
+            after,
+            "a new version alone is not a serving difference; what it changes is listed one by one",
+        )
 
 
 def _models(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before = {card["id"]: card for card in baseline.get("models") or []}
     after = {card["id"]: card for card in target.get("models") or []}
     for model in sorted(set(before) - set(after)):
-        yield _serving(f"model removed: {model}", "models", model, None,
-                       "clients asking for this model id get 404")
+        yield _serving(f"model removed: {model}", "models", model, None, "clients asking for this model id get 404")
     for model in sorted(set(after) - set(before)):
         yield _info(f"model added: {model}", "models", None, model, "a new model id breaks no client")
     common = sorted(set(before) & set(after))
@@ -90,8 +94,13 @@ def _models(baseline: Observed, target: Observed) -> Iterator[Difference]:
             yield _serving(f"{name}: {old} -> {new}", "max_model_len", old, new, why)
         old_root, new_root = before[model].get("root"), after[model].get("root")
         if old_root != new_root:
-            yield _info(f"checkpoint path of {model}: {old_root} -> {new_root}", "checkpoint", old_root, new_root,
-                        "another path may hold the same weights; the tokenizer fingerprint says more")
+            yield _info(
+                f"checkpoint path of {model}: {old_root} -> {new_root}",
+                "checkpoint",
+                old_root,
+                new_root,
+                "another path may hold the same weights; the tokenizer fingerprint says more",
+            )
 
 
 def _routes(baseline: Observed, target: Observed) -> Iterator[Difference]:
@@ -99,53 +108,105 @@ def _routes(baseline: Observed, target: Observed) -> Iterator[Difference]:
     unknown = set(target.get("routes_unknown") or [])
     for route in sorted(before - after):
         if route in unknown:
-            yield _serving(f"route not compared: {route}", "routes", route, "probe refused", (
-                f"whether the target still serves {route} could not be seen: its probe was refused before "
-                f"vLLM's router. {HOW_TO_SEE['routes']}, or list routes under profile_diff.ignore"))
+            yield _serving(
+                f"route not compared: {route}",
+                "routes",
+                route,
+                "probe refused",
+                (
+                    f"whether the target still serves {route} could not be seen: its probe was refused before "
+                    f"vLLM's router. {HOW_TO_SEE['routes']}, or list routes under profile_diff.ignore"
+                ),
+            )
         else:
-            yield _serving(f"route removed: {route}", "routes", route, None, "clients calling this route now get 404 or 405")
+            yield _serving(
+                f"route removed: {route}", "routes", route, None, "clients calling this route now get 404 or 405"
+            )
     for route in sorted(after - before):
-        yield _info(f"route added: {route}", "routes", None, route, "a new route breaks no client (the auth suite checks who may call it)")
+        yield _info(
+            f"route added: {route}",
+            "routes",
+            None,
+            route,
+            "a new route breaks no client (the auth suite checks who may call it)",
+        )
 
 
 def _auth(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = _section(baseline, "auth").get("posture"), _section(target, "auth").get("posture")
     if before != after:
-        yield _serving(f"auth posture: {before} -> {after}", "auth", before, after,
-                       "/v1 answers without a key on one server and not on the other: clients or exposure change")
+        yield _serving(
+            f"auth posture: {before} -> {after}",
+            "auth",
+            before,
+            after,
+            "/v1 answers without a key on one server and not on the other: clients or exposure change",
+        )
 
 
 def _scale_out(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = _section(baseline, "scale_out"), _section(target, "scale_out")
     old, new = before.get("state"), after.get("state")
     if old != new:
-        yield _serving(f"scale-out: {old} -> {new}", "scale_out", old, new,
-                       "the render, derender and token-generate routes are served on one server and refused on the other")
+        yield _serving(
+            f"scale-out: {old} -> {new}",
+            "scale_out",
+            old,
+            new,
+            "the render, derender and token-generate routes are served on one server and refused on the other",
+        )
     elif before.get("status") != after.get("status"):
-        yield _info(f"scale-out answer to {after.get('probe')}: {before.get('status')} -> {after.get('status')}",
-                    "scale_out", before.get("status"), after.get("status"),
-                    "same state, another status: clients that tell a refusal by its status see a new one")
+        yield _info(
+            f"scale-out answer to {after.get('probe')}: {before.get('status')} -> {after.get('status')}",
+            "scale_out",
+            before.get("status"),
+            after.get("status"),
+            "same state, another status: clients that tell a refusal by its status see a new one",
+        )
 
 
 def _validation(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = _section(baseline, "validation_error"), _section(target, "validation_error")
     if before.get("bounded") is True and after.get("bounded") is False:
-        yield _serving("validation errors: bounded -> unbounded", "validation_error", True, False,
-                       f"{after.get('request')} now lists every error ({after.get('bytes')} bytes): "
-                       "an error body grows with the request (vLLM 0.29 answered 4 KB with 91 MB)")
+        yield _serving(
+            "validation errors: bounded -> unbounded",
+            "validation_error",
+            True,
+            False,
+            f"{after.get('request')} now lists every error ({after.get('bytes')} bytes): "
+            "an error body grows with the request (vLLM 0.29 answered 4 KB with 91 MB)",
+        )
     elif before.get("bounded") != after.get("bounded"):
-        yield _info(f"validation errors bounded: {before.get('bounded')} -> {after.get('bounded')}", "validation_error",
-                    before.get("bounded"), after.get("bounded"), "error bodies no longer grow with the request")
+        yield _info(
+            f"validation errors bounded: {before.get('bounded')} -> {after.get('bounded')}",
+            "validation_error",
+            before.get("bounded"),
+            after.get("bounded"),
+            "error bodies no longer grow with the request",
+        )
     if before.get("status") != after.get("status"):
-        yield _info(f"validation error status: {before.get('status')} -> {after.get('status')}", "validation_error",
-                    before.get("status"), after.get("status"), "clients that branch on the status see a new one")
+        yield _info(
+            f"validation error status: {before.get('status')} -> {after.get('status')}",
+            "validation_error",
+            before.get("status"),
+            after.get("status"),
+            "clients that branch on the status see a new one",
+        )
     if before.get("bytes") != after.get("bytes"):
-        yield _info(f"validation error size: {before.get('bytes')} -> {after.get('bytes')} bytes", "validation_error",
-                    before.get("bytes"), after.get("bytes"), f"the answer to {after.get('request')} changed size")
+        yield _info(
+            f"validation error size: {before.get('bytes')} -> {after.get('bytes')} bytes",
+            "validation_error",
+            before.get("bytes"),
+            after.get("bytes"),
+            f"the answer to {after.get('request')} changed size",
+        )
 
 
 def _metrics(baseline: Observed, target: Observed) -> Iterator[Difference]:
-    old, new = set(_section(baseline, "metrics").get("names") or []), set(_section(target, "metrics").get("names") or [])
+    old, new = (
+        set(_section(baseline, "metrics").get("names") or []),
+        set(_section(target, "metrics").get("names") or []),
+    )
     for name in sorted(old - new):
         yield _info(f"metric removed: {name}", "metrics", name, None, "dashboards and alerts reading it go blank")
     for name in sorted(new - old):
@@ -155,30 +216,53 @@ def _metrics(baseline: Observed, target: Observed) -> Iterator[Difference]:
 def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = _section(baseline, "tokenizer"), _section(target, "tokenizer")
     if before.get("text") != after.get("text"):
-        yield _info("tokenizer probe text changed", "tokenizer", before.get("text"), after.get("text"),
-                    "the captures tokenized different texts; recapture the baseline to compare tokenizers")
+        yield _info(
+            "tokenizer probe text changed",
+            "tokenizer",
+            before.get("text"),
+            after.get("text"),
+            "the captures tokenized different texts; recapture the baseline to compare tokenizers",
+        )
         return
     if before.get("sha256") != after.get("sha256"):
-        yield _serving("tokenizer fingerprint changed", "tokenizer", before.get("sha256"), after.get("sha256"),
-                       f"the same text gives other token ids ({before.get('token_count')} -> {after.get('token_count')} "
-                       "tokens): token-id clients, prompt caches and context accounting all shift")
+        yield _serving(
+            "tokenizer fingerprint changed",
+            "tokenizer",
+            before.get("sha256"),
+            after.get("sha256"),
+            f"the same text gives other token ids ({before.get('token_count')} -> {after.get('token_count')} "
+            "tokens): token-id clients, prompt caches and context accounting all shift",
+        )
     if before.get("chat_sha256") != after.get("chat_sha256"):
-        yield _serving("chat template fingerprint changed", "tokenizer", before.get("chat_sha256"), after.get("chat_sha256"),
-                       "the same messages render to other tokens: the chat template changed")
+        yield _serving(
+            "chat template fingerprint changed",
+            "tokenizer",
+            before.get("chat_sha256"),
+            after.get("chat_sha256"),
+            "the same messages render to other tokens: the chat template changed",
+        )
 
 
 # Aspects a capture may fail to see, how it shows (besides an ``unobserved`` entry
 # naming why), and what makes it visible. A difference that cannot be decided is a
 # failure that says so, unless the profile lists the aspect under profile_diff.ignore.
 ASPECTS: dict[str, tuple[Callable[[Observed], bool], str]] = {
-    "routes": (lambda o: o.get("routes") is None,
-               "serve /openapi.json to the run, or let OPTIONS requests through to vLLM's router"),
-    "auth": (lambda o: _section(o, "auth").get("posture") not in ("required", "none"),
-             "let GET /v1/models through to vLLM without a key"),
-    "scale_out": (lambda o: _section(o, "scale_out").get("state") not in ("enabled", "disabled"),
-                  "let the scale-out routes through to vLLM (the probe sends {} and triggers nothing)"),
-    "validation_error": (lambda o: not _section(o, "validation_error"),
-                         "serve one of the malformed-request routes (POST /v1/completions, ...) to the run"),
+    "routes": (
+        lambda o: o.get("routes") is None,
+        "serve /openapi.json to the run, or let OPTIONS requests through to vLLM's router",
+    ),
+    "auth": (
+        lambda o: _section(o, "auth").get("posture") not in ("required", "none"),
+        "let GET /v1/models through to vLLM without a key",
+    ),
+    "scale_out": (
+        lambda o: _section(o, "scale_out").get("state") not in ("enabled", "disabled"),
+        "let the scale-out routes through to vLLM (the probe sends {} and triggers nothing)",
+    ),
+    "validation_error": (
+        lambda o: not _section(o, "validation_error"),
+        "serve one of the malformed-request routes (POST /v1/completions, ...) to the run",
+    ),
     "metrics": (lambda o: not _section(o, "metrics"), "serve GET /metrics to the run"),
     "tokenizer": (lambda o: not _section(o, "tokenizer"), "allow POST /tokenize for the key the run uses"),
 }
@@ -199,20 +283,34 @@ def _blind(baseline: Observed, target: Observed, aspect: str) -> Difference | No
         return None
     unseen = [f"the {side} ({why})" for side, why in (("baseline", before), ("target", after)) if why]
     return _serving(
-        f"{aspect} not compared", aspect, before or "observed", after or "observed",
+        f"{aspect} not compared",
+        aspect,
+        before or "observed",
+        after or "observed",
         f"could not be observed on {' nor on '.join(unseen)}: {HOW_TO_SEE[aspect]}, "
         f"or list {aspect} under profile_diff.ignore in the profile",
     )
 
 
 COMPARISONS: tuple[Callable[[Observed, Observed], Iterator[Difference]], ...] = (
-    _version, _models, _routes, _auth, _scale_out, _validation, _metrics, _tokenizer,
+    _version,
+    _models,
+    _routes,
+    _auth,
+    _scale_out,
+    _validation,
+    _metrics,
+    _tokenizer,
 )
 
 
 ASPECT_OF: dict[Callable[[Observed, Observed], Iterator[Difference]], str] = {
-    _routes: "routes", _auth: "auth", _scale_out: "scale_out", _validation: "validation_error",
-    _metrics: "metrics", _tokenizer: "tokenizer",
+    _routes: "routes",
+    _auth: "auth",
+    _scale_out: "scale_out",
+    _validation: "validation_error",
+    _metrics: "metrics",
+    _tokenizer: "tokenizer",
 }
 
 

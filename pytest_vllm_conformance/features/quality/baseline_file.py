@@ -66,7 +66,7 @@ class BaselineFile:
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "saved_at": self.saved_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "saved_at": self.saved_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "lm_eval_version": self.lm_eval_version or _lm_eval_version(),
             "server": self.server,
             "greedy": greedy,

@@ -57,7 +57,7 @@ class Divergence:
 
     def __str__(self) -> str:
         where = f"prompt {self.prompt_index}" + (f" {self.prompt_text[:40]!r}" if self.prompt_text else "")
-        if self.agrees:
+        if self.position is None:
             return f"{where}: the first {self.compared} tokens agree"
         window = slice(self.position, self.position + 4)
         return (
@@ -91,7 +91,9 @@ def prompt_ids(client: BoundedClient, model: str, texts: tuple[str, ...] = PROMP
     return prompts
 
 
-def continue_greedily(client: BoundedClient, model: str, prompts: list[list[int]], max_tokens: int) -> list[Continuation]:
+def continue_greedily(
+    client: BoundedClient, model: str, prompts: list[list[int]], max_tokens: int
+) -> list[Continuation]:
     continuations = []
     for prompt in prompts:
         body = {
@@ -108,7 +110,9 @@ def continue_greedily(client: BoundedClient, model: str, prompts: list[list[int]
         except (KeyError, IndexError, TypeError):
             output = None
         if not isinstance(output, list):
-            raise GreedyUnavailable("/v1/completions returned no token_ids (return_token_ids needs vLLM 0.10.2 or later)")
+            raise GreedyUnavailable(
+                "/v1/completions returned no token_ids (return_token_ids needs vLLM 0.10.2 or later)"
+            )
         continuations.append(Continuation(prompt, output))
     return continuations
 

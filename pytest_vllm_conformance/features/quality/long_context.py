@@ -1,6 +1,6 @@
 """Long-context retrieval documents, sized to a fraction of the server's context.
 
-YaRN changed in vLLM 0.30 (docs/vllm-contracts.md §5.3): the same checkpoint
+YaRN changed in vLLM 0.30 (vllm/config/model.py, _get_and_verify_max_len): the same checkpoint
 can get another ``max_model_len`` or other rotary scaling, and a model that
 is fine on short prompts answers wrongly far into its context. So each
 document hides one fact (a "needle") at a chosen depth of a filler text, and
@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_vllm_conformance.target.client import BoundedClient, TransportFailure
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
+from pytest_vllm_conformance.target.client import BoundedClient, TransportFailure
 
 FILLER_SEED = 503
 ITEMS_PER_LENGTH = 8
@@ -28,11 +28,31 @@ ANSWER_TOKENS = 8  # the task's max_gen_toks: room the prompt leaves for the ans
 QUESTION = "What is the access code for the {colour} door?"
 NEEDLE = "The access code for the {colour} door is {code}."
 COLOURS = ("red", "blue", "green", "yellow", "purple", "orange", "silver", "golden", "white", "black")
-SUBJECTS = ("The old miller", "A quiet river", "The morning train", "Every lantern", "The school choir",
-            "A tired sailor", "The village baker", "The northern wind", "A grey heron", "The market square")
+SUBJECTS = (
+    "The old miller",
+    "A quiet river",
+    "The morning train",
+    "Every lantern",
+    "The school choir",
+    "A tired sailor",
+    "The village baker",
+    "The northern wind",
+    "A grey heron",
+    "The market square",
+)
 VERBS = ("passed", "watched", "followed", "remembered", "carried", "crossed", "painted", "visited")
-OBJECTS = ("the wooden bridge", "a field of barley", "the harbour wall", "the long road home", "a basket of apples",
-           "the chapel bell", "the orchard gate", "a row of chimneys", "the copper kettle", "the evening tide")
+OBJECTS = (
+    "the wooden bridge",
+    "a field of barley",
+    "the harbour wall",
+    "the long road home",
+    "a basket of apples",
+    "the chapel bell",
+    "the orchard gate",
+    "a row of chimneys",
+    "the copper kettle",
+    "the evening tide",
+)
 TAILS = ("before noon", "in the rain", "without a word", "once again", "as usual", "at dawn", "for a while")
 # Tokens per filler word, first guess; refined on the server's tokenizer.
 FIRST_GUESS_TOKENS_PER_WORD = 1.5
@@ -98,7 +118,9 @@ class _Counter:
         return len(tokens)
 
 
-def _largest_fitting(measure, words: list[str], depth: float, needle: str, question: str, budget: int, guess: int) -> tuple[int, int]:
+def _largest_fitting(
+    measure, words: list[str], depth: float, needle: str, question: str, budget: int, guess: int
+) -> tuple[int, int]:
     """The most filler words whose prompt fits the budget, and its token count (bracket, then bisect)."""
 
     def tokens(count: int) -> int:
@@ -132,7 +154,8 @@ def documents(client: BoundedClient, model: str, sizing: Sizing, items: int = IT
     """``items`` retrieval documents whose prompts fill ``sizing`` (needles from 1/(2 items) to 1 - that)."""
     if sizing.prompt_budget < 32:
         raise LongContextUnavailable(
-            f"{sizing.percent}% of max_model_len {sizing.max_model_len} leaves {sizing.prompt_budget} prompt tokens: too few"
+            f"{sizing.percent}% of max_model_len {sizing.max_model_len} leaves {sizing.prompt_budget} "
+            "prompt tokens: too few"
         )
     measure = _Counter(client, model, sizing.max_model_len)
     # Twice the budget in words: even a tokenizer with whole-word tokens cannot run out.
@@ -149,12 +172,14 @@ def documents(client: BoundedClient, model: str, sizing: Sizing, items: int = IT
         # Documents of one length differ only in the needle, so the last fit is a close first guess.
         count, prompt_tokens = _largest_fitting(measure, words, depth, needle, question, sizing.prompt_budget, guess)
         guess = count
-        docs.append({
-            "context": _haystack(words, count, depth, needle),
-            "question": question,
-            "answer": code,
-            "depth": round(depth, 4),
-            "prompt_tokens": prompt_tokens,
-            "percent_of_max_model_len": sizing.percent,
-        })
+        docs.append(
+            {
+                "context": _haystack(words, count, depth, needle),
+                "question": question,
+                "answer": code,
+                "depth": round(depth, 4),
+                "prompt_tokens": prompt_tokens,
+                "percent_of_max_model_len": sizing.percent,
+            }
+        )
     return docs

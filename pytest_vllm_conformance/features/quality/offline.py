@@ -32,19 +32,23 @@ def go_offline() -> None:
     os.environ.update(OFFLINE_ENV)
     hub = sys.modules.get("huggingface_hub.constants")
     if hub is not None:
-        hub.HF_HUB_OFFLINE = True
+        setattr(hub, "HF_HUB_OFFLINE", True)  # noqa: B010 - a module attribute read at call time
     datasets_config = sys.modules.get("datasets.config")
     if datasets_config is not None:
-        datasets_config.HF_HUB_OFFLINE = True
-        datasets_config.HF_DATASETS_OFFLINE = True
+        setattr(datasets_config, "HF_HUB_OFFLINE", True)  # noqa: B010
+        setattr(datasets_config, "HF_DATASETS_OFFLINE", True)  # noqa: B010
     evaluate_config = sys.modules.get("evaluate.config")
     if evaluate_config is not None:
-        evaluate_config.HF_EVALUATE_OFFLINE = True
+        setattr(evaluate_config, "HF_EVALUATE_OFFLINE", True)  # noqa: B010
 
 
 def require_lm_eval() -> None:
     """Offline switches first, then check that lm-eval and its API backends' packages are there."""
     go_offline()
-    missing = [name for name in ("lm_eval", "aiohttp", "tenacity", "requests") if importlib.util.find_spec(name) is None]
+    missing = [
+        name for name in ("lm_eval", "aiohttp", "tenacity", "requests") if importlib.util.find_spec(name) is None
+    ]
     if missing:
-        raise LmEvalMissing(f"the quality suite needs lm-eval with its API extra ({', '.join(missing)} missing): {INSTALL_HINT}")
+        raise LmEvalMissing(
+            f"the quality suite needs lm-eval with its API extra ({', '.join(missing)} missing): {INSTALL_HINT}"
+        )

@@ -73,16 +73,22 @@ def newcombe_paired_interval(
         phi = 0.0
     else:
         phi = (cross - n / 2 if cross > 0 else cross) / math.sqrt(margins)
-    below = math.sqrt(max(0.0,
-        (target_p - target_low) ** 2
-        - 2 * phi * (target_p - target_low) * (baseline_high - baseline_p)
-        + (baseline_high - baseline_p) ** 2
-    ))
-    above = math.sqrt(max(0.0,
-        (target_high - target_p) ** 2
-        - 2 * phi * (target_high - target_p) * (baseline_p - baseline_low)
-        + (baseline_p - baseline_low) ** 2
-    ))
+    below = math.sqrt(
+        max(
+            0.0,
+            (target_p - target_low) ** 2
+            - 2 * phi * (target_p - target_low) * (baseline_high - baseline_p)
+            + (baseline_high - baseline_p) ** 2,
+        )
+    )
+    above = math.sqrt(
+        max(
+            0.0,
+            (target_high - target_p) ** 2
+            - 2 * phi * (target_high - target_p) * (baseline_p - baseline_low)
+            + (baseline_p - baseline_low) ** 2,
+        )
+    )
     difference = target_p - baseline_p
     return max(-1.0, difference - below), min(1.0, difference + above)
 
@@ -137,7 +143,8 @@ class Comparison:
             f"{self.metric}: target {self.target_score:.4f}, baseline {self.baseline_score:.4f}, "
             f"delta {self.delta:+.4f}, {self.confidence:.0%} interval [{low:+.4f}, {high:+.4f}] "
             f"({self.method}, {self.items} paired items: {self.target_better_items} better on the target, "
-            f"{self.baseline_better_items} better on the baseline; {direction} is better, tolerance {self.tolerance:g}): "
+            f"{self.baseline_better_items} better on the baseline; {direction} is better, "
+            f"tolerance {self.tolerance:g}): "
             f"{self.verdict}"
         )
 

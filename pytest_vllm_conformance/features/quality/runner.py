@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_vllm_conformance.features.quality.offline import require_lm_eval
 from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, TransportFailure
 from pytest_vllm_conformance.target.secrets import Secret
-from pytest_vllm_conformance.features.quality.offline import require_lm_eval
 
 Backend = Literal["completions", "chat"]
 SEED = 1234
@@ -46,7 +46,9 @@ class Endpoint:
         """``local``, ``tokenizer_info`` or ``tokenize``: see lm_eval_backends."""
         if self.local_tokenizer is not None:
             if not self.local_tokenizer.exists():
-                raise EvalFailed(f"--vllm-eval-tokenizer {self.local_tokenizer} does not exist (a local path, never a Hub id)")
+                raise EvalFailed(
+                    f"--vllm-eval-tokenizer {self.local_tokenizer} does not exist (a local path, never a Hub id)"
+                )
             return "local"
         try:
             info = client.get("/tokenizer_info")
@@ -69,7 +71,12 @@ class MetricResult:
 
     @classmethod
     def from_dict(cls, name: str, data: dict[str, Any]) -> MetricResult:
-        return cls(name, bool(data["higher_is_better"]), float(data["score"]), {str(k): float(v) for k, v in data["items"].items()})
+        return cls(
+            name,
+            bool(data["higher_is_better"]),
+            float(data["score"]),
+            {str(k): float(v) for k, v in data["items"].items()},
+        )
 
 
 @dataclass(frozen=True)

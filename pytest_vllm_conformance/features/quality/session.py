@@ -16,13 +16,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_vllm_conformance.target.client import BoundedClient, display_url
-from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts, discover
-from pytest_vllm_conformance.target.settings import Settings
-from pytest_vllm_conformance.target.connect import client_for
 from pytest_vllm_conformance.features.quality import greedy, long_context, paired, task_files
 from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError, run_key
-from pytest_vllm_conformance.features.quality.runner import Backend, Endpoint, TaskResult, evaluate, language_model, task_manager
+from pytest_vllm_conformance.features.quality.runner import (
+    Backend,
+    Endpoint,
+    TaskResult,
+    evaluate,
+    language_model,
+    task_manager,
+)
+from pytest_vllm_conformance.target.client import BoundedClient, display_url
+from pytest_vllm_conformance.target.connect import client_for
+from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts, discover
+from pytest_vllm_conformance.target.settings import Settings
 
 LONG_CONTEXT_PERCENTS = (25, 50, 90, 100)
 NO_BASELINE = (
@@ -54,7 +61,9 @@ class ServerSide:
 
     @property
     def label(self) -> str:
-        return f"{display_url(self.endpoint.base_url)} (vLLM {self.facts.version or '?'}, model {self.endpoint.model!r})"
+        return (
+            f"{display_url(self.endpoint.base_url)} (vLLM {self.facts.version or '?'}, model {self.endpoint.model!r})"
+        )
 
     def record(self) -> dict[str, object]:
         return {
@@ -137,9 +146,12 @@ class QualityRun:
     def _baseline_result(self, key: str) -> TaskResult:
         if isinstance(self.baseline, BaselineFile):
             if key not in self.baseline.runs:
-                raise NotComparable(f"the baseline file {self.baseline.path} has no results for {key} "
-                                    f"(the run that saved it did not include it)")
+                raise NotComparable(
+                    f"the baseline file {self.baseline.path} has no results for {key} "
+                    f"(the run that saved it did not include it)"
+                )
             return self.baseline.runs[key]
+        assert self.baseline is not None, "compare() is called with a baseline"
         return self.baseline.results[key]
 
     def _sides(self) -> list[ServerSide]:
@@ -147,7 +159,9 @@ class QualityRun:
 
     # ---- lm-eval runs -------------------------------------------------------
 
-    def _run(self, side: ServerSide, backend: Backend, tasks: list[str], manager, max_length: int | None = None) -> None:
+    def _run(
+        self, side: ServerSide, backend: Backend, tasks: list[str], manager, max_length: int | None = None
+    ) -> None:
         lm = language_model(side.endpoint, backend, side.client, max_length=max_length)
         for task, result in evaluate(lm, tasks, manager, backend=backend, limit=self.limit).items():
             side.results[run_key(task, backend)] = result
@@ -160,7 +174,9 @@ class QualityRun:
         max_model_len = self.target.endpoint.max_model_len
         for percent in LONG_CONTEXT_PERCENTS:
             if not isinstance(max_model_len, int):
-                self._long_context_unavailable[percent] = f"/v1/models gives no max_model_len for {self.target.endpoint.model!r}"
+                self._long_context_unavailable[percent] = (
+                    f"/v1/models gives no max_model_len for {self.target.endpoint.model!r}"
+                )
                 continue
             try:
                 sizing = long_context.Sizing(percent, max_model_len)
@@ -208,12 +224,16 @@ class QualityRun:
             raise NoBaseline(self.no_baseline_reason())
         target = self.target.results[key]
         baseline = self._baseline_result(key)
-        same_prompt = {item for item, digest in target.prompt_hashes.items() if baseline.prompt_hashes.get(item) == digest}
+        same_prompt = {
+            item for item, digest in target.prompt_hashes.items() if baseline.prompt_hashes.get(item) == digest
+        }
         notes = [f"target {self.target.label}", f"baseline {self.baseline_label}"]
         differing = len(set(target.prompt_hashes) & set(baseline.prompt_hashes)) - len(same_prompt)
         if not same_prompt:
-            raise NotComparable(f"{label}: no item has the same prompt on the target and in the baseline "
-                                f"({differing} differ): the baseline was made from other documents")
+            raise NotComparable(
+                f"{label}: no item has the same prompt on the target and in the baseline "
+                f"({differing} differ): the baseline was made from other documents"
+            )
         if differing:
             notes.append(f"{differing} item(s) left out: their prompts differ from the baseline's")
         if target.not_comparable:
@@ -223,14 +243,16 @@ class QualityRun:
             if name not in baseline.metrics:
                 notes.append(f"{name}: not in the baseline")
                 continue
-            comparisons.append(paired.compare(
-                name,
-                {item: value for item, value in metric.items.items() if item in same_prompt},
-                {item: value for item, value in baseline.metrics[name].items.items() if item in same_prompt},
-                higher_is_better=metric.higher_is_better,
-                tolerance=self.tolerance,
-                confidence=self.confidence,
-            ))
+            comparisons.append(
+                paired.compare(
+                    name,
+                    {item: value for item, value in metric.items.items() if item in same_prompt},
+                    {item: value for item, value in baseline.metrics[name].items.items() if item in same_prompt},
+                    higher_is_better=metric.higher_is_better,
+                    tolerance=self.tolerance,
+                    confidence=self.confidence,
+                )
+            )
         if not comparisons:
             raise NotComparable(f"{label}: no metric of the task can be compared item by item")
         return Outcome(label, comparisons, notes)
@@ -242,7 +264,9 @@ class QualityRun:
     def long_context(self, percent: int) -> Outcome:
         self._batch("long_context", "completions")
         if percent in self._long_context_unavailable:
-            raise NotComparable(f"long-context retrieval at {percent}% of max_model_len: {self._long_context_unavailable[percent]}")
+            raise NotComparable(
+                f"long-context retrieval at {percent}% of max_model_len: {self._long_context_unavailable[percent]}"
+            )
         task = task_files.long_context_task(percent)
         return self._compare(f"{task} (completions)", run_key(task, "completions"))
 
@@ -278,8 +302,12 @@ class QualityRun:
             if self.baseline is not None:
                 theirs = greedy.prompt_ids(self.baseline.client, self.baseline.endpoint.model, texts)
                 if theirs != prompts:
-                    notes.append("the baseline's tokenizer splits the prompts differently; both continue the target's token ids")
-                baseline = greedy.continue_greedily(self.baseline.client, self.baseline.endpoint.model, prompts, compared)
+                    notes.append(
+                        "the baseline's tokenizer splits the prompts differently; both continue the target's token ids"
+                    )
+                baseline = greedy.continue_greedily(
+                    self.baseline.client, self.baseline.endpoint.model, prompts, compared
+                )
         target = greedy.continue_greedily(self.target.client, self.target.endpoint.model, prompts, compared)
         self.recording.greedy, self.recording.greedy_max_tokens = target, compared
         if baseline is None:
@@ -321,6 +349,7 @@ def client_key(settings: Settings, role: str):
 
 def connect_baseline(settings: Settings, target_facts: ServerFacts) -> ServerSide:
     """The live baseline: its facts, and the model it serves (the target's id when it serves that too)."""
+    assert settings.baseline_url is not None, "called with --vllm-baseline-url"
     client = client_for(settings, settings.baseline_url, api_key=client_key(settings, "baseline"))
     try:
         facts = discover(client, settings.baseline_model)

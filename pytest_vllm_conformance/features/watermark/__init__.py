@@ -16,10 +16,9 @@ if TYPE_CHECKING:
         Detection,
         DualKeyGumbelDetector,
         GumbelDetector,
-        gamma_survival_integer_shape,
         make_detector,
-        regularized_gamma_q,
     )
+    from pytest_vllm_conformance.features.watermark.gamma import gamma_survival_integer_shape, regularized_gamma_q
     from pytest_vllm_conformance.features.watermark.prf import PHILOX_VERSION, PhiloxPRF, derive_watermark_key
 
 # Loaded on first use (PEP 562): every run collects the watermark suite and
@@ -28,9 +27,9 @@ _HOMES = {
     "Detection": "detector",
     "DualKeyGumbelDetector": "detector",
     "GumbelDetector": "detector",
-    "gamma_survival_integer_shape": "detector",
+    "gamma_survival_integer_shape": "gamma",
     "make_detector": "detector",
-    "regularized_gamma_q": "detector",
+    "regularized_gamma_q": "gamma",
     "PHILOX_VERSION": "prf",
     "PhiloxPRF": "prf",
     "derive_watermark_key": "prf",

@@ -98,27 +98,42 @@ def _build_parser() -> argparse.ArgumentParser:
         ),
     )
     detect.add_argument(
-        "--algorithm", required=True, choices=("gumbel", "dual_key_gumbel"),
+        "--algorithm",
+        required=True,
+        choices=("gumbel", "dual_key_gumbel"),
         help="the server's watermark_config.algorithm",
     )
     detect.add_argument(
-        "--context-width", required=True, type=_positive_int, metavar="N",
+        "--context-width",
+        required=True,
+        type=_positive_int,
+        metavar="N",
         help="the server's watermark_config.context_width (vLLM default 4)",
     )
     detect.add_argument(
-        "--alpha", type=float, default=None, metavar="A",
+        "--alpha",
+        type=float,
+        default=None,
+        metavar="A",
         help="dual_key_gumbel only: the server's watermark_config.alpha (default 0.1)",
     )
     detect.add_argument(
-        "--p-value-threshold", type=float, default=0.01, metavar="P",
+        "--p-value-threshold",
+        type=float,
+        default=0.01,
+        metavar="P",
         help="is_watermarked is p_value <= P; must be in (0, 1) (default 0.01)",
     )
     detect.add_argument(
-        "--no-dedup", dest="deduplicate_contexts", action="store_false",
+        "--no-dedup",
+        dest="deduplicate_contexts",
+        action="store_false",
         help="score tokens whose context already occurred (vLLM's deduplicate_contexts=False)",
     )
     detect.add_argument(
-        "--key-env", required=True, metavar="VAR",
+        "--key-env",
+        required=True,
+        metavar="VAR",
         help="name of the environment variable that holds the watermark key",
     )
     detect.add_argument("file", metavar="FILE", help="JSON Lines input, or - for stdin")

@@ -48,7 +48,7 @@ class GenerationApi:
         messages = [{"role": "user", "content": prompt}]
         want_ids = {"return_token_ids": True} if self.returns_token_ids else {}
         # ignore_eos where the API has it: a short answer cannot reach the planned p-value.
-        bodies = {
+        bodies: dict[str, dict[str, Any]] = {
             "completion": {"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, **want_ids},
             "chat": {"messages": messages, "max_tokens": max_tokens, "ignore_eos": True, **want_ids},
             "chat_batch": {"messages": [messages], "max_tokens": max_tokens, **want_ids},
@@ -116,6 +116,13 @@ def watermark_opt_out_apis(ctx: CaseContext) -> list[GenerationApi]:
             continue  # 0.32+ mount a 403 stub there while scale-out is off: nothing to sample
         returns_ids = "token_ids_since" in entry and since(version, entry["token_ids_since"])
         apis.append(
-            GenerationApi(entry["api"], entry["path"], entry["shape"], tuple(entry["field"]), returns_ids, entry.get("form", False))
+            GenerationApi(
+                entry["api"],
+                entry["path"],
+                entry["shape"],
+                tuple(entry["field"]),
+                returns_ids,
+                entry.get("form", False),
+            )
         )
     return apis

@@ -155,7 +155,7 @@ class PhiloxPRF:
             np.zeros(prefix_shape, dtype=np.uint64),
         )
         for offset in range(0, width, 4):
-            block = []
+            block: list[Any] = []
             for index in range(4):
                 position = offset + index
                 if position < width:
@@ -182,9 +182,7 @@ class PhiloxPRF:
         token_words = _as_words(tokens, "tokens")
         prefix_shape = state[0].shape
         output_shape = np.broadcast_shapes(prefix_shape + (1,), token_words.shape)
-        s0, s1, s2, s3 = (
-            np.broadcast_to(word[..., None], output_shape) for word in state
-        )
+        s0, s1, s2, s3 = (np.broadcast_to(word[..., None], output_shape) for word in state)
         token_words = np.broadcast_to(token_words, output_shape)
         # One Philox block yields 4 words, so 4 consecutive token ids share a
         # block (counter word 0 = token >> 2) and pick their word by token & 3.
@@ -193,11 +191,7 @@ class PhiloxPRF:
             s3 ^ self._k0,
             self._k1 ^ np.uint64(_TOKEN_DOMAIN),
         )
-        stacked = np.stack(
-            [np.broadcast_to(word, output_shape) for word in outputs], axis=-1
-        )
-        selected = np.take_along_axis(
-            stacked, (token_words & _THREE).astype(np.intp)[..., None], axis=-1
-        )[..., 0]
+        stacked = np.stack([np.broadcast_to(word, output_shape) for word in outputs], axis=-1)
+        selected = np.take_along_axis(stacked, (token_words & _THREE).astype(np.intp)[..., None], axis=-1)[..., 0]
         mantissas = (selected >> _SHIFT8).astype(np.float64)
         return ((mantissas + 1.0) / _UNIFORM_DENOMINATOR).astype(np.float32)

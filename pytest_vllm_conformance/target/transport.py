@@ -1,0 +1,86 @@
+"""How bytes reach us: TLS settings per connection, and the byte cap for clients we do not own.
+
+``Connection`` says whose certificates to trust, which to present, and
+whether to use the environment's proxies; ``tls_context`` builds one
+verifying context per setting. ``CappedTransport`` gives a third-party
+client (the OpenAI SDK) our byte cap: a body over it is an error, never a
+buffer.
+"""
+
+from __future__ import annotations
+
+import functools
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach a server: whose certificates to trust, ours to present, and whether to use proxies.
+
+    Certificates are always verified: a private CA is given, never switched off.
+    """
+
+    ca_bundle: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    # The environment's HTTP(S)_PROXY / NO_PROXY, only when asked for (--vllm-trust-env).
+    trust_env: bool = False
+
+
+DIRECT = Connection()
+
+
+@functools.cache
+def tls_context(connection: Connection = DIRECT) -> ssl.SSLContext:
+    """One verifying TLS context per connection setting: each costs about 15 ms to build (the CA bundle)."""
+    context = httpx.create_ssl_context()
+    if connection.ca_bundle is not None:
+        context.load_verify_locations(cafile=str(connection.ca_bundle))
+    if connection.client_cert is not None:
+        key = str(connection.client_key) if connection.client_key else None
+        context.load_cert_chain(str(connection.client_cert), keyfile=key)
+    return context
+
+
+class ResponseTooLarge(httpx.ReadError):
+    """Raised inside clients we do not own (the OpenAI SDK) when a body passes the cap."""
+
+
+class _CappedStream(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, cap: int, request: httpx.Request) -> None:
+        self._inner = inner
+        self._cap = cap
+        self._request = request
+
+    def __iter__(self):
+        seen = 0
+        for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._cap:
+                raise ResponseTooLarge(
+                    f"{self._request.method} {self._request.url.path}: body passed the {self._cap:,}-byte cap",
+                    request=self._request,
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class CappedTransport(httpx.HTTPTransport):
+    """An httpx transport for third-party clients: a body over the cap is an error, never a buffer."""
+
+    def __init__(self, max_body: int, connection: Connection = DIRECT, **kwargs: Any) -> None:
+        kwargs.setdefault("verify", tls_context(connection))
+        super().__init__(**kwargs)
+        self.max_body = max_body
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        response.stream = _CappedStream(cast(httpx.SyncByteStream, response.stream), self.max_body, request)
+        return response
