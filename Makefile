@@ -44,8 +44,9 @@ lint: $(STAMP)
 	$(PY) -m mypy
 	$(PY) -m pytest_vllm_conformance.catalogue.docs_gen --check docs
 
+# Two workers: most unit tests are pytester runs of the plugin, a second each.
 unit: $(STAMP)
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
 # The generated references (docs/contracts.md, docs/profile-reference.md).
 docs: $(STAMP)

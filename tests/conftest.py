@@ -11,8 +11,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from fixtures.servers import ServerPool, ServerSpec
 
 pytest_plugins = ["pytester"]
 
@@ -49,6 +53,116 @@ SUITES = REPO / "suites"
 CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512")
 
 
+# ---- which servers each group of tests uses, and the order the groups run in --
+
+
+# Every server our tests start, by name: model, flags and environment.
+# A name here is what SERVER_GROUPS and ``served`` speak of.
+def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
+    from fixtures import cpu_watermark
+    from fixtures.servers import ServerSpec
+    from pytest_vllm_conformance.target.secrets import Secret
+
+    llama = models["tiny-llama"]
+
+    def watermarking(honour_opt_out: bool) -> ServerSpec:
+        args = (*CPU_SERVE_ARGS, "--enable-scale-out", *cpu_watermark.serve_args(honour_opt_out=honour_opt_out))
+        return ServerSpec.of(llama, args, env=cpu_watermark.server_env(WATERMARK_KEY))
+
+    return {
+        # vLLM 0.32's defaults.
+        "plain": ServerSpec.of(llama, CPU_SERVE_ARGS),
+        # An API key and no /openapi.json: route-driven suites run on the contract data's route table.
+        "hardened": ServerSpec.of(llama, GATED_SERVE_ARGS, api_key=Secret(TEST_KEY)),
+        # vLLM's own switch that turns the prompt-embeds decode bound off (vLLM before 0.30 had none).
+        "unbounded_embeds": ServerSpec.of(
+            llama, (*CPU_SERVE_ARGS, "--enable-prompt-embeds"), env={"VLLM_MAX_EMBED_DECODE_BYTES": "0"}
+        ),
+        # A YaRN checkpoint with no --max-model-len: the length vLLM derives is what is checked.
+        "yarn": ServerSpec.of(models["tiny-llama-yarn512"], DERIVED_LENGTH_ARGS),
+        "short_context": ServerSpec.of(llama, ("--dtype", "float32", "--enforce-eager", "--max-model-len", "256")),
+        # A queue bound of one; 2048 tokens of context so the held requests outlast the burst.
+        "bounded": ServerSpec.of(
+            llama,
+            (*CPU_SERVE_ARGS, "--max-model-len", "2048", "--max-num-queued-reqs", "1", "--disable-cascade-attn"),
+            env={"VLLM_ENABLE_SCALE_OUT_ENDPOINTS": "1"},
+        ),
+        "perturbed": ServerSpec.of(models["tiny-llama-perturbed"], CPU_SERVE_ARGS),
+        "watermark": watermarking(honour_opt_out=True),
+        "watermark_ignoring_opt_out": watermarking(honour_opt_out=False),
+    }
+
+
+DERIVED_LENGTH_ARGS = ("--dtype", "float32", "--enforce-eager")
+
+# Server tests in groups that share servers, in the order they run, so the
+# pool (at most three alive, least recently used stopped first) rarely starts a
+# server twice; while a group runs, the next group's servers are started
+# (``pytest_runtest_call``), unless the group measures latency. The embedded
+# server's test runs first, while the pool is still empty, so no more than
+# three servers are ever alive. Tests in no group keep their place after these.
+SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("integration/test_reports_on_real_vllm.py::test_embedded_server_is_started_stopped_and_never_holds_the_key", ()),
+    ("integration/test_suites_on_real_vllm.py", ("plain", "hardened")),
+    ("faults/test_endpoint_faults.py", ("plain", "hardened", "unbounded_embeds")),
+    ("integration/test_reports_on_real_vllm.py", ("hardened",)),
+    ("integration/test_context_and_profiles.py", ("plain", "yarn")),
+    ("faults/test_context_faults.py", ("plain", "short_context")),
+    ("integration/test_operational_suites.py", ("plain", "bounded")),
+    ("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
+    ("integration/test_watermark_on_real_vllm.py", ("watermark",)),
+    ("faults/test_watermark_faults.py", ("watermark", "watermark_ignoring_opt_out")),
+)
+# Groups that time the server's answers (every suite runs validation_bounds.answered_fast,
+# admission times its refusals, the xdist run is compared with the serial one verdict by
+# verdict): no server starts beside them.
+QUIET_GROUPS = frozenset(
+    {
+        "integration/test_suites_on_real_vllm.py",
+        "integration/test_reports_on_real_vllm.py",
+        "integration/test_operational_suites.py",
+    }
+)
+
+_GROUP = pytest.StashKey[int]()
+_POOL = pytest.StashKey["ServerPool"]()
+_SPECS = pytest.StashKey["dict[str, ServerSpec]"]()
+
+
+def _group_of(item: pytest.Item) -> int:
+    nodeid = item.nodeid.split("tests/", 1)[-1]
+    for index, (prefix, _) in enumerate(SERVER_GROUPS):
+        if nodeid == prefix or nodeid.startswith((prefix + "::", prefix + "[")):
+            return index
+    return -1 if nodeid.startswith("unit/") else len(SERVER_GROUPS)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.stash[_GROUP] = _group_of(item)
+    items.sort(key=lambda item: item.stash[_GROUP])  # stable: the order within a group is kept
+
+
+def _servers_of(group: int) -> tuple[str, ...]:
+    return SERVER_GROUPS[group][1] if 0 <= group < len(SERVER_GROUPS) else ()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """While a group's test runs (its servers ready), start the next group's servers where there is room."""
+    pool, specs = item.config.stash.get(_POOL, None), item.config.stash.get(_SPECS, None)
+    group = item.stash.get(_GROUP, -1)
+    if pool is not None and 0 <= group < len(SERVER_GROUPS) and SERVER_GROUPS[group][0] in QUIET_GROUPS:
+        pool.settle()  # a server started ahead of time must not still be starting beside a timed test
+    elif pool is not None and specs is not None and 0 <= group < len(SERVER_GROUPS):
+        items = item.session.items
+        later = (other.stash.get(_GROUP, -1) for other in items[items.index(item) + 1 :])
+        upcoming = next((g for g in later if g != group and _servers_of(g)), None)
+        if upcoming is not None:
+            pool.prefetch([specs[n] for n in _servers_of(upcoming)], keep=[specs[n] for n in _servers_of(group)])
+    return (yield)
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytester, whose inner runs (which have no ini of ours) keep pytest-asyncio's
@@ -59,7 +173,7 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 
 
 @pytest.fixture(scope="session")
-def vllm_server_pool(tmp_path_factory: pytest.TempPathFactory):
+def vllm_server_pool(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config):
     """Real ``vllm serve`` processes shared by flag set (at most three alive, or VLLM_CONFORMANCE_TEST_MAX_SERVERS).
 
     Each costs about 2.9 GB: a shared machine may need fewer alive at once.
@@ -68,16 +182,41 @@ def vllm_server_pool(tmp_path_factory: pytest.TempPathFactory):
 
     max_alive = int(os.environ.get("VLLM_CONFORMANCE_TEST_MAX_SERVERS") or 3)
     pool = ServerPool(max_alive=max_alive, log_dir=tmp_path_factory.mktemp("vllm-logs"))
+    pytestconfig.stash[_POOL] = pool
     yield pool
+    del pytestconfig.stash[_POOL]
     pool.close()
 
 
 @pytest.fixture(scope="session")
-def tiny_models() -> dict[str, Path]:
+def tiny_models(pytestconfig: pytest.Config) -> dict[str, Path]:
     pytest.importorskip("transformers", reason="building the tiny models needs transformers (the serve extra)")
     from fixtures import tiny_models
 
-    return tiny_models.build_all()
+    models = tiny_models.build_all()
+    pytestconfig.stash[_SPECS] = server_specs(models)
+    return models
+
+
+@dataclass(frozen=True)
+class Served:
+    """The pool's servers by the names of ``server_specs``, started if they are not running."""
+
+    pool: ServerPool
+    specs: dict[str, ServerSpec]
+
+    def __call__(self, name: str):
+        return self.pool.get_many([self.specs[name]])[0]
+
+    def together(self, *names: str):
+        """Several at once: the missing ones start concurrently."""
+        return self.pool.get_many([self.specs[name] for name in names])
+
+
+@pytest.fixture
+def served(vllm_server_pool, tiny_models, pytestconfig: pytest.Config) -> Served:
+    """``served("plain")``: the pool's server of that name (see ``server_specs``)."""
+    return Served(vllm_server_pool, pytestconfig.stash[_SPECS])
 
 
 def vllm_available() -> bool:
@@ -121,9 +260,9 @@ TEST_KEY = "sk-conformance-test-5d1e7a"
 
 
 @pytest.fixture
-def plain_server(vllm_server_pool, tiny_models):
+def plain_server(served):
     """vllm serve on the tiny model with no flags: vLLM 0.32's defaults."""
-    return vllm_server_pool.get(tiny_models["tiny-llama"], CPU_SERVE_ARGS)
+    return served("plain")
 
 
 # A hardened server: an API key, and no /openapi.json (--disable-fastapi-docs),
@@ -132,11 +271,9 @@ GATED_SERVE_ARGS = (*CPU_SERVE_ARGS, "--enable-scale-out", "--enable-prompt-embe
 
 
 @pytest.fixture
-def gated_server(vllm_server_pool, tiny_models):
+def gated_server(served):
     """Scale-out and prompt embeds enabled, behind an API key, its /openapi.json hidden."""
-    from pytest_vllm_conformance.target.secrets import Secret
-
-    return vllm_server_pool.get(tiny_models["tiny-llama"], GATED_SERVE_ARGS, api_key=Secret(TEST_KEY))
+    return served("hardened")
 
 
 PLAIN_PROFILE = """
@@ -185,27 +322,20 @@ watermark:
 """
 
 
-def _watermark_server(pool, model: Path, *, honour_opt_out: bool):
-    from fixtures import cpu_watermark
-
-    args = (*CPU_SERVE_ARGS, "--enable-scale-out", *cpu_watermark.serve_args(honour_opt_out=honour_opt_out))
-    return pool.get(model, args, env=cpu_watermark.server_env(WATERMARK_KEY))
-
-
 @pytest.fixture
-def watermark_server(vllm_server_pool, tiny_models):
+def watermark_server(served):
     """Watermarks every sampled answer and honours the caller's opt-out, like vLLM with --watermark-config.
 
     Scale-out is enabled so that /inference/v1/generate (opt-out nested in
     sampling_params) is one of the APIs checked.
     """
-    return _watermark_server(vllm_server_pool, tiny_models["tiny-llama"], honour_opt_out=True)
+    return served("watermark")
 
 
 @pytest.fixture
-def watermark_server_ignoring_opt_out(vllm_server_pool, tiny_models):
+def watermark_server_ignoring_opt_out(served):
     """The same watermark without the opt-out middleware: every sampled answer is watermarked."""
-    return _watermark_server(vllm_server_pool, tiny_models["tiny-llama"], honour_opt_out=False)
+    return served("watermark_ignoring_opt_out")
 
 
 def watermark_ingress_rules():

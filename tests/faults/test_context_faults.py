@@ -14,16 +14,13 @@ from tests.conftest import failed_checks, requires_vllm, run_suites
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 
 ENDPOINTS = ("POST /v1/completions", "POST /v1/chat/completions")
-SHORT_CONTEXT_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "256")
 
 
-def test_a_shorter_context_than_the_baseline_fails_diff_and_context(
-    pytester, plain_server, vllm_server_pool, tiny_models, tmp_path
-):
+def test_a_shorter_context_than_the_baseline_fails_diff_and_context(pytester, plain_server, served, tmp_path):
     baseline = tmp_path / "canary-512.yaml"
     run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={baseline}", url=plain_server.url)
 
-    short = vllm_server_pool.get(tiny_models["tiny-llama"], SHORT_CONTEXT_ARGS)
+    short = served("short_context")
     run_suites(pytester, "-m", "context or profile_diff", f"--vllm-baseline={baseline}", url=short.url)
     failed = failed_checks(pytester.path / "junit.xml")
     assert set(failed) == {

@@ -6,10 +6,13 @@ suite must report exactly that, with a message that says what was expected
 and what was seen. Everything else must still pass.
 """
 
+import re
+
 import pytest
 
 from fixtures.fault_proxy import (
     AmplifyErrors,
+    Delay,
     FaultProxy,
     InjectAuth,
     LeakInternals,
@@ -18,10 +21,10 @@ from fixtures.fault_proxy import (
     StripJsonField,
 )
 from tests.conftest import (
-    CPU_SERVE_ARGS,
     GATED_PROFILE,
     PLAIN_PROFILE,
     TEST_KEY,
+    assert_verdicts,
     failed_checks,
     requires_vllm,
     run_suites,
@@ -91,11 +94,23 @@ def test_a_file_path_in_an_error_fails_validation_bounds(pytester, plain_server)
     )
 
 
-def test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits(pytester, vllm_server_pool, tiny_models):
+def test_a_slow_validator_fails_answered_fast(pytester, plain_server):
+    # Every answer on /v1/completions held past the declared bound, each of the three tries.
+    profile = PLAIN_PROFILE.replace("validation_error_max_bytes: 32768", "validation_error_max_seconds: 1.0")
+    with FaultProxy(plain_server.url, rules=[Delay(path="/v1/completions", seconds=1.5)]) as proxy:
+        run_suites(
+            pytester, "-m", "validation_bounds", "-k", "answered_fast and promptx", url=proxy.url, profile=profile
+        )
+    assert proxy.hit_count(proxy.rules[0]) == 12
+    assert_verdicts(pytester.path / "junit.xml", {"validation_bounds.answered_fast": {"failed": 4}})
+    message = failed_checks(pytester.path / "junit.xml")["validation_bounds.answered_fast[/v1/completions promptx10]"]
+    assert re.search(r"answered in 1\.\d\d, 1\.\d\d, 1\.\d\d s, over 1\.0 \(profile plain\) s every time", message)
+
+
+def test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits(pytester, served):
     # The fault is inside a real server: VLLM_MAX_EMBED_DECODE_BYTES=0 is vLLM's
     # own switch that turns the decode bound off, as vLLM before 0.30 had none.
-    args = (*CPU_SERVE_ARGS, "--enable-prompt-embeds")
-    server = vllm_server_pool.get(tiny_models["tiny-llama"], args, env={"VLLM_MAX_EMBED_DECODE_BYTES": "0"})
+    server = served("unbounded_embeds")
     profile = "profile: 1\nname: embeds\nendpoint: {prompt_embeds: enabled, auth: none}\n"
     run_suites(pytester, "-m", "embedding_limits", url=server.url, profile=profile)
     failed = failed_checks(pytester.path / "junit.xml")

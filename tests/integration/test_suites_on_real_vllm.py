@@ -4,16 +4,11 @@ Every suite must pass here with the matching profile; tests/faults shows the
 same suites failing when one contract is broken.
 """
 
-import os
-import re
-
 import pytest
 
 from tests.conftest import (
-    CPU_SERVE_ARGS,
     GATED_PROFILE,
     PLAIN_PROFILE,
-    SUITES,
     TEST_KEY,
     assert_verdicts,
     contract_runs,
@@ -172,24 +167,3 @@ def test_default_expectations_name_every_route_open_without_a_key(pytester, gate
     }
     assert not any(key.startswith("auth.guarded_route") for key in failed)
     assert result.ret == 1
-
-
-def test_embedded_server_is_started_checked_and_stopped(pytester, tiny_models):
-    serve_args = [f"--vllm-serve-arg={arg}" for arg in CPU_SERVE_ARGS]
-    log = pytester.path / "serve.log"
-    result = pytester.runpytest_subprocess(
-        str(SUITES / "test_discovery.py"),
-        f"--vllm-serve={tiny_models['tiny-llama']}",
-        *serve_args,
-        f"--vllm-serve-log={log}",
-        "-p",
-        "no:cacheprovider",
-        timeout=900,
-    )
-    result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["vllm target: http://127.0.0.1:* (embedded server)", f"vllm serve log: {log}"])
-    pids = {int(pid) for pid in re.findall(r"\(\w+ pid=(\d+)\)", log.read_text())}
-    assert pids, "the server log names no process"
-    for pid in pids:  # API server and engine core are gone: no orphan
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)

@@ -8,14 +8,17 @@ tests/integration/test_operational_suites.py.
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import httpx
 import pytest
 
 from pytest_vllm_conformance.catalogue import contracts, serving_profile
 from pytest_vllm_conformance.features import startup_log
-from pytest_vllm_conformance.features.admission import Burst, percentile
+from pytest_vllm_conformance.features.admission import BoundNotHeld, Burst, exact_burst, percentile
 from pytest_vllm_conformance.features.metrics import ExpositionError, parse, series_gap
-from pytest_vllm_conformance.target.client import Response
+from pytest_vllm_conformance.target.client import OpenStream, Response
 
 FINDINGS = contracts.load().fact("startup_log_findings", None)
 KINDS = startup_log.finding_kinds(FINDINGS)
@@ -229,6 +232,60 @@ def test_a_burst_is_sorted_by_how_the_server_answered():
     assert burst.summary() == (
         "a burst of 5 concurrent requests: 1 served, 2 refused with 503, 1 other (500), 1 unanswered (late)"
     )
+
+
+class _ScriptedServer:
+    """A client whose held streams end after ``held_for`` s and whose burst answers come after ``answers`` s.
+
+    Stands in for timings real vLLM gives only now and then: a held request
+    finishing while the burst is still being answered.
+    """
+
+    def __init__(self, held_for: float, answers: list[tuple[int, float]]) -> None:
+        self.held_for, self.answers = held_for, list(answers)
+
+    async def open_stream(self, method, path, *, json_body=None, first_chunk_within=None):
+        now = time.perf_counter()
+        stream = OpenStream(method, path, now, 200, b"data: {}\n\n", now)
+
+        async def end() -> None:
+            await asyncio.sleep(self.held_for)
+            stream.ended_at = time.perf_counter()
+
+        stream._drain = asyncio.ensure_future(end())
+        return stream
+
+    async def request(self, method, path, **kw):
+        status, after = self.answers.pop(0)
+        await asyncio.sleep(after)
+        return _response(status, after)
+
+
+def _exact_burst(server: _ScriptedServer) -> Burst:
+    calls = [("POST", "/v1/completions", {})] * len(server.answers)
+    return asyncio.run(
+        exact_burst(
+            server,  # duck-typed: open_stream and request are all exact_burst uses
+            bound=1,
+            hold_path="/v1/completions",
+            hold_body={},
+            burst_calls=calls,
+            rejection_status=503,
+            counted_before=None,
+            first_chunk_within=1.0,
+        )
+    )
+
+
+def test_a_burst_served_while_the_bound_was_full_counts_though_a_held_request_ended_later():
+    burst = _exact_burst(_ScriptedServer(held_for=0.2, answers=[(200, 0.05), (200, 0.4)]))
+    assert len(burst.served) == 2
+
+
+@pytest.mark.parametrize("answers", [[(200, 0.3), (200, 0.4)], [(503, 0.01), (200, 0.3)]])
+def test_a_burst_answered_only_after_a_held_request_ended_says_nothing(answers):
+    with pytest.raises(BoundNotHeld, match="finished before the burst was answered"):
+        _exact_burst(_ScriptedServer(held_for=0.1, answers=answers))
 
 
 # ---- the embedded server's log, read without --vllm-log ------------------------------
