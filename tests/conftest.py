@@ -104,24 +104,27 @@ DERIVED_LENGTH_ARGS = ("--dtype", "float32", "--enforce-eager")
 SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integration/test_reports_on_real_vllm.py::test_embedded_server_is_started_stopped_and_never_holds_the_key", ()),
     ("integration/test_suites_on_real_vllm.py", ("plain", "hardened")),
-    ("faults/test_endpoint_faults.py", ("plain", "hardened", "unbounded_embeds")),
+    ("faults/test_endpoint_faults.py", ("plain", "hardened")),
     ("integration/test_reports_on_real_vllm.py", ("hardened",)),
     ("integration/test_context_and_profiles.py", ("plain", "yarn")),
+    # Apart from its module: here its server starts while the context tests run.
+    (
+        "faults/test_endpoint_faults.py::test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits",
+        ("unbounded_embeds",),
+    ),
     ("faults/test_context_faults.py", ("plain", "short_context")),
     ("integration/test_operational_suites.py", ("plain", "bounded")),
     ("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
     ("integration/test_watermark_on_real_vllm.py", ("watermark",)),
     ("faults/test_watermark_faults.py", ("watermark", "watermark_ignoring_opt_out")),
 )
-# Groups that time the server's answers (every suite runs validation_bounds.answered_fast,
-# admission times its refusals, the xdist run is compared with the serial one verdict by
-# verdict): no server starts beside them.
-QUIET_GROUPS = frozenset(
-    {
-        "integration/test_suites_on_real_vllm.py",
-        "integration/test_reports_on_real_vllm.py",
-        "integration/test_operational_suites.py",
-    }
+# Tests whose verdicts depend on the server's speed (whole-suite runs pinned verdict by
+# verdict, which include validation_bounds.answered_fast; admission timing its refusals):
+# no server starts beside them.
+QUIET_TESTS = (
+    "integration/test_suites_on_real_vllm.py",
+    "integration/test_reports_on_real_vllm.py::test_xdist_run_matches_the_serial_run_discovers_once_and_reports_once",
+    "integration/test_operational_suites.py",
 )
 
 _GROUP = pytest.StashKey[int]()
@@ -129,11 +132,16 @@ _POOL = pytest.StashKey["ServerPool"]()
 _SPECS = pytest.StashKey["dict[str, ServerSpec]"]()
 
 
+def _under(nodeid: str, prefix: str) -> bool:
+    return nodeid == prefix or nodeid.startswith((prefix + "::", prefix + "["))
+
+
 def _group_of(item: pytest.Item) -> int:
+    """The group whose entry names the item most closely (a test before its module)."""
     nodeid = item.nodeid.split("tests/", 1)[-1]
-    for index, (prefix, _) in enumerate(SERVER_GROUPS):
-        if nodeid == prefix or nodeid.startswith((prefix + "::", prefix + "[")):
-            return index
+    matches = [(len(prefix), index) for index, (prefix, _) in enumerate(SERVER_GROUPS) if _under(nodeid, prefix)]
+    if matches:
+        return max(matches)[1]
     return -1 if nodeid.startswith("unit/") else len(SERVER_GROUPS)
 
 
@@ -152,7 +160,8 @@ def pytest_runtest_call(item: pytest.Item):
     """While a group's test runs (its servers ready), start the next group's servers where there is room."""
     pool, specs = item.config.stash.get(_POOL, None), item.config.stash.get(_SPECS, None)
     group = item.stash.get(_GROUP, -1)
-    if pool is not None and 0 <= group < len(SERVER_GROUPS) and SERVER_GROUPS[group][0] in QUIET_GROUPS:
+    nodeid = item.nodeid.split("tests/", 1)[-1]
+    if pool is not None and any(_under(nodeid, prefix) for prefix in QUIET_TESTS):
         pool.settle()  # a server started ahead of time must not still be starting beside a timed test
     elif pool is not None and specs is not None and 0 <= group < len(SERVER_GROUPS):
         items = item.session.items
@@ -309,6 +318,16 @@ endpoint:
 # key in reports, and a short key would mask unrelated numbers too.
 WATERMARK_KEY = "0x9c4f2d71e38ab605"
 WATERMARK_KEY_ENV = "CONFORMANCE_TEST_WATERMARK_KEY"
+# The generation APIs a watermarking server of ours serves (scale-out on), as the suite names them.
+WATERMARK_APIS = (
+    "completions (POST /v1/completions)",
+    "chat completions (POST /v1/chat/completions)",
+    "responses (POST /v1/responses)",
+    "SageMaker invocations (POST /invocations)",
+    "token generate (POST /inference/v1/generate)",
+    "batch chat completions (POST /v1/chat/completions/batch)",
+    "Anthropic messages (POST /v1/messages)",
+)
 WATERMARK_PROFILE = f"""
 profile: 1
 name: watermarked

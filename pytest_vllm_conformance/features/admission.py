@@ -50,6 +50,9 @@ class Burst:
     # The requests that filled the bound first: their status (None: no answer) and whether they ran throughout.
     held: tuple[HeldRequest, ...] = ()
     attempts: int = 1
+    # The slowest refusal of each earlier burst that was refused cleanly but slower than the bound (noise is
+    # measured again; see suites/test_admission.py).
+    slower_tries: tuple[float, ...] = ()
 
     @property
     def size(self) -> int:
@@ -74,6 +77,11 @@ class Burst:
     @property
     def unanswered(self) -> list[BaseException]:
         return [o for o in self.outcomes if isinstance(o, BaseException)]
+
+    @property
+    def cleanly_refused(self) -> bool:
+        """Every request within the bound admitted, and every request of the burst refused."""
+        return len(self.rejected) == self.size and not self.held_refused
 
     @property
     def held_refused(self) -> list[HeldRequest]:
@@ -176,7 +184,8 @@ async def exact_burst(
         # full bound, and one such proves the server queues past it.
         if not any(_served(outcome) and at <= freed for outcome, at in timed):
             raise BoundNotHeld(
-                "a request holding the bound finished before the burst was answered: make the held requests longer "
+                "a request holding the bound finished before the burst was answered "
+                f"({_how_it_ended(held.streams, answered_by)}): make the held requests longer "
                 "(a larger max_model_len) or the burst smaller"
             )
     return burst
@@ -189,6 +198,16 @@ async def _timed(call: Awaitable[Response]) -> tuple[Response | BaseException, f
     except Exception as exc:  # an unanswered request is an outcome of the burst, not an error of the run
         outcome = exc
     return outcome, time.perf_counter()
+
+
+def _how_it_ended(streams: Sequence[OpenStream | BaseException], answered_by: float) -> str:
+    ended = [s for s in streams if isinstance(s, OpenStream) and s.ended_at is not None and s.ended_at < answered_by]
+    return "; ".join(
+        f"{s.ended_at - (s.first_chunk_at or s.started):.2f} s after its first chunk, "
+        f"{answered_by - s.ended_at:.2f} s before the burst's last answer, ending {s.last_bytes[-120:]!r}"
+        for s in ended
+        if s.ended_at is not None
+    )
 
 
 def _served(outcome: Response | BaseException) -> bool:

@@ -318,13 +318,15 @@ class OpenStream:
     first_chunk: bytes = b""
     first_chunk_at: float | None = None
     ended_at: float | None = None
+    # The end of what came last (at most 200 bytes), for saying how a stream ended.
+    last_bytes: bytes = b""
     _closer: Any = field(default=None, repr=False)
     _drain: asyncio.Future[None] | None = field(default=None, repr=False)
 
     async def _drain_rest(self, chunks: Any) -> None:
         try:
-            async for _ in chunks:
-                pass
+            async for chunk in chunks:
+                self.last_bytes = (self.last_bytes + chunk)[-200:]
         except (httpx.HTTPError, asyncio.CancelledError):
             pass
         finally:

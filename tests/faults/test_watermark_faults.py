@@ -12,6 +12,7 @@ import pytest
 
 from fixtures.fault_proxy import FaultProxy, StripJsonField
 from tests.conftest import (
+    WATERMARK_APIS,
     WATERMARK_KEY,
     WATERMARK_PROFILE,
     contract_runs,
@@ -22,16 +23,6 @@ from tests.conftest import (
 )
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
-
-APIS = (
-    "completions (POST /v1/completions)",
-    "chat completions (POST /v1/chat/completions)",
-    "responses (POST /v1/responses)",
-    "SageMaker invocations (POST /invocations)",
-    "token generate (POST /inference/v1/generate)",
-    "batch chat completions (POST /v1/chat/completions/batch)",
-    "Anthropic messages (POST /v1/messages)",
-)
 
 
 def _run(pytester, monkeypatch, server_url, rules):
@@ -46,8 +37,8 @@ def _run(pytester, monkeypatch, server_url, rules):
 
 def test_a_passthrough_ingress_fails_every_api_by_name(pytester, monkeypatch, watermark_server):
     failed = _run(pytester, monkeypatch, watermark_server.url, rules=[])
-    assert set(failed) == {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in APIS}
-    for api in APIS:
+    assert set(failed) == {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in WATERMARK_APIS}
+    for api in WATERMARK_APIS:
         message = failed[f"watermark.opt_out_stripped_at_ingress[{api}]"]
         assert (
             f'{api} let the opt-out through the ingress: the answer to "watermarking": false is not watermarked'
@@ -76,7 +67,7 @@ def test_an_ingress_that_forgets_chat_completions_fails_that_api_only(pytester, 
 
 def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypatch, watermark_server_ignoring_opt_out):
     failed = _run(pytester, monkeypatch, watermark_server_ignoring_opt_out.url, rules=watermark_ingress_rules())
-    assert set(failed) == {f"watermark.opt_out_control[{api}]" for api in APIS}
+    assert set(failed) == {f"watermark.opt_out_control[{api}]" for api in WATERMARK_APIS}
     message = failed["watermark.opt_out_control[completions (POST /v1/completions)]"]
     assert (
         'the server watermarks completions (POST /v1/completions) answers even with "watermarking": false (p='
@@ -84,4 +75,5 @@ def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypat
     )
     assert "the opt-out check of completions (POST /v1/completions) has no power" in message
     passed = {run.key for run in contract_runs(pytester.path / "junit.xml") if run.verdict == "passed"}
-    assert {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in APIS} <= passed  # vacuously: hence the control
+    stripped = {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in WATERMARK_APIS}
+    assert stripped <= passed  # vacuously: hence the control

@@ -17,6 +17,7 @@ import pytest
 from fixtures.fault_proxy import FaultProxy
 from pytest_vllm_conformance.features.watermark import GumbelDetector
 from tests.conftest import (
+    WATERMARK_APIS,
     WATERMARK_KEY,
     WATERMARK_KEY_ENV,
     WATERMARK_PROFILE,
@@ -73,15 +74,7 @@ def test_the_suite_passes_behind_an_ingress_that_strips_the_opt_out(pytester, mo
         )
         stripped = ingress.hits
     junit_path = pytester.path / "junit.xml"
-    apis = {
-        "completions (POST /v1/completions)",
-        "chat completions (POST /v1/chat/completions)",
-        "responses (POST /v1/responses)",
-        "SageMaker invocations (POST /invocations)",
-        "token generate (POST /inference/v1/generate)",
-        "batch chat completions (POST /v1/chat/completions/batch)",
-        "Anthropic messages (POST /v1/messages)",
-    }
+    apis = set(WATERMARK_APIS)
     contracts = (
         "watermark.sampled_output_watermarked",
         "watermark.opt_out_stripped_at_ingress",
