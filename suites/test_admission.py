@@ -24,7 +24,7 @@ from pytest_vllm_conformance.features.metrics import ExpositionError, parse
 
 # A held request that ends before the burst is answered makes the measurement void; a clean burst whose
 # slowest refusal is over the bound may be the machine's noise (on a small CPU box the held generations
-# starve the API server). Either is measured again, up to this many bursts in all.
+# starve the API server). Either is measured again, up to this many times each.
 ATTEMPTS = 3
 IDLE_WITHIN = 30.0
 FIRST_TOKEN_WITHIN = 60.0
@@ -79,7 +79,8 @@ def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive
         # A first generation is slow (warm-up): one tiny request first keeps the burst's arrivals close together.
         warm_up = vllm_expect.fact("tiny_completion")
         vllm_client.post(warm_up["path"], {"model": vllm_facts.model, **warm_up["body"]})
-        for attempt in range(1, ATTEMPTS + 1):
+        voids = 0
+        for attempt in range(1, 2 * ATTEMPTS + 1):
             _wait_until_idle(vllm_client, vllm_expect)
             counted_before = _metric(vllm_client, vllm_expect, counter)
             try:
@@ -96,15 +97,17 @@ def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive
                     )
                 )
             except admission.BoundNotHeld as exc:
-                void = exc
+                void, voids = exc, voids + 1
+                if voids == ATTEMPTS:
+                    break
                 continue
             valid = dataclasses.replace(measured, attempts=attempt, slower_tries=tuple(slower))
-            if not (valid.cleanly_refused and max(valid.rejection_seconds()) > limit):
+            if not (valid.cleanly_refused and max(valid.rejection_seconds()) > limit) or len(slower) + 1 == ATTEMPTS:
                 return valid
             slower.append(max(valid.rejection_seconds()))
     if valid is not None:
         return valid
-    pytest.skip(f"could not run: {void} ({ATTEMPTS} attempts)")
+    pytest.skip(f"could not run: {void} ({voids} attempts)")
 
 
 @contract("admission.burst_bounded")
@@ -133,7 +136,7 @@ def test_rejection_fast(burst, vllm_expect, vllm_record):
     vllm_record("admission_rejection_p99_seconds", f"{p99:.3f}")
     limit = vllm_expect.declared("admission", "max_rejection_seconds")
     tries = "".join(f"{s:.3f} s, " for s in burst.slower_tries)
-    assert min(slowest, *burst.slower_tries) <= limit.value, (
+    assert min((slowest, *burst.slower_tries)) <= limit.value, (
         f"the slowest of {len(seconds)} refusals took {tries}{slowest:.3f} s in {len(burst.slower_tries) + 1} "
         f"burst(s), over the bound of {limit.value:g} s ({limit.basis}) (p50 {p50:.3f} s, p99 {p99:.3f} s): "
         "refusals wait instead of being answered at once"
