@@ -87,9 +87,10 @@ def test_unguarded_route_is_public(route, server_requires_key, vllm_client, vllm
     if is_public(route.path, public.value):
         vllm_record("declared_public", f"{route.path} ({public.basis})")
         return
+    # Probed under the other method, so that nothing runs: any answer but a refusal came from past the key check.
     response = route.send(vllm_client, method=route.other_method(), auth=False)
     risk = vllm_expect.fact("unguarded_route_risks").get(route.path, "not declared public")
     assert response.status in (refusal, 403, 404), (
-        f"{route} answers without a key ({risk}): {response.describe()} reached the server "
-        f"unauthenticated; public_routes are {public}"
+        f"{route} answers without a key ({risk}): probed without a key under another method so that nothing "
+        f"runs, {response.describe()} came from past the key check; public_routes are {public}"
     )

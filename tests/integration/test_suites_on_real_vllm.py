@@ -160,6 +160,8 @@ def test_default_expectations_name_every_route_open_without_a_key(pytester, gate
     failed = failed_checks(junit)
     invocations = failed["auth.unguarded_route_is_public[POST /invocations]"]
     assert "POST /invocations answers without a key (SageMaker inference route" in invocations
+    assert "probed without a key under another method so that nothing runs, GET /invocations" in invocations
+    assert "came from past the key check" in invocations
     assert "public_routes are ['/health', '/ping', '/version', '/load', '/metrics'] (plugin policy)" in invocations
     assert "leaks the tokenizer" in failed["auth.unguarded_route_is_public[POST /tokenize]"]
     assert verdicts(junit)["auth.guarded_route_accepts_key"] == {
