@@ -176,16 +176,20 @@ async def exact_burst(
         await _release(held)
     described = tuple(_describe(stream, answered_by) for stream in held.streams)
     burst = Burst(tuple(outcome for outcome, _ in timed), rejection_status, counted_before, described)
-    freed = min(
-        (s.ended_at for s in held.streams if isinstance(s, OpenStream) and s.ended_at is not None), default=None
-    )
-    if any(h.admitted and not h.ran_throughout for h in described) and freed is not None:
+    # Only an admitted request that ended frees a slot; a refused one never held any.
+    ended_early = [
+        stream
+        for stream, described_as in zip(held.streams, described, strict=True)
+        if isinstance(stream, OpenStream) and described_as.admitted and not described_as.ran_throughout
+    ]
+    if ended_early:
+        freed = min(stream.ended_at or answered_by for stream in ended_early)
         # A slot freed early may have let the rest of the burst in; only a request served before then met a
         # full bound, and one such proves the server queues past it.
         if not any(_served(outcome) and at <= freed for outcome, at in timed):
             raise BoundNotHeld(
                 "a request holding the bound finished before the burst was answered "
-                f"({_how_it_ended(held.streams, answered_by)}): make the held requests longer "
+                f"({_how_it_ended(ended_early, answered_by)}): make the held requests longer "
                 "(a larger max_model_len) or the burst smaller"
             )
     return burst
@@ -200,13 +204,12 @@ async def _timed(call: Awaitable[Response]) -> tuple[Response | BaseException, f
     return outcome, time.perf_counter()
 
 
-def _how_it_ended(streams: Sequence[OpenStream | BaseException], answered_by: float) -> str:
-    ended = [s for s in streams if isinstance(s, OpenStream) and s.ended_at is not None and s.ended_at < answered_by]
+def _how_it_ended(ended_early: Sequence[OpenStream], answered_by: float) -> str:
     return "; ".join(
-        f"{s.ended_at - (s.first_chunk_at or s.started):.2f} s after its first chunk, "
-        f"{answered_by - s.ended_at:.2f} s before the burst's last answer, ending {s.last_bytes[-120:]!r}"
-        for s in ended
-        if s.ended_at is not None
+        f"{(s.ended_at or answered_by) - (s.first_chunk_at or s.started):.2f} s after its first chunk, "
+        f"{answered_by - (s.ended_at or answered_by):.2f} s before the burst's last answer, "
+        f"ending {s.last_bytes[-120:]!r}"
+        for s in ended_early
     )
 
 
