@@ -128,6 +128,7 @@ QUIET_TESTS = (
 )
 
 _GROUP = pytest.StashKey[int]()
+_UPCOMING = pytest.StashKey["dict[int, int | None]"]()
 _POOL = pytest.StashKey["ServerPool"]()
 _SPECS = pytest.StashKey["dict[str, ServerSpec]"]()
 
@@ -136,9 +137,14 @@ def _under(nodeid: str, prefix: str) -> bool:
     return nodeid == prefix or nodeid.startswith((prefix + "::", prefix + "["))
 
 
+def _in_tests(item: pytest.Item) -> str:
+    """The item's node id below tests/, as SERVER_GROUPS and QUIET_TESTS name it."""
+    return item.nodeid.split("tests/", 1)[-1]
+
+
 def _group_of(item: pytest.Item) -> int:
     """The group whose entry names the item most closely (a test before its module)."""
-    nodeid = item.nodeid.split("tests/", 1)[-1]
+    nodeid = _in_tests(item)
     matches = [(len(prefix), index) for index, (prefix, _) in enumerate(SERVER_GROUPS) if _under(nodeid, prefix)]
     if matches:
         return max(matches)[1]
@@ -155,18 +161,24 @@ def _servers_of(group: int) -> tuple[str, ...]:
     return SERVER_GROUPS[group][1] if 0 <= group < len(SERVER_GROUPS) else ()
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """For each group that runs, the next one that runs and needs servers (after -k and -m deselection)."""
+    groups = list(dict.fromkeys(item.stash.get(_GROUP, -1) for item in session.items))
+    session.config.stash[_UPCOMING] = {
+        group: next((later for later in groups[index + 1 :] if _servers_of(later)), None)
+        for index, group in enumerate(groups)
+    }
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """While a group's test runs (its servers ready), start the next group's servers where there is room."""
     pool, specs = item.config.stash.get(_POOL, None), item.config.stash.get(_SPECS, None)
     group = item.stash.get(_GROUP, -1)
-    nodeid = item.nodeid.split("tests/", 1)[-1]
-    if pool is not None and any(_under(nodeid, prefix) for prefix in QUIET_TESTS):
+    if pool is not None and any(_under(_in_tests(item), prefix) for prefix in QUIET_TESTS):
         pool.settle()  # a server started ahead of time must not still be starting beside a timed test
     elif pool is not None and specs is not None and 0 <= group < len(SERVER_GROUPS):
-        items = item.session.items
-        later = (other.stash.get(_GROUP, -1) for other in items[items.index(item) + 1 :])
-        upcoming = next((g for g in later if g != group and _servers_of(g)), None)
+        upcoming = item.config.stash.get(_UPCOMING, {}).get(group)
         if upcoming is not None:
             pool.prefetch([specs[n] for n in _servers_of(upcoming)], keep=[specs[n] for n in _servers_of(group)])
     return (yield)
