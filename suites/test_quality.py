@@ -8,9 +8,14 @@ a second live server (--vllm-baseline-url, the old version or config, asked
 the same requests in this run) or the results an earlier run saved
 (--vllm-eval-save, read back with --vllm-eval-baseline-file).
 
+* Logprob drift: long fixed texts, scored token by token by both servers
+  (teacher forcing), move no more than the baseline's own noise and a floor,
+  in each bucket of the context (to 25/50/90/100 % of max_model_len): an
+  ignored g_idx moves every bucket, a wrong YaRN factor the far ones most.
 * Greedy equivalence: fixed token-id prompts continued at temperature 0 give
-  the baseline's tokens; the failure names the first diverging position. It
-  catches a changed kernel or an ignored g_idx where eval sets cannot move.
+  the baseline's tokens, except at a near-tie (each side's token in the
+  other's top-k, within a small logprob gap); the failure names the first
+  diverging position and both sides' logprobs there.
 * lm-eval tasks on lm-eval's own API backends: short answers (completions and
   chat), multiple choice by loglikelihood, retrieval at 25-100 % of
   max_model_len (the YaRN-sensitive one), and any task of your own. A task
@@ -26,7 +31,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.quality import greedy, offline, session, task_files
+from pytest_vllm_conformance.features.quality import assemble, greedy, logprob_drift, offline, session, task_files
 from pytest_vllm_conformance.features.quality.runner import EvalFailed
 from pytest_vllm_conformance.features.quality.task_files import user_eval_tasks
 
@@ -46,7 +51,7 @@ def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, t
             pytrace=False,
         )
     try:
-        run = session.open_run(
+        run = assemble.open_run(
             settings,
             vllm_facts,
             vllm_client,
@@ -54,6 +59,10 @@ def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, t
             tolerance=_setting(settings.eval_tolerance, vllm_expect.declared("quality", "tolerance")),
             confidence=_setting(settings.eval_confidence, vllm_expect.declared("quality", "confidence")),
             greedy_tokens=vllm_expect.declared("quality", "greedy_tokens").value,
+            near_tie_gap=vllm_expect.declared("quality", "near_tie_gap").value,
+            drift_thresholds=logprob_drift.Thresholds.from_profile(
+                vllm_expect.declared("quality", "logprob_drift").value
+            ),
         )
     except (session.BaselineUnusable, ValueError) as exc:
         pytest.fail(str(exc), pytrace=False)
@@ -79,7 +88,7 @@ def outcome_of(compare):
         return compare()
     except (session.NoBaseline, session.NotComparable) as exc:
         pytest.skip(f"could not compare: {exc}")
-    except (EvalFailed, greedy.GreedyUnavailable) as exc:
+    except (EvalFailed, greedy.GreedyUnavailable, session.DriftFailed) as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
@@ -109,6 +118,18 @@ def assert_not_worse(outcomes, vllm_record):
         pytest.skip("undecided: too few items to show the target is not worse: " + "; ".join(undecided))
 
 
+@contract("quality.logprob_drift_within_noise")
+@each("bucket", logprob_drift.drift_buckets)
+def test_logprob_drift_within_noise(quality, bucket, vllm_record):
+    drift = outcome_of(lambda: quality.logprob_drift(bucket))
+    for name, value in drift.properties().items():
+        vllm_record(name, value)
+    assert not drift.drifted, (
+        f"the target's logprobs moved from the baseline's ({quality.baseline_label}) by more than the threshold: "
+        f"{drift}; moved most: " + "; ".join(str(moved) for moved in drift.moved_most)
+    )
+
+
 @contract("quality.greedy_tokens_match_baseline")
 def test_greedy_tokens_match_baseline(quality, vllm_record):
     outcome = outcome_of(quality.greedy)
@@ -117,7 +138,12 @@ def test_greedy_tokens_match_baseline(quality, vllm_record):
     vllm_record("vllm_quality_greedy_prompts", len(outcome.divergences))
     vllm_record("vllm_quality_greedy_diverging_prompts", len(diverging))
     vllm_record("vllm_quality_greedy_first_divergence", "none" if first is None else first)
+    vllm_record(
+        "vllm_quality_greedy_near_ties",
+        "; ".join(f"prompt {tie.prompt_index} at position {tie.position}" for tie in outcome.near_ties) or "none",
+    )
     notes = "".join(f"\n  ({note})" for note in outcome.notes)
+    notes += "".join(f"\n  (accepted: {tie})" for tie in outcome.near_ties)
     count = len(diverging)
     assert count == 0, (
         f"greedy tokens differ from the baseline ({quality.baseline_label}) on {count} of "

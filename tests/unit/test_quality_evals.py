@@ -129,7 +129,7 @@ def test_divergence_message_shows_both_sides_at_the_position():
     )
     assert str(found[0]) == (
         "prompt 0 'hello world': first diverging generated token at position 1 of 4: "
-        "target [6, 7, 8] vs baseline [9, 7, 8]"
+        "target [6, 7, 8] vs baseline [9, 7, 8] (no top-k logprobs on both sides: not judged as a near-tie)"
     )
 
 

@@ -5,7 +5,11 @@ version in production); ``--vllm-eval-baseline-file PATH`` compares a later
 target with it when the old server is no longer there to ask. It carries
 the server's version, model and max_model_len, lm-eval's version, the
 per-item value of every metric with each item's prompt hash (an item is
-compared only with the same prompt), and the greedy continuations.
+compared only with the same prompt), the greedy continuations with their
+top-k logprobs, and the logprob profile of the drift texts (the server's
+scores, and a second scoring that measures its own noise). A recording is
+only compared with a target that tokenizes as the recorded server did, and
+serves the same model unless ``--vllm-baseline-model`` names the recorded one.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vllm_conformance.features.quality.greedy import Continuation
+from pytest_vllm_conformance.features.quality.logprob_drift import Scored
 from pytest_vllm_conformance.features.quality.runner import TaskResult
 
 FORMAT = "pytest-vllm-conformance quality baseline"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: no logprobs; its greedy tokens are compared exactly, drift cannot be judged
 
 
 class BaselineFileError(Exception):
@@ -40,12 +46,48 @@ def _lm_eval_version() -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class DriftRecording:
+    """The drift texts as token ids, the recorded server's scores, and its second scoring's actual logprobs."""
+
+    texts: list[list[int]]
+    scores: list[Scored]
+    again: list[list[float | None]]
+    max_model_len: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_model_len": self.max_model_len,
+            "texts": self.texts,
+            "scores": [scored.to_dict() for scored in self.scores],
+            "again": self.again,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DriftRecording:
+        return cls(
+            texts=[list(text) for text in data["texts"]],
+            scores=[Scored.from_dict(scored) for scored in data["scores"]],
+            again=[list(actual) for actual in data["again"]],
+            max_model_len=data.get("max_model_len"),
+        )
+
+
+def _top_to_json(top: list[dict[int, float]] | None) -> list[dict[str, float]] | None:
+    return None if top is None else [{str(token): value for token, value in entry.items()} for entry in top]
+
+
+def _top_from_json(top: Any) -> list[dict[int, float]] | None:
+    return None if top is None else [{int(token): float(value) for token, value in entry.items()} for entry in top]
+
+
 @dataclass
 class BaselineFile:
     server: dict[str, Any]
     runs: dict[str, TaskResult] = field(default_factory=dict)
     greedy: list[Continuation] | None = None
     greedy_max_tokens: int | None = None
+    drift: DriftRecording | None = None
     path: Path | None = None
     saved_at: str | None = None
     lm_eval_version: str | None = None
@@ -62,6 +104,7 @@ class BaselineFile:
                 "max_tokens": self.greedy_max_tokens,
                 "prompts": [continuation.prompt_ids for continuation in self.greedy],
                 "outputs": [continuation.output_ids for continuation in self.greedy],
+                "top_logprobs": [_top_to_json(continuation.top) for continuation in self.greedy],
             }
         return {
             "format": FORMAT,
@@ -70,6 +113,7 @@ class BaselineFile:
             "lm_eval_version": self.lm_eval_version or _lm_eval_version(),
             "server": self.server,
             "greedy": greedy,
+            "drift": self.drift.to_dict() if self.drift is not None else None,
             "runs": {key: result.to_dict() for key, result in sorted(self.runs.items())},
         }
 
@@ -90,26 +134,48 @@ class BaselineFile:
             raise BaselineFileError(f"{path}: not JSON: {exc}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise BaselineFileError(f"{path}: not a quality baseline (write one with --vllm-eval-save=PATH)")
-        if data.get("format_version") != FORMAT_VERSION:
+        if data.get("format_version") not in READABLE_VERSIONS:
             raise BaselineFileError(
-                f"{path}: format_version {data.get('format_version')!r}; this plugin reads {FORMAT_VERSION}"
+                f"{path}: format_version {data.get('format_version')!r}; this plugin reads "
+                + " and ".join(map(str, READABLE_VERSIONS))
             )
         try:
             greedy_data = data.get("greedy")
             greedy = None
             if greedy_data:
+                tops = greedy_data.get("top_logprobs") or [None] * len(greedy_data["prompts"])
                 greedy = [
-                    Continuation(list(prompt), list(output))
-                    for prompt, output in zip(greedy_data["prompts"], greedy_data["outputs"], strict=True)
+                    Continuation(list(prompt), list(output), _top_from_json(top))
+                    for prompt, output, top in zip(greedy_data["prompts"], greedy_data["outputs"], tops, strict=True)
                 ]
             return cls(
                 server=dict(data["server"]),
                 runs={key: TaskResult.from_dict(run) for key, run in data.get("runs", {}).items()},
                 greedy=greedy,
                 greedy_max_tokens=greedy_data.get("max_tokens") if greedy_data else None,
+                drift=DriftRecording.from_dict(data["drift"]) if data.get("drift") else None,
                 path=Path(path),
                 saved_at=data.get("saved_at"),
                 lm_eval_version=data.get("lm_eval_version"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BaselineFileError(f"{path}: malformed baseline ({type(exc).__name__}: {exc})") from None
+
+
+def refusal(
+    recording: BaselineFile, model: str, tokenizer_probe: list[int] | None, named_model: str | None
+) -> str | None:
+    """Why a target cannot be judged against this recording, in one line; None when it can."""
+    recorded_probe = recording.server.get("tokenizer_probe")
+    if recorded_probe is not None and tokenizer_probe is not None and recorded_probe != tokenizer_probe:
+        return (
+            f"{recording.path}: recorded with another tokenizer than the target's ({model!r}): "
+            "its token ids mean other text here, so no comparison holds"
+        )
+    recorded_model = recording.server.get("model")
+    if recorded_model and recorded_model != model and named_model != recorded_model:
+        return (
+            f"{recording.path}: a recording of model {recorded_model!r}, the target serves {model!r}; "
+            f"to compare them anyway, pass --vllm-baseline-model={recorded_model}"
+        )
+    return None

@@ -75,8 +75,9 @@ class Sizing:
         return self.max_model_len * self.percent // 100 - ANSWER_TOKENS
 
 
-def _filler_words(count: int) -> list[str]:
-    rng = random.Random(FILLER_SEED)
+def filler_words(count: int, seed: int = FILLER_SEED) -> list[str]:
+    """``count`` words of plain sentences from a fixed seed: the same text in every run."""
+    rng = random.Random(seed)
     words: list[str] = []
     while len(words) < count:
         sentence = f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(TAILS)}."
@@ -159,7 +160,7 @@ def documents(client: BoundedClient, model: str, sizing: Sizing, items: int = IT
         )
     measure = _Counter(client, model, sizing.max_model_len)
     # Twice the budget in words: even a tokenizer with whole-word tokens cannot run out.
-    words = _filler_words(2 * sizing.prompt_budget + 64)
+    words = filler_words(2 * sizing.prompt_budget + 64)
     rng = random.Random(FILLER_SEED * 1000 + sizing.percent)
     docs = []
     guess = int(sizing.prompt_budget / FIRST_GUESS_TOKENS_PER_WORD * 0.9)

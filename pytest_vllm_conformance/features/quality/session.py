@@ -11,13 +11,22 @@ in its own, so a run selected with ``-k`` evaluates only what it asserts.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_vllm_conformance.features.quality import greedy, long_context, paired, task_files
-from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError, run_key
+from pytest_vllm_conformance.features.quality import (
+    greedy,
+    logprob_drift,
+    long_context,
+    paired,
+    task_files,
+)
+from pytest_vllm_conformance.features.quality.baseline_file import (
+    BaselineFile,
+    DriftRecording,
+    run_key,
+)
 from pytest_vllm_conformance.features.quality.runner import (
     Backend,
     Endpoint,
@@ -27,9 +36,7 @@ from pytest_vllm_conformance.features.quality.runner import (
     task_manager,
 )
 from pytest_vllm_conformance.target.client import BoundedClient, display_url
-from pytest_vllm_conformance.target.connect import client_for
-from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts, discover
-from pytest_vllm_conformance.target.settings import Settings
+from pytest_vllm_conformance.target.discovery import ServerFacts
 
 LONG_CONTEXT_PERCENTS = (25, 50, 90, 100)
 NO_BASELINE = (
@@ -44,6 +51,10 @@ class NotComparable(Exception):
 
 class NoBaseline(NotComparable):
     """No baseline was given: nothing to compare with (the target's results may still be saved)."""
+
+
+class DriftFailed(Exception):
+    """A server could not score the fixed texts; the contract fails with the message."""
 
 
 class BaselineUnusable(Exception):
@@ -94,7 +105,30 @@ class GreedyOutcome:
 
     @property
     def diverging(self) -> list[greedy.Divergence]:
-        return [divergence for divergence in self.divergences if not divergence.agrees]
+        """Divergences that are not near-ties: what fails the contract."""
+        return [divergence for divergence in self.divergences if not divergence.agrees and not divergence.near_tie]
+
+    @property
+    def near_ties(self) -> list[greedy.Divergence]:
+        return [divergence for divergence in self.divergences if divergence.near_tie]
+
+
+@dataclass
+class DriftScores:
+    """The fixed texts and each side's scores: the target once, the baseline twice (the second all at once)."""
+
+    texts: list[list[int]]
+    target: list[logprob_drift.Scored]
+    baseline: list[logprob_drift.Scored]
+    baseline_again: list[list[float | None]] | None  # the actual tokens' logprobs only: enough for the noise
+    baseline_max_model_len: int | None
+    notes: list[str] = field(default_factory=list)
+
+    def noise(self, bucket: logprob_drift.Bucket) -> float | None:
+        if self.baseline_again is None:
+            return None
+        again = [logprob_drift.Scored(actual, []) for actual in self.baseline_again]
+        return logprob_drift.mean_abs_drift(again, self.baseline, bucket)
 
 
 def check_gate(tolerance: float, confidence: float) -> None:
@@ -114,6 +148,8 @@ class QualityRun:
         tolerance: float,
         confidence: float,
         greedy_tokens: int,
+        near_tie_gap: float = greedy.DEFAULT_NEAR_TIE_GAP,
+        drift_thresholds: logprob_drift.Thresholds | None = None,
         limit: int | None = None,
         include_paths: Sequence[Path] = (),
         save_path: Path | None = None,
@@ -125,6 +161,9 @@ class QualityRun:
         self.tolerance = tolerance
         self.confidence = confidence
         self.greedy_tokens = greedy_tokens
+        self.near_tie_gap = near_tie_gap
+        self.drift_thresholds = drift_thresholds or logprob_drift.Thresholds.from_profile(None)
+        self._drift: DriftScores | None = None
         self.limit = limit
         self.include_paths = tuple(include_paths)
         self.save_path = save_path
@@ -312,7 +351,69 @@ class QualityRun:
         self.recording.greedy, self.recording.greedy_max_tokens = target, compared
         if baseline is None:
             raise NoBaseline(self.no_baseline_reason())
-        return GreedyOutcome(greedy.compare(target, baseline, compared, texts), notes)
+        return GreedyOutcome(greedy.compare(target, baseline, compared, texts, self.near_tie_gap), notes)
+
+    # ---- teacher-forced logprob drift ------------------------------------------
+
+    def _score_drift(self) -> DriftScores:
+        target = self.target
+        if isinstance(self.baseline, BaselineFile):
+            recorded = self.baseline.drift
+            if recorded is None:
+                raise NotComparable(
+                    f"the baseline file {self.baseline.path} has no logprob profile (saved by an older plugin, "
+                    "or without the drift test): save it again with --vllm-eval-save"
+                )
+            room = target.endpoint.max_model_len
+            texts = [text[: room - 1] for text in recorded.texts] if isinstance(room, int) else recorded.texts
+            baseline_scores, again = recorded.scores, recorded.again
+            baseline_len = recorded.max_model_len
+        else:
+            max_model_len = target.endpoint.max_model_len
+            if not isinstance(max_model_len, int):
+                raise NotComparable(f"/v1/models gives no max_model_len for {target.endpoint.model!r}")
+            baseline_len = self.baseline.endpoint.max_model_len if self.baseline is not None else None
+            length = min(max_model_len, baseline_len) if isinstance(baseline_len, int) else max_model_len
+            texts = logprob_drift.text_ids(target.client, target.endpoint.model, length)
+            baseline_scores, again = [], None
+            if self.baseline is not None:
+                model = self.baseline.endpoint.model
+                baseline_scores = logprob_drift.score(self.baseline.client, model, texts)
+                again_scored = logprob_drift.score(self.baseline.client, model, texts, together=True)
+                again = [scored.actual for scored in again_scored]
+        target_scores = logprob_drift.score(target.client, target.endpoint.model, texts)
+        if self.save_path is not None:
+            # The recording carries its own noise, for runs that judge against it when this server is gone.
+            target_again = logprob_drift.score(target.client, target.endpoint.model, texts, together=True)
+            self.recording.drift = DriftRecording(
+                texts, target_scores, [scored.actual for scored in target_again], target.endpoint.max_model_len
+            )
+        return DriftScores(texts, target_scores, baseline_scores, again, baseline_len)
+
+    def logprob_drift(self, bucket: logprob_drift.Bucket) -> logprob_drift.BucketDrift:
+        """The drift in one bucket of the target's context, against the baseline's own noise."""
+        if self.baseline is None and self.save_path is None:
+            raise NoBaseline(self.no_baseline_reason())
+        if self._drift is None:
+            try:
+                self._drift = self._score_drift()
+            except logprob_drift.DriftUnavailable as exc:
+                raise DriftFailed(str(exc)) from None
+        if self.baseline is None:
+            raise NoBaseline(self.no_baseline_reason())
+        scores = self._drift
+        scored_length = len(scores.texts[0]) + 1 if scores.texts else 0
+        if bucket.end > scored_length:
+            raise NotComparable(
+                f"{bucket}: the baseline ({self.baseline_label}) serves max_model_len {scores.baseline_max_model_len}, "
+                "shorter than these positions"
+            )
+        outcome = logprob_drift.compare(
+            scores.target, scores.baseline, bucket, self.drift_thresholds, scores.noise(bucket)
+        )
+        if outcome is None:
+            raise DriftFailed(f"{bucket}: no position was scored by both servers")
+        return outcome
 
     # ---- saving ---------------------------------------------------------------
 
@@ -325,74 +426,3 @@ class QualityRun:
         """The baseline's client is ours; the target's belongs to the plugin."""
         if isinstance(self.baseline, ServerSide):
             self.baseline.client.close()
-
-
-# ---- assembling a run from the options ------------------------------------------
-
-
-def side_for(settings: Settings, role: str, client: BoundedClient, facts: ServerFacts) -> ServerSide:
-    endpoint = Endpoint(
-        role=role,
-        base_url=client.base_url.rstrip("/"),
-        model=facts.model,
-        api_key=client_key(settings, role),
-        max_model_len=facts.max_model_len,
-        timeout=settings.timeout,
-        local_tokenizer=settings.eval_tokenizer,
-    )
-    return ServerSide(endpoint, client, facts)
-
-
-def client_key(settings: Settings, role: str):
-    return (settings.baseline_api_key or settings.api_key) if role == "baseline" else settings.api_key
-
-
-def connect_baseline(settings: Settings, target_facts: ServerFacts) -> ServerSide:
-    """The live baseline: its facts, and the model it serves (the target's id when it serves that too)."""
-    assert settings.baseline_url is not None, "called with --vllm-baseline-url"
-    client = client_for(settings, settings.baseline_url, api_key=client_key(settings, "baseline"))
-    try:
-        facts = discover(client, settings.baseline_model)
-    except DiscoveryError as exc:
-        client.close()
-        raise BaselineUnusable(f"--vllm-baseline-url: {exc}") from None
-    if settings.baseline_model is None and any(card.id == target_facts.model for card in facts.models):
-        facts = dataclasses.replace(facts, model=target_facts.model)
-    return side_for(settings, "baseline", client, facts)
-
-
-def open_baseline(settings: Settings, target_facts: ServerFacts) -> ServerSide | BaselineFile | None:
-    """--vllm-baseline-url first (the same requests, the same run), else --vllm-eval-baseline-file, else None."""
-    if settings.baseline_url:
-        return connect_baseline(settings, target_facts)
-    if settings.eval_baseline_file:
-        try:
-            return BaselineFile.load(settings.eval_baseline_file)
-        except BaselineFileError as exc:
-            raise BaselineUnusable(f"--vllm-eval-baseline-file: {exc}") from None
-    return None
-
-
-def open_run(
-    settings: Settings,
-    target_facts: ServerFacts,
-    target_client: BoundedClient,
-    run_dir: Path,
-    *,
-    tolerance: float,
-    confidence: float,
-    greedy_tokens: int,
-) -> QualityRun:
-    """The run the quality suite shares: the target, the baseline the options name, the gate."""
-    check_gate(tolerance, confidence)  # before a baseline connection is opened
-    return QualityRun(
-        side_for(settings, "target", target_client, target_facts),
-        open_baseline(settings, target_facts),
-        run_dir=run_dir,
-        tolerance=tolerance,
-        confidence=confidence,
-        greedy_tokens=greedy_tokens,
-        limit=settings.eval_limit,
-        include_paths=[Path(path) for path in settings.eval_include_path],
-        save_path=settings.eval_save,
-    )

@@ -1,0 +1,115 @@
+"""A quality run assembled from the options: the target, the baseline they name, the gate.
+
+The baseline is a live server (``--vllm-baseline-url``) or a recording
+(``--vllm-eval-baseline-file``); a recording is refused in one line when
+the target tokenizes differently or serves another model than recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from pytest_vllm_conformance.features.quality import baseline_file, greedy, logprob_drift
+from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError
+from pytest_vllm_conformance.features.quality.runner import Endpoint
+from pytest_vllm_conformance.features.quality.session import BaselineUnusable, QualityRun, ServerSide, check_gate
+from pytest_vllm_conformance.target.client import BoundedClient
+from pytest_vllm_conformance.target.connect import client_for
+from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts, discover
+from pytest_vllm_conformance.target.settings import Settings
+
+
+def side_for(settings: Settings, role: str, client: BoundedClient, facts: ServerFacts) -> ServerSide:
+    endpoint = Endpoint(
+        role=role,
+        base_url=client.base_url.rstrip("/"),
+        model=facts.model,
+        api_key=client_key(settings, role),
+        max_model_len=facts.max_model_len,
+        timeout=settings.timeout,
+        local_tokenizer=settings.eval_tokenizer,
+    )
+    return ServerSide(endpoint, client, facts)
+
+
+def client_key(settings: Settings, role: str):
+    return (settings.baseline_api_key or settings.api_key) if role == "baseline" else settings.api_key
+
+
+def connect_baseline(settings: Settings, target_facts: ServerFacts) -> ServerSide:
+    """The live baseline: its facts, and the model it serves (the target's id when it serves that too)."""
+    assert settings.baseline_url is not None, "called with --vllm-baseline-url"
+    client = client_for(settings, settings.baseline_url, api_key=client_key(settings, "baseline"))
+    try:
+        facts = discover(client, settings.baseline_model)
+    except DiscoveryError as exc:
+        client.close()
+        raise BaselineUnusable(f"--vllm-baseline-url: {exc}") from None
+    if settings.baseline_model is None and any(card.id == target_facts.model for card in facts.models):
+        facts = dataclasses.replace(facts, model=target_facts.model)
+    return side_for(settings, "baseline", client, facts)
+
+
+# Text whose token ids tell tokenizers apart: words, digits, code, accents, JSON.
+TOKENIZER_PROBE = 'Tokenizer probe: naïve café, 1969 → 2026; def f(x): return {"k": [1, 2.5]}'
+
+
+def tokenizer_probe(client: BoundedClient, model: str) -> list[int] | None:
+    """The probe's token ids on this server; None where /tokenize does not answer (nothing is then checked)."""
+    try:
+        return greedy.prompt_ids(client, model, (TOKENIZER_PROBE,))[0]
+    except greedy.GreedyUnavailable:
+        return None
+
+
+def open_baseline(
+    settings: Settings, target_facts: ServerFacts, probe: list[int] | None
+) -> ServerSide | BaselineFile | None:
+    """--vllm-baseline-url first (the same requests, the same run), else --vllm-eval-baseline-file, else None."""
+    if settings.baseline_url:
+        return connect_baseline(settings, target_facts)
+    if settings.eval_baseline_file:
+        try:
+            recording = BaselineFile.load(settings.eval_baseline_file)
+        except BaselineFileError as exc:
+            raise BaselineUnusable(f"--vllm-eval-baseline-file: {exc}") from None
+        refused = baseline_file.refusal(recording, target_facts.model, probe, settings.baseline_model)
+        if refused:
+            raise BaselineUnusable(f"--vllm-eval-baseline-file {refused}")
+        return recording
+    return None
+
+
+def open_run(
+    settings: Settings,
+    target_facts: ServerFacts,
+    target_client: BoundedClient,
+    run_dir: Path,
+    *,
+    tolerance: float,
+    confidence: float,
+    greedy_tokens: int,
+    near_tie_gap: float = greedy.DEFAULT_NEAR_TIE_GAP,
+    drift_thresholds: logprob_drift.Thresholds | None = None,
+) -> QualityRun:
+    """The run the quality suite shares: the target, the baseline the options name, the gate."""
+    check_gate(tolerance, confidence)  # before a baseline connection is opened
+    recorded = settings.eval_save or settings.eval_baseline_file
+    probe = tokenizer_probe(target_client, target_facts.model) if recorded else None
+    run = QualityRun(
+        side_for(settings, "target", target_client, target_facts),
+        open_baseline(settings, target_facts, probe),
+        run_dir=run_dir,
+        tolerance=tolerance,
+        confidence=confidence,
+        greedy_tokens=greedy_tokens,
+        near_tie_gap=near_tie_gap,
+        drift_thresholds=drift_thresholds,
+        limit=settings.eval_limit,
+        include_paths=[Path(path) for path in settings.eval_include_path],
+        save_path=settings.eval_save,
+    )
+    if probe is not None:
+        run.recording.server["tokenizer_probe"] = probe
+    return run

@@ -1,0 +1,143 @@
+"""The drift gate and the near-tie rule, on logprobs written by hand (no server)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_vllm_conformance.features.quality import baseline_file, greedy, logprob_drift
+from pytest_vllm_conformance.features.quality.logprob_drift import Bucket, Scored, Thresholds
+
+
+def scored(actual: list[float], top_tokens: int = 2) -> Scored:
+    """A text of len(actual) + 1 tokens: token i is i, and the top-k is the actual token and its neighbours."""
+    tops = [{}] + [{i + 1 + j: value - j for j in range(top_tokens)} for i, value in enumerate(actual)]
+    return Scored([None, *actual], tops)
+
+
+def test_buckets_cut_the_context_at_its_fractions_and_the_native_length():
+    assert [(b.start, b.end, b.name) for b in logprob_drift.buckets(512)] == [
+        (1, 128, "25%"),
+        (128, 256, "50%"),
+        (256, 461, "90%"),
+        (461, 512, "100%"),
+    ]
+    with_native = logprob_drift.buckets(2048, native_positions=300)
+    assert [b.name for b in with_native] == ["native", "25%", "50%", "90%", "100%"]
+    assert (with_native[0].start, with_native[0].end, with_native[1].start) == (1, 300, 300)
+    # A native length at or past max_model_len, or on an edge, adds nothing.
+    assert len(logprob_drift.buckets(512, native_positions=4096)) == 4
+    assert [b.name for b in logprob_drift.buckets(2048, native_positions=512)] == ["25%", "50%", "90%", "100%"]
+    assert str(with_native[0]) == "positions 1-299 (native positions)"
+
+
+def test_drift_is_judged_against_the_floor_and_the_baselines_own_noise():
+    bucket = Bucket(1, 4, "100%")
+    baseline = [scored([-5.0, -6.0, -7.0])]
+    close = [scored([-5.01, -6.02, -7.03])]
+    far = [scored([-5.5, -6.6, -7.7])]
+    thresholds = Thresholds({"*": 0.05}, noise_margin=4)
+
+    calm = logprob_drift.compare(close, baseline, bucket, thresholds, noise=0.0)
+    assert calm is not None and not calm.drifted and calm.mean_abs == pytest.approx(0.02)
+    moved = logprob_drift.compare(far, baseline, bucket, thresholds, noise=0.0)
+    assert moved is not None and moved.drifted and moved.max_abs == pytest.approx(0.7)
+    assert [(m.text, m.position) for m in moved.moved_most] == [(0, 3), (0, 2), (0, 1)]
+    # A noisy baseline raises the bar: 4 x 0.2 is above the drift of 0.6.
+    noisy = logprob_drift.compare(far, baseline, bucket, thresholds, noise=0.2)
+    assert noisy is not None and not noisy.drifted and noisy.threshold == pytest.approx(0.8)
+    assert "baseline noise 0.2000, threshold 0.8000 (floor 0.05, 4 x noise)" in str(noisy)
+    # The perplexity ratio is above 1 when the target finds the text less likely.
+    assert moved.perplexity_ratio == pytest.approx(2.718281828 ** 0.6)
+
+
+def test_kl_is_estimated_on_the_baselines_top_k_and_zero_for_identical_answers():
+    bucket = Bucket(1, 3, "100%")
+    same = logprob_drift.compare([scored([-1.0, -2.0])], [scored([-1.0, -2.0])], bucket, Thresholds({}), None)
+    assert same is not None and same.kl_estimate == pytest.approx(0.0) and same.noise is None
+    assert "baseline noise not measured" in str(same)
+    shifted = logprob_drift.compare([scored([-2.0, -3.0])], [scored([-1.0, -2.0])], bucket, Thresholds({}), None)
+    assert shifted is not None and shifted.kl_estimate > 0
+
+
+def test_per_bucket_floors_come_from_the_profile():
+    thresholds = Thresholds.from_profile({"max_mean_abs": {"100%": 0.2, "*": 0.01}, "noise_margin": 2})
+    assert thresholds.floor_for(Bucket(1, 2, "100%")) == 0.2
+    assert thresholds.floor_for(Bucket(1, 2, "25%")) == 0.01
+    assert thresholds.noise_margin == 2
+    assert Thresholds.from_profile(None).floor_for(Bucket(1, 2, "25%")) == logprob_drift.DEFAULT_FLOOR
+
+
+def test_a_bucket_no_position_of_which_was_scored_gives_none():
+    assert logprob_drift.compare([scored([-1.0])], [scored([-1.0])], Bucket(5, 9, "100%"), Thresholds({}), 0) is None
+
+
+def divergence(target_top, baseline_top, gap=greedy.DEFAULT_NEAR_TIE_GAP):
+    """Prompts that part at position 1: the target says 7, the baseline 8."""
+    target = greedy.Continuation([1], [5, 7, 9], [{5: -1.0}, target_top, {9: -1.0}])
+    baseline = greedy.Continuation([1], [5, 8, 9], [{5: -1.0}, baseline_top, {9: -1.0}])
+    (found,) = greedy.compare([target], [baseline], 3, near_tie_gap=gap)
+    return found
+
+
+def test_a_near_tie_is_accepted_and_shown():
+    found = divergence({7: -2.00, 8: -2.04}, {8: -2.01, 7: -2.03})
+    assert found.position == 1 and found.near_tie
+    assert "target (-2.0000, -2.0400), baseline (-2.0300, -2.0100): a near-tie (within 0.1" in str(found)
+
+
+@pytest.mark.parametrize(
+    ("target_top", "baseline_top", "why"),
+    [
+        ({7: -2.0, 8: -2.5}, {8: -2.0, 7: -2.03}, "the gap on the target is 0.5"),
+        ({7: -2.0, 3: -2.01}, {8: -2.0, 7: -2.03}, "the baseline's token is not in the target's top-k"),
+    ],
+)
+def test_a_divergence_that_is_no_near_tie_fails(target_top, baseline_top, why):
+    found = divergence(target_top, baseline_top)
+    assert not found.near_tie, why
+    assert "not a near-tie" in str(found)
+
+
+def test_without_top_logprobs_a_divergence_is_never_a_near_tie():
+    (found,) = greedy.compare([greedy.Continuation([1], [5])], [greedy.Continuation([1], [6])], 1)
+    assert not found.near_tie and "not judged as a near-tie" in str(found)
+
+
+def test_the_completions_top_logprobs_are_read_by_token_id():
+    top = greedy._top_logprobs({"top_logprobs": [{"token_id:12": -1.5, "token_id:7": -2.0}]}, 1)
+    assert top == [{12: -1.5, 7: -2.0}]
+    assert greedy._top_logprobs({"top_logprobs": [{"12": -1.5}]}, 2) is None  # not one entry per token
+
+
+def test_a_recording_carries_the_logprob_profile_and_the_greedy_top_k(tmp_path):
+    drift = baseline_file.DriftRecording([[1, 2, 3]], [scored([-1.0, -2.0])], [[None, -1.0, -2.0]], 512)
+    saved = baseline_file.BaselineFile(
+        server={"model": "m", "tokenizer_probe": [4, 5]},
+        greedy=[greedy.Continuation([1], [2], [{2: -0.5, 3: -0.6}])],
+        greedy_max_tokens=1,
+        drift=drift,
+    )
+    loaded = baseline_file.BaselineFile.load(saved.save(tmp_path / "b.json"))
+    assert loaded.drift == drift and loaded.greedy == saved.greedy
+
+
+def test_a_recording_of_format_1_still_reads_without_logprobs(tmp_path):
+    path = tmp_path / "old.json"
+    old = {"format": baseline_file.FORMAT, "format_version": 1, "server": {"model": "m"}, "runs": {}}
+    old["greedy"] = {"max_tokens": 1, "prompts": [[1]], "outputs": [[2]]}
+    path.write_text(json.dumps(old))
+    loaded = baseline_file.BaselineFile.load(path)
+    assert loaded.drift is None and loaded.greedy == [greedy.Continuation([1], [2], None)]
+
+
+def test_a_recording_of_another_tokenizer_or_model_is_refused_in_one_line(tmp_path):
+    recording = baseline_file.BaselineFile(server={"model": "llama", "tokenizer_probe": [1, 2]}, path=tmp_path / "b")
+    assert baseline_file.refusal(recording, "llama", [1, 2], None) is None
+    other_tokenizer = baseline_file.refusal(recording, "llama", [1, 3], None)
+    assert other_tokenizer is not None and "recorded with another tokenizer" in other_tokenizer
+    other_model = baseline_file.refusal(recording, "llama-gptq", [1, 2], None)
+    assert other_model is not None and "pass --vllm-baseline-model=llama" in other_model
+    assert "\n" not in other_model + other_tokenizer
+    assert baseline_file.refusal(recording, "llama-gptq", [1, 2], "llama") is None
