@@ -124,6 +124,7 @@ def test_logprob_drift_within_noise(quality, bucket, vllm_record):
     drift = outcome_of(lambda: quality.logprob_drift(bucket))
     for name, value in drift.properties().items():
         vllm_record(name, value)
+    vllm_record("figures", drift.figures())
     assert not drift.drifted, (
         f"the target's logprobs moved from the baseline's ({quality.baseline_label}) by more than the threshold: "
         f"{drift}; moved most: " + "; ".join(str(moved) for moved in drift.moved_most)
@@ -142,6 +143,7 @@ def test_greedy_tokens_match_baseline(quality, vllm_record):
         "vllm_quality_greedy_near_ties",
         "; ".join(f"prompt {tie.prompt_index} at position {tie.position}" for tie in outcome.near_ties) or "none",
     )
+    vllm_record("figures", outcome.figures())
     notes = "".join(f"\n  ({note})" for note in outcome.notes)
     notes += "".join(f"\n  (accepted: {tie})" for tie in outcome.near_ties)
     count = len(diverging)

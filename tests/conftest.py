@@ -88,6 +88,13 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
             env={"VLLM_ENABLE_SCALE_OUT_ENDPOINTS": "1"},
         ),
         "perturbed": ServerSpec.of(models["tiny-llama-perturbed"], CPU_SERVE_ARGS),
+        # The same model and weights as plain, other numerics: a healthy change the quality gate must pass.
+        "bfloat16": ServerSpec.of(llama, ("--dtype", "bfloat16", *CPU_SERVE_ARGS[2:])),
+        # YaRN factor 4 and the same checkpoint with factor 2, past the native 512 positions.
+        "yarn_factor4": ServerSpec.of(models["tiny-llama-yarn"], (*DERIVED_LENGTH_ARGS, "--max-model-len", "1024")),
+        "yarn_factor2": ServerSpec.of(
+            models["tiny-llama-yarn-factor2"], (*DERIVED_LENGTH_ARGS, "--max-model-len", "1024")
+        ),
         "watermark": watermarking(honour_opt_out=True),
         "watermark_ignoring_opt_out": watermarking(honour_opt_out=False),
     }
@@ -115,6 +122,11 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("faults/test_context_faults.py", ("plain", "short_context")),
     ("integration/test_operational_suites.py", ("plain", "bounded")),
     ("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
+    ("integration/test_logprob_drift_on_real_vllm.py", ("plain", "perturbed", "bfloat16")),
+    (
+        "integration/test_logprob_drift_on_real_vllm.py::test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket",
+        ("yarn_factor4", "yarn_factor2"),
+    ),
     ("integration/test_watermark_on_real_vllm.py", ("watermark",)),
     ("faults/test_watermark_faults.py", ("watermark", "watermark_ignoring_opt_out")),
 )

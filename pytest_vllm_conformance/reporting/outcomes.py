@@ -54,6 +54,7 @@ class ContractTest:
     feature: str
     outcome: str | None = None
     reason: str = ""
+    figures: str = ""  # what the test measured, in one line (its vllm_figures property), whatever the outcome
 
 
 def failure_reason(report: Any) -> str:
@@ -97,6 +98,11 @@ def _shorten(text: str) -> str:
     return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 3] + "..."
 
 
+# A test's measurements in one line, shown in the report beside its verdict, passed tests included:
+# a gate that passed is trusted for the margin it passed by.
+FIGURES_PROPERTY = "vllm_figures"
+
+
 class OutcomeCollector:
     """Follows every contract test through its setup, call and teardown reports."""
 
@@ -109,6 +115,8 @@ class OutcomeCollector:
         if not contract or not feature:
             return
         test = self.tests.setdefault(report.nodeid, ContractTest(report.nodeid, str(contract), str(feature)))
+        if properties.get(FIGURES_PROPERTY):
+            test.figures = _shorten(str(properties[FIGURES_PROPERTY]))
         if report.failed:
             if test.outcome != FAILED:  # the first failure is the one that explains
                 test.outcome, test.reason = FAILED, failure_reason(report)
@@ -133,6 +141,7 @@ class FeatureResult:
     failed: list[ContractTest] = field(default_factory=list)
     skipped: list[ContractTest] = field(default_factory=list)
     not_claimed: list[ContractTest] = field(default_factory=list)
+    measured: list[ContractTest] = field(default_factory=list)
 
     @property
     def claimed(self) -> bool:
@@ -170,6 +179,8 @@ class FeatureResult:
         listing = {FAILED: self.failed, SKIPPED: self.skipped, NOT_CLAIMED: self.not_claimed}.get(test.outcome)
         if listing is not None:
             listing.append(test)
+        if test.figures and test.outcome != NOT_CLAIMED:
+            self.measured.append(test)
 
     def not_claimed_by_contract(self) -> list[tuple[str, str, int]]:
         """(contract, reason, number of tests): not-claimed tests repeat one reason per case."""

@@ -107,6 +107,11 @@ def _feature(feature: FeatureResult) -> dict[str, Any]:
         if tests:
             ordered = sorted(tests, key=lambda t: (t.contract, t.test_id))
             entry[outcome] = [{"contract": t.contract, "test": t.test_id, "reason": t.reason} for t in ordered]
+    if feature.measured:
+        ordered = sorted(feature.measured, key=lambda t: (t.contract, t.test_id))
+        entry["figures"] = [
+            {"contract": t.contract, "test": t.test_id, "outcome": t.outcome, "figures": t.figures} for t in ordered
+        ]
     if feature.not_claimed:
         entry[_key(NOT_CLAIMED)] = [
             {"contract": contract, "tests": count, "reason": reason}
@@ -201,6 +206,12 @@ def _feature_details(feature: dict[str, Any]) -> list[str]:
         if feature.get(outcome):
             lines += ["", f"**{title}**", ""]
             lines += [f"- {_code(t['contract'])} {_code(t['test'])}: {_md(t['reason'])}" for t in feature[outcome]]
+    if feature.get("figures"):
+        lines += ["", "**Figures**", ""]
+        lines += [
+            f"- {_code(t['contract'])} {_code(t['test'])} ({_md(t['outcome'])}): {_md(t['figures'])}"
+            for t in feature["figures"]
+        ]
     not_claimed = feature.get(_key(NOT_CLAIMED))
     if not_claimed:
         lines += ["", "**Not claimed**", ""]

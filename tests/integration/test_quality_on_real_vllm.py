@@ -79,6 +79,7 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
         junit,
         {
             "quality.greedy_tokens_match_baseline": "passed",
+            "quality.logprob_drift_within_noise": {"passed": 4},
             "quality.short_answer_not_worse": {"skipped": 2},
             "quality.multiple_choice_not_worse": "skipped",
             "quality.long_context_not_worse": {"skipped": 4},

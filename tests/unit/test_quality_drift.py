@@ -49,7 +49,7 @@ def test_drift_is_judged_against_the_floor_and_the_baselines_own_noise():
     assert noisy is not None and not noisy.drifted and noisy.threshold == pytest.approx(0.8)
     assert "baseline noise 0.2000, threshold 0.8000 (floor 0.05, 4 x noise)" in str(noisy)
     # The perplexity ratio is above 1 when the target finds the text less likely.
-    assert moved.perplexity_ratio == pytest.approx(2.718281828 ** 0.6)
+    assert moved.perplexity_ratio == pytest.approx(2.718281828**0.6)
 
 
 def test_kl_is_estimated_on_the_baselines_top_k_and_zero_for_identical_answers():

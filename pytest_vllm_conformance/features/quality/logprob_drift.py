@@ -249,6 +249,14 @@ class BucketDrift:
             f"(floor {self.floor:g}, {self.noise_margin:g} x noise)"
         )
 
+    def figures(self) -> str:
+        """One line for the report."""
+        noise = "not measured" if self.noise is None else f"{self.noise:.4f}"
+        return (
+            f"{self.bucket}: mean |drift| {self.mean_abs:.4f} (max {self.max_abs:.4f}), "
+            f"perplexity ratio {self.perplexity_ratio:.4f}, baseline noise {noise}, threshold {self.threshold:.4f}"
+        )
+
     def properties(self) -> dict[str, object]:
         return {
             "vllm_quality_drift_bucket": str(self.bucket),

@@ -112,6 +112,17 @@ class GreedyOutcome:
     def near_ties(self) -> list[greedy.Divergence]:
         return [divergence for divergence in self.divergences if divergence.near_tie]
 
+    def figures(self) -> str:
+        """One line for the report: how many prompts agreed, which near-ties were accepted."""
+        equal = sum(divergence.agrees for divergence in self.divergences)
+        compared = self.divergences[0].compared if self.divergences else 0
+        ties = ", ".join(f"prompt {tie.prompt_index} at {tie.position}" for tie in self.near_ties)
+        return (
+            f"{len(self.divergences)} prompts: {equal} equal over {compared} tokens, "
+            f"{len(self.near_ties)} near-tie(s) accepted{f' ({ties})' if ties else ''}, "
+            f"{len(self.diverging)} diverging"
+        )
+
 
 @dataclass
 class DriftScores:
