@@ -10,11 +10,13 @@ servers started here):
 
 two fresh pytest runs of the quality suite: the drift gate alone
 (``-k drift``) and the lm-eval path (short answers, multiple choice, long
-context). Each prints its wall time (the whole pytest process: start-up,
-discovery, the gate), the generation and tokenizer requests the two servers
-served (counted from their access logs), and whether the run flagged the
-pair (a failed contract). Goal: the drift gate flags both pairs with at most
-20 requests and at least 10x fewer seconds than the eval path.
+context). Each prints the seconds its tests took (JUnit times: the gate's
+requests and comparisons, fixtures included), the wall time of the whole
+pytest process (start-up and discovery too, about the same for both), the
+generation and tokenizer requests the two servers served (counted from their
+access logs), and whether the run flagged the pair (a failed contract).
+Goal: the drift gate flags both pairs with at most 20 requests and at least
+10x fewer seconds than the eval path.
 
     python bench/quality_power.py [--python PYTHON_WITH_VLLM]
 """
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +56,7 @@ def served_requests(*servers: VllmServer) -> int:
     return sum(len(GATE_REQUEST.findall(server.log_path.read_text(errors="replace"))) for server in servers)
 
 
-def run(target: VllmServer, baseline: VllmServer, workdir: Path, keywords: str) -> tuple[float, int, list[str]]:
+def run(target: VllmServer, baseline: VllmServer, workdir: Path, keywords: str) -> tuple[float, float, int, list[str]]:
     junit = workdir / "junit.xml"
     before = served_requests(target, baseline)
     started = time.perf_counter()
@@ -83,7 +86,8 @@ def run(target: VllmServer, baseline: VllmServer, workdir: Path, keywords: str) 
     seconds = time.perf_counter() - started
     time.sleep(1)  # the access log lines of the last requests
     failed = sorted({r.contract for r in contract_runs(junit) if r.verdict == "failed"})
-    return seconds, served_requests(target, baseline) - before, failed
+    in_tests = sum(float(case.get("time", 0)) for case in ET.parse(junit).iter("testcase"))
+    return in_tests, seconds, served_requests(target, baseline) - before, failed
 
 
 def main() -> None:
@@ -99,11 +103,13 @@ def main() -> None:
             print(f"{label}: {target_name} against {baseline_name} ({' '.join(serve_args)})")
             figures = {}
             for name, keywords in PATHS:
-                seconds, requests, failed = run(target, baseline, Path(tmp), keywords)
-                figures[name] = seconds
+                in_tests, wall, requests, failed = run(target, baseline, Path(tmp), keywords)
+                figures[name] = in_tests
                 verdict = f"flagged ({', '.join(failed)})" if failed else "NOT flagged"
-                print(f"  {name:10s}: {seconds:6.1f} s, {requests:4d} requests, {verdict}")
-            print(f"  eval path / drift gate: {figures['eval path'] / figures['drift gate']:.1f}x the seconds")
+                print(
+                    f"  {name:10s}: {in_tests:6.1f} s in tests ({wall:5.1f} s wall), {requests:4d} requests, {verdict}"
+                )
+            print(f"  eval path / drift gate: {figures['eval path'] / figures['drift gate']:.1f}x the seconds in tests")
 
 
 if __name__ == "__main__":
