@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_vllm_conformance.features.quality import greedy, long_context, paired, task_files
+from pytest_vllm_conformance.features.quality import generated, greedy, long_context, paired, task_files
 from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError, run_key
 from pytest_vllm_conformance.features.quality.runner import (
     Backend,
@@ -104,6 +104,13 @@ def check_gate(tolerance: float, confidence: float) -> None:
         raise ValueError(f"the quality tolerance must be at least 0 and below 1, not {tolerance}")
 
 
+def check_power(max_detectable_drop: float | None, eval_items: int) -> None:
+    if max_detectable_drop is not None and not 0 < max_detectable_drop < 1:
+        raise ValueError(f"the quality max_detectable_drop must be between 0 and 1, not {max_detectable_drop}")
+    if not 1 <= eval_items <= generated.MAX_ITEMS:
+        raise ValueError(f"the quality eval_items must be 1 to {generated.MAX_ITEMS}, not {eval_items}")
+
+
 class QualityRun:
     def __init__(
         self,
@@ -117,8 +124,13 @@ class QualityRun:
         limit: int | None = None,
         include_paths: Sequence[Path] = (),
         save_path: Path | None = None,
+        max_detectable_drop: float | None = None,
+        eval_items: int = task_files.HAND_WRITTEN_ITEMS,
     ) -> None:
         check_gate(tolerance, confidence)
+        check_power(max_detectable_drop, eval_items)
+        self.max_detectable_drop = max_detectable_drop
+        self.eval_items = eval_items
         self.target = target
         self.baseline = baseline
         self.run_dir = run_dir
@@ -199,7 +211,7 @@ class QualityRun:
         if (batch, backend) in self._batches_done:
             return
         self._batches_done.add((batch, backend))
-        task_files.write_shipped(self.run_dir)
+        task_files.write_shipped(self.run_dir, self.eval_items)
         tasks = {
             "short_answer": [task_files.SHORT_ANSWER],
             "multiple_choice": [task_files.MULTIPLE_CHOICE],
@@ -251,6 +263,7 @@ class QualityRun:
                     higher_is_better=metric.higher_is_better,
                     tolerance=self.tolerance,
                     confidence=self.confidence,
+                    max_detectable_drop=self.max_detectable_drop,
                 )
             )
         if not comparisons:
@@ -382,9 +395,12 @@ def open_run(
     tolerance: float,
     confidence: float,
     greedy_tokens: int,
+    max_detectable_drop: float | None = None,
+    eval_items: int = task_files.HAND_WRITTEN_ITEMS,
 ) -> QualityRun:
     """The run the quality suite shares: the target, the baseline the options name, the gate."""
     check_gate(tolerance, confidence)  # before a baseline connection is opened
+    check_power(max_detectable_drop, eval_items)
     return QualityRun(
         side_for(settings, "target", target_client, target_facts),
         open_baseline(settings, target_facts),
@@ -395,4 +411,6 @@ def open_run(
         limit=settings.eval_limit,
         include_paths=[Path(path) for path in settings.eval_include_path],
         save_path=settings.eval_save,
+        max_detectable_drop=max_detectable_drop,
+        eval_items=eval_items,
     )
