@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_vllm_conformance.features.quality import generated, paired, session, task_files
+from tests.conftest import contract_runs
 
 
 def items(values):
@@ -181,3 +182,62 @@ def test_the_shipped_sets_are_written_at_the_size_asked(tmp_path):
     run_dir = task_files.write_shipped(tmp_path, 75)
     for name in task_files.SHIPPED:
         assert len((run_dir / f"{name}.jsonl").read_text().splitlines()) == 75
+
+
+# ---- the suite's verdicts, in a pytester run of the plugin -----------------------------
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("VLLM_URL", "VLLM_API_KEY", "VLLM_CONFORMANCE_PROFILE", "VLLM_CONFORMANCE_GATE"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+STAND_IN = """
+from pytest_vllm_conformance import contract
+from pytest_vllm_conformance.features.quality import paired, session
+from suites.test_quality import assert_not_worse
+
+def outcome(right, n, **gate):
+    same = {str(index): float(index < right) for index in range(n)}
+    options = {"higher_is_better": True, "tolerance": 0.05, "confidence": 0.95, **gate}
+    return session.Outcome("task_{}".format(n), [paired.compare("acc,none", same, same, **options)], [])
+
+@contract("quality.multiple_choice_not_worse")
+def test_forty_items(vllm_record):
+    assert_not_worse([outcome(20, 40, max_detectable_drop=0.05)], vllm_record)
+
+@contract("quality.short_answer_not_worse")
+def test_four_hundred_items(vllm_record):
+    assert_not_worse([outcome(200, 400, max_detectable_drop=0.05)], vllm_record)
+
+@contract("quality.long_context_not_worse")
+def test_nothing_right(vllm_record):
+    assert_not_worse([outcome(0, 8, max_detectable_drop=0.05)], vllm_record)
+"""
+
+
+def test_underpowered_comparisons_skip_naming_task_items_drop_and_requirement(pytester, clean_env):
+    pytester.makepyfile(STAND_IN)
+    baseline = pytester.path / "baseline.json"  # claims the feature; the stand-ins never open it
+    args = ("-p", "no:cacheprovider", "-rs", f"--vllm-eval-baseline-file={baseline}", "--junitxml=junit.xml")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*underpowered: task_40 acc,none: 40 items, minimum detectable drop 0.1250, required at most 0.05 "
+            "(quality.max_detectable_drop)",
+            "*underpowered: task_8 acc,none: 8 items, minimum detectable drop: none possible (the baseline got no "
+            "item right, so no drop can show), required at most 0.05*",
+        ]
+    )
+    runs = {run.contract: run.properties for run in contract_runs(pytester.path / "junit.xml")}
+    assert runs["quality.short_answer_not_worse"]["vllm_quality_detectable_drop"] == "0.0125"
+    assert runs["quality.short_answer_not_worse"]["vllm_quality_verdict"] == "not worse"
+    assert runs["quality.long_context_not_worse"]["vllm_quality_detectable_drop"] == "none possible"
+    assert runs["quality.multiple_choice_not_worse"]["vllm_quality_verdict"] == "underpowered"
+    strict = pytester.runpytest(*args, "--vllm-gate=strict")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["--vllm-gate=strict: partial feature(s) fail the run: quality (1 of 3 checked)"])
