@@ -205,10 +205,6 @@ class Comparison:
             return False
         return (1.0 if self.detectable_drop is None else self.detectable_drop) > self.max_detectable_drop
 
-    @property
-    def detectable_drop_text(self) -> str:
-        return NONE_POSSIBLE if self.detectable_drop is None else f"{self.detectable_drop:.4f}"
-
     def power(self) -> str:
         """What the item count can show, for messages: the minimum detectable drop and any requirement."""
         required = "" if self.max_detectable_drop is None else f", required at most {self.max_detectable_drop:g}"
@@ -218,7 +214,7 @@ class Comparison:
                 if self.baseline_losable_items == 0
                 else f"even losing all {self.baseline_losable_items} items the baseline got right would not show"
             )
-            return f"minimum detectable drop: none possible ({why}){required}"
+            return f"minimum detectable drop: {NONE_POSSIBLE} ({why}){required}"
         return f"minimum detectable drop {self.detectable_drop:.4f}{required}"
 
     def __str__(self) -> str:
