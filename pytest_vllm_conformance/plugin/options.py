@@ -287,7 +287,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "vllm-eval-items",
         "Items in each shipped short-answer and multiple-choice set: the hand-written ones, then generated ones "
-        "(default: the profile's quality.eval_items, else 200).",
+        "(default: the profile's quality.eval_items, else 100).",
         kind="int",
         env="VLLM_CONFORMANCE_EVAL_ITEMS",
         metavar="N",
