@@ -58,6 +58,9 @@ def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, t
                 settings.eval_max_detectable_drop, vllm_expect.declared("quality", "max_detectable_drop")
             ),
             eval_items=_setting(settings.eval_items, vllm_expect.declared("quality", "eval_items")),
+            long_context_items=_setting(
+                settings.eval_long_context_items, vllm_expect.declared("quality", "long_context_items")
+            ),
         )
     except (session.BaselineUnusable, ValueError) as exc:
         pytest.fail(str(exc), pytrace=False)

@@ -293,6 +293,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "vllm-eval-long-context-items",
+        "Retrieval documents per context length in the long-context set (default: the profile's "
+        "quality.long_context_items, else 8).",
+        kind="int",
+        env="VLLM_CONFORMANCE_EVAL_LONG_CONTEXT_ITEMS",
+        metavar="N",
+    ),
+    Option(
         "vllm-eval-tokenizer",
         "A local tokenizer (directory or file) for lm-eval's loglikelihood tasks (default: the server's "
         "/tokenizer_info or /tokenize; never a download).",

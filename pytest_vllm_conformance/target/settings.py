@@ -62,6 +62,7 @@ class Settings:
     eval_confidence: float | None = None
     eval_max_detectable_drop: float | None = None
     eval_items: int | None = None
+    eval_long_context_items: int | None = None
     eval_tokenizer: Path | None = None
     list_contracts: bool = False
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from pytest_vllm_conformance.features.quality import generated, paired, session, task_files
+from pytest_vllm_conformance.features.quality import generated, long_context, paired, session, task_files
 from tests.conftest import contract_runs
 
 
@@ -241,3 +241,13 @@ def test_underpowered_comparisons_skip_naming_task_items_drop_and_requirement(py
     strict = pytester.runpytest(*args, "--vllm-gate=strict")
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
     strict.stdout.fnmatch_lines(["--vllm-gate=strict: partial feature(s) fail the run: quality (1 of 3 checked)"])
+
+
+def test_the_long_context_set_has_the_documents_per_length_asked():
+    from tests.unit.test_quality_evals import WordTokenizer
+
+    docs = long_context.documents(WordTokenizer(), "m", long_context.Sizing(25, 2048), 30)
+    assert len(docs) == 30 and len({doc["depth"] for doc in docs}) == 30
+    assert paired.newcombe_detectable_drop(30, 30, 0.95) < paired.newcombe_detectable_drop(8, 8, 0.95) == 0.5
+    with pytest.raises(ValueError, match="long_context_items must be 1 to 500"):
+        session.check_power(None, 40, 0)

@@ -104,11 +104,15 @@ def check_gate(tolerance: float, confidence: float) -> None:
         raise ValueError(f"the quality tolerance must be at least 0 and below 1, not {tolerance}")
 
 
-def check_power(max_detectable_drop: float | None, eval_items: int) -> None:
+def check_power(max_detectable_drop: float | None, eval_items: int, long_context_items: int = 1) -> None:
     if max_detectable_drop is not None and not 0 < max_detectable_drop < 1:
         raise ValueError(f"the quality max_detectable_drop must be between 0 and 1, not {max_detectable_drop}")
     if not 1 <= eval_items <= generated.MAX_ITEMS:
         raise ValueError(f"the quality eval_items must be 1 to {generated.MAX_ITEMS}, not {eval_items}")
+    if not 1 <= long_context_items <= long_context.MAX_ITEMS_PER_LENGTH:
+        raise ValueError(
+            f"the quality long_context_items must be 1 to {long_context.MAX_ITEMS_PER_LENGTH}, not {long_context_items}"
+        )
 
 
 class QualityRun:
@@ -126,11 +130,13 @@ class QualityRun:
         save_path: Path | None = None,
         max_detectable_drop: float | None = None,
         eval_items: int = task_files.HAND_WRITTEN_ITEMS,
+        long_context_items: int = long_context.ITEMS_PER_LENGTH,
     ) -> None:
         check_gate(tolerance, confidence)
-        check_power(max_detectable_drop, eval_items)
+        check_power(max_detectable_drop, eval_items, long_context_items)
         self.max_detectable_drop = max_detectable_drop
         self.eval_items = eval_items
+        self.long_context_items = long_context_items
         self.target = target
         self.baseline = baseline
         self.run_dir = run_dir
@@ -192,7 +198,9 @@ class QualityRun:
                 continue
             try:
                 sizing = long_context.Sizing(percent, max_model_len)
-                docs = long_context.documents(self.target.client, self.target.endpoint.model, sizing)
+                docs = long_context.documents(
+                    self.target.client, self.target.endpoint.model, sizing, self.long_context_items
+                )
             except long_context.LongContextUnavailable as exc:
                 self._long_context_unavailable[percent] = str(exc)
                 continue
@@ -397,10 +405,11 @@ def open_run(
     greedy_tokens: int,
     max_detectable_drop: float | None = None,
     eval_items: int = task_files.HAND_WRITTEN_ITEMS,
+    long_context_items: int = long_context.ITEMS_PER_LENGTH,
 ) -> QualityRun:
     """The run the quality suite shares: the target, the baseline the options name, the gate."""
     check_gate(tolerance, confidence)  # before a baseline connection is opened
-    check_power(max_detectable_drop, eval_items)
+    check_power(max_detectable_drop, eval_items, long_context_items)
     return QualityRun(
         side_for(settings, "target", target_client, target_facts),
         open_baseline(settings, target_facts),
@@ -413,4 +422,5 @@ def open_run(
         save_path=settings.eval_save,
         max_detectable_drop=max_detectable_drop,
         eval_items=eval_items,
+        long_context_items=long_context_items,
     )
