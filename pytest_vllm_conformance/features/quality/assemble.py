@@ -10,10 +10,16 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from pytest_vllm_conformance.features.quality import baseline_file, greedy, logprob_drift
+from pytest_vllm_conformance.features.quality import baseline_file, greedy, logprob_drift, long_context, task_files
 from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError
 from pytest_vllm_conformance.features.quality.runner import Endpoint
-from pytest_vllm_conformance.features.quality.session import BaselineUnusable, QualityRun, ServerSide, check_gate
+from pytest_vllm_conformance.features.quality.session import (
+    BaselineUnusable,
+    QualityRun,
+    ServerSide,
+    check_gate,
+    check_power,
+)
 from pytest_vllm_conformance.target.client import BoundedClient
 from pytest_vllm_conformance.target.connect import client_for
 from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts, discover
@@ -92,9 +98,13 @@ def open_run(
     greedy_tokens: int,
     near_tie_gap: float = greedy.DEFAULT_NEAR_TIE_GAP,
     drift_thresholds: logprob_drift.Thresholds | None = None,
+    max_detectable_drop: float | None = None,
+    eval_items: int = task_files.HAND_WRITTEN_ITEMS,
+    long_context_items: int = long_context.ITEMS_PER_LENGTH,
 ) -> QualityRun:
     """The run the quality suite shares: the target, the baseline the options name, the gate."""
     check_gate(tolerance, confidence)  # before a baseline connection is opened
+    check_power(max_detectable_drop, eval_items, long_context_items)
     recorded = settings.eval_save or settings.eval_baseline_file
     probe = tokenizer_probe(target_client, target_facts.model) if recorded else None
     run = QualityRun(
@@ -109,6 +119,9 @@ def open_run(
         limit=settings.eval_limit,
         include_paths=[Path(path) for path in settings.eval_include_path],
         save_path=settings.eval_save,
+        max_detectable_drop=max_detectable_drop,
+        eval_items=eval_items,
+        long_context_items=long_context_items,
     )
     if probe is not None:
         run.recording.server["tokenizer_probe"] = probe

@@ -24,6 +24,8 @@ from pytest_vllm_conformance.target.client import BoundedClient, TransportFailur
 
 FILLER_SEED = 503
 ITEMS_PER_LENGTH = 8
+# Each item is a prompt of up to max_model_len tokens, sized by bisection with /tokenize.
+MAX_ITEMS_PER_LENGTH = 500
 ANSWER_TOKENS = 8  # the task's max_gen_toks: room the prompt leaves for the answer
 QUESTION = "What is the access code for the {colour} door?"
 NEEDLE = "The access code for the {colour} door is {code}."

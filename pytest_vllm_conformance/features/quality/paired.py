@@ -22,6 +22,22 @@ tolerance, and a run on an unchanged server fails at most (1 - confidence)/2
 of the time. An interval that straddles the tolerance is ``inconclusive``
 (too few items to tell either way); the verdict says so rather than calling
 it a pass on the evidence.
+
+Each comparison also states its power as a *minimum detectable drop*: the
+smallest true drop ``d`` such that, had the target lost ``d * n`` of the
+items the baseline got right and changed nothing else (the best case for
+detection: every discordant item points one way), the same interval method
+at the same confidence would lie wholly below 0. It is computed from the
+baseline's observed per-item values and does not depend on the tolerance,
+so it says what the item count can see at all; a real drop mixed with
+noise needs more. For values other than 0 and 1, "lost an item" means the
+item fell from the baseline's value to the baseline's worst value on any
+item, best items first. A baseline with nothing to lose (score 0 on a 0/1
+metric) cannot show any drop, nor can a set too small to clear the interval
+even when every right item is lost: the drop is then ``None``, reported as
+"none possible", and counts as 1.0 against a requirement
+(``quality.max_detectable_drop``): a comparison whose drop exceeds the
+requirement is ``underpowered`` unless it is already shown ``worse``.
 """
 
 from __future__ import annotations
@@ -38,7 +54,8 @@ if TYPE_CHECKING:
 BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20260529
 
-Verdict = Literal["not worse", "inconclusive", "worse"]
+Verdict = Literal["not worse", "inconclusive", "worse", "underpowered"]
+NONE_POSSIBLE = "none possible"
 
 
 def wilson_interval(successes: int, trials: int, z: float) -> tuple[float, float]:
@@ -107,6 +124,44 @@ def bootstrap_paired_interval(differences: np.ndarray, confidence: float) -> tup
     return float(low), float(high)
 
 
+def newcombe_detectable_drop(baseline_right: int, items: int, confidence: float) -> float | None:
+    """The smallest drop k/items whose best case (k of the baseline's right items lost) the interval shows."""
+    neither = items - baseline_right
+    for lost in range(1, baseline_right + 1):
+        _, high = newcombe_paired_interval(baseline_right - lost, 0, lost, neither, confidence)
+        if high < 0:
+            return lost / items
+    return None
+
+
+def bootstrap_detectable_drop(baseline_values: np.ndarray, confidence: float) -> float | None:
+    """The smallest drop in the mean, best items first falling to the worst value, that the bootstrap shows.
+
+    ``baseline_values`` are oriented so that higher is better. With the seeded
+    resamples fixed, each added loss only lowers every resampled mean, so the
+    upper bound falls with each item lost and a bisection finds the first.
+    """
+    import numpy as np  # here, not at the top: every run collects the quality suite, few compare
+
+    if baseline_values.size == 0:
+        return None
+    gaps = np.sort(baseline_values - baseline_values.min())[::-1]
+    losable = int(np.sum(gaps > 0))
+
+    def shown(lost: int) -> bool:
+        differences = np.zeros(baseline_values.size)
+        differences[:lost] = -gaps[:lost]
+        return bootstrap_paired_interval(differences, confidence)[1] < 0
+
+    if losable == 0 or not shown(losable):
+        return None
+    low, high = 0, losable  # not shown at low, shown at high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if shown(middle) else (middle, high)
+    return float(gaps[:high].sum() / baseline_values.size)
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Target against baseline on one metric of one task, over the items both answered."""
@@ -122,6 +177,9 @@ class Comparison:
     method: str
     target_better_items: int
     baseline_better_items: int
+    detectable_drop: float | None = None
+    baseline_losable_items: int = 0  # the items a drop could come from: the baseline's right (or not worst) ones
+    max_detectable_drop: float | None = None
 
     @property
     def delta(self) -> float:
@@ -134,7 +192,30 @@ class Comparison:
             worse, not_worse = high < -self.tolerance, low >= -self.tolerance
         else:
             worse, not_worse = low > self.tolerance, high <= self.tolerance
-        return "worse" if worse else "not worse" if not_worse else "inconclusive"
+        if worse:
+            return "worse"
+        if self.underpowered:
+            return "underpowered"
+        return "not worse" if not_worse else "inconclusive"
+
+    @property
+    def underpowered(self) -> bool:
+        """Blinder than the requirement: no drop possible counts as a drop of 1."""
+        if self.max_detectable_drop is None:
+            return False
+        return (1.0 if self.detectable_drop is None else self.detectable_drop) > self.max_detectable_drop
+
+    def power(self) -> str:
+        """What the item count can show, for messages: the minimum detectable drop and any requirement."""
+        required = "" if self.max_detectable_drop is None else f", required at most {self.max_detectable_drop:g}"
+        if self.detectable_drop is None:
+            why = (
+                "the baseline got no item right, so no drop can show"
+                if self.baseline_losable_items == 0
+                else f"even losing all {self.baseline_losable_items} items the baseline got right would not show"
+            )
+            return f"minimum detectable drop: {NONE_POSSIBLE} ({why}){required}"
+        return f"minimum detectable drop {self.detectable_drop:.4f}{required}"
 
     def __str__(self) -> str:
         low, high = self.interval
@@ -144,12 +225,13 @@ class Comparison:
             f"delta {self.delta:+.4f}, {self.confidence:.0%} interval [{low:+.4f}, {high:+.4f}] "
             f"({self.method}, {self.items} paired items: {self.target_better_items} better on the target, "
             f"{self.baseline_better_items} better on the baseline; {direction} is better, "
-            f"tolerance {self.tolerance:g}): "
+            f"tolerance {self.tolerance:g}; {self.power()}): "
             f"{self.verdict}"
         )
 
     def properties(self) -> dict[str, object]:
-        """For record_property: both scores, the delta and its interval."""
+        """For record_property: both scores, the delta, its interval and the minimum detectable drop."""
+        required = self.max_detectable_drop
         return {
             "vllm_quality_metric": self.metric,
             "vllm_quality_target_score": round(self.target_score, 6),
@@ -162,6 +244,10 @@ class Comparison:
             "vllm_quality_items_better_on_target": self.target_better_items,
             "vllm_quality_items_better_on_baseline": self.baseline_better_items,
             "vllm_quality_method": self.method,
+            "vllm_quality_detectable_drop": (
+                NONE_POSSIBLE if self.detectable_drop is None else round(self.detectable_drop, 6)
+            ),
+            **({} if required is None else {"vllm_quality_max_detectable_drop": required}),
             "vllm_quality_verdict": self.verdict,
         }
 
@@ -174,6 +260,7 @@ def compare(
     higher_is_better: bool,
     tolerance: float,
     confidence: float,
+    max_detectable_drop: float | None = None,
 ) -> Comparison:
     """Pair the per-item values by item key; items only one side answered are left out."""
     import numpy as np  # here, not at the top: every run collects the quality suite, few compare
@@ -192,9 +279,14 @@ def compare(
         neither = len(keys) - both - only_target - only_baseline
         interval = newcombe_paired_interval(both, only_target, only_baseline, neither, confidence)
         method = "Newcombe paired score interval"
+        # Relabelled so that 1 is good: the interval of a lower-is-better 0/1 metric is the mirror image.
+        losable = both + only_baseline if higher_is_better else neither + only_target
+        detectable = newcombe_detectable_drop(losable, len(keys), confidence)
     else:
         interval = bootstrap_paired_interval(target_values - baseline_values, confidence)
         method = f"paired bootstrap, {BOOTSTRAP_RESAMPLES} resamples"
+        losable = int(np.sum(sign * baseline_values > np.min(sign * baseline_values))) if keys else 0
+        detectable = bootstrap_detectable_drop(sign * baseline_values, confidence)
     return Comparison(
         metric=metric,
         higher_is_better=higher_is_better,
@@ -207,4 +299,7 @@ def compare(
         method=method,
         target_better_items=better_on_target,
         baseline_better_items=better_on_baseline,
+        detectable_drop=detectable,
+        baseline_losable_items=losable,
+        max_detectable_drop=max_detectable_drop,
     )

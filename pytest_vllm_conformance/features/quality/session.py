@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_vllm_conformance.features.quality import (
+    generated,
     greedy,
     logprob_drift,
     long_context,
@@ -149,6 +150,17 @@ def check_gate(tolerance: float, confidence: float) -> None:
         raise ValueError(f"the quality tolerance must be at least 0 and below 1, not {tolerance}")
 
 
+def check_power(max_detectable_drop: float | None, eval_items: int, long_context_items: int = 1) -> None:
+    if max_detectable_drop is not None and not 0 < max_detectable_drop < 1:
+        raise ValueError(f"the quality max_detectable_drop must be between 0 and 1, not {max_detectable_drop}")
+    if not 1 <= eval_items <= generated.MAX_ITEMS:
+        raise ValueError(f"the quality eval_items must be 1 to {generated.MAX_ITEMS}, not {eval_items}")
+    if not 1 <= long_context_items <= long_context.MAX_ITEMS_PER_LENGTH:
+        raise ValueError(
+            f"the quality long_context_items must be 1 to {long_context.MAX_ITEMS_PER_LENGTH}, not {long_context_items}"
+        )
+
+
 class QualityRun:
     def __init__(
         self,
@@ -164,8 +176,15 @@ class QualityRun:
         limit: int | None = None,
         include_paths: Sequence[Path] = (),
         save_path: Path | None = None,
+        max_detectable_drop: float | None = None,
+        eval_items: int = task_files.HAND_WRITTEN_ITEMS,
+        long_context_items: int = long_context.ITEMS_PER_LENGTH,
     ) -> None:
         check_gate(tolerance, confidence)
+        check_power(max_detectable_drop, eval_items, long_context_items)
+        self.max_detectable_drop = max_detectable_drop
+        self.eval_items = eval_items
+        self.long_context_items = long_context_items
         self.target = target
         self.baseline = baseline
         self.run_dir = run_dir
@@ -230,7 +249,9 @@ class QualityRun:
                 continue
             try:
                 sizing = long_context.Sizing(percent, max_model_len)
-                docs = long_context.documents(self.target.client, self.target.endpoint.model, sizing)
+                docs = long_context.documents(
+                    self.target.client, self.target.endpoint.model, sizing, self.long_context_items
+                )
             except long_context.LongContextUnavailable as exc:
                 self._long_context_unavailable[percent] = str(exc)
                 continue
@@ -249,7 +270,7 @@ class QualityRun:
         if (batch, backend) in self._batches_done:
             return
         self._batches_done.add((batch, backend))
-        task_files.write_shipped(self.run_dir)
+        task_files.write_shipped(self.run_dir, self.eval_items)
         tasks = {
             "short_answer": [task_files.SHORT_ANSWER],
             "multiple_choice": [task_files.MULTIPLE_CHOICE],
@@ -301,6 +322,7 @@ class QualityRun:
                     higher_is_better=metric.higher_is_better,
                     tolerance=self.tolerance,
                     confidence=self.confidence,
+                    max_detectable_drop=self.max_detectable_drop,
                 )
             )
         if not comparisons:

@@ -5,7 +5,9 @@ The tasks are plain lm-eval YAML over JSONL (``tasks/``), loaded with
 given, which reads a relative path against the working directory, so each
 run writes a copy of the YAML with absolute paths into its own directory
 and points lm-eval's ``include_path`` there. The copy also keeps the
-``datasets`` cache in that directory, not in the user's home.
+``datasets`` cache in that directory, not in the user's home. The short-answer
+and multiple-choice data are written there too, grown to the size asked for
+(generated.py).
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import yaml
 
 from pytest_vllm_conformance.catalogue import yaml_data
 from pytest_vllm_conformance.catalogue.cases import CaseContext, Named
+from pytest_vllm_conformance.features.quality import generated
 
 TASKS_DIR = Path(__file__).with_name("tasks")
 SHORT_ANSWER = "vllm_conformance_short_answer"
 MULTIPLE_CHOICE = "vllm_conformance_multiple_choice"
 LONG_CONTEXT = "vllm_conformance_long_context"
 SHIPPED = {SHORT_ANSWER: "short_answer", MULTIPLE_CHOICE: "multiple_choice"}
+HAND_WRITTEN_ITEMS = 40  # in each tasks/*.jsonl: the size of a set before generated items are added
 
 
 def long_context_task(percent: int) -> str:
@@ -41,11 +45,12 @@ def _write_task(run_dir: Path, template: str, name: str, data_file: Path) -> Non
     (run_dir / f"{name}.yaml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
 
-def write_shipped(run_dir: Path) -> Path:
-    """The short-answer and multiple-choice tasks, ready for ``include_path=run_dir``."""
+def write_shipped(run_dir: Path, items: int) -> Path:
+    """The short-answer and multiple-choice tasks of ``items`` items each, ready for ``include_path=run_dir``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     for name, template in SHIPPED.items():
-        _write_task(run_dir, template, name, TASKS_DIR / f"{template}.jsonl")
+        data_file = generated.write(template, items, TASKS_DIR / f"{template}.jsonl", run_dir / f"{name}.jsonl")
+        _write_task(run_dir, template, name, data_file)
     return run_dir
 
 
