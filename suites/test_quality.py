@@ -107,11 +107,16 @@ def assert_not_worse(outcomes, vllm_record):
     the drop the profile requires ("underpowered"), or when the interval
     straddles the tolerance ("undecided": too few items to tell).
     """
-    worse, underpowered, undecided, notes = [], [], [], []
+    worse, underpowered, undecided, notes, figures = [], [], [], [], []
     for outcome in outcomes:
         for comparison in outcome.comparisons:
             for name, value in comparison.properties().items():
                 vllm_record(name, value)
+            low, high = comparison.interval
+            figures.append(
+                f"{outcome.label} {comparison.metric}: {comparison.items} items, target {comparison.target_score:.3f}, "
+                f"baseline {comparison.baseline_score:.3f}, interval [{low:+.3f}, {high:+.3f}], {comparison.power()}"
+            )
             if comparison.verdict == "inconclusive":
                 undecided.append(f"{outcome.label} {comparison}")
             if comparison.verdict == "underpowered":
@@ -121,6 +126,7 @@ def assert_not_worse(outcomes, vllm_record):
                 )
         worse.extend(f"{outcome.label} {comparison}" for comparison in outcome.worse)
         notes.extend(note for note in outcome.notes if note not in notes)
+    vllm_record("figures", "; ".join(figures))
     count = len(worse)
     assert count == 0, (
         "the target is worse than the baseline by more than the tolerance:\n  "
