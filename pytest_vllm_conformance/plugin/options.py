@@ -346,6 +346,7 @@ OPTIONS: tuple[Option, ...] = (
         "without it every request goes straight to the URL given.",
         kind="flag",
         default=False,
+        env="VLLM_CONFORMANCE_TRUST_ENV",
     ),
     Option(
         "vllm-list-contracts",
@@ -371,10 +372,10 @@ def describe(settings: Settings, sources: Sources) -> list[str]:
     """One line per option that is not at its default, secrets masked."""
     lines = []
     for option in OPTIONS:
-        if sources[option.key] == "default" or option.kind == "flag":
+        if sources[option.key] == "default" or (option.kind == "flag" and not option.env):
             continue
         value = getattr(settings, option.key)
-        shown = "set" if option.secret else _show(value)
+        shown = "set" if option.secret else ("on" if value else "off") if option.kind == "flag" else _show(value)
         lines.append(f"{option.flag}: {shown} (from {sources[option.key]})")
     return lines
 
@@ -416,13 +417,15 @@ def register(parser: pytest.Parser) -> None:
         fallbacks = []
         if option.env:
             fallbacks.append(f"env {option.env}")
-        if option.kind != "flag":
+        if option.kind != "flag" or option.env:
             fallbacks.append(f"ini {option.dest}")
         if option.default not in (None, (), False):
             fallbacks.append(f"default {option.default}")
         help_text = option.help + (f" [{'; '.join(fallbacks)}]" if fallbacks else "")
         if option.kind == "flag":
             group.addoption(option.flag, action="store_true", default=False, dest=option.dest, help=help_text)
+            if option.env:  # a setting, not an action like --vllm-list-contracts: CI may set it from outside
+                parser.addini(option.dest, option.help, type="bool", default=False)
             continue
         group.addoption(
             option.flag,
@@ -446,7 +449,7 @@ def resolve(config: pytest.Config, environ: Mapping[str, str] | None = None) -> 
 
 def _resolve_one(option: Option, config: pytest.Config, environ: Mapping[str, str]) -> Setting:
     if option.kind == "flag":
-        return Setting(bool(config.getoption(option.dest)), "cli")
+        return _resolve_flag(option, config, environ)
     cli = config.getoption(option.dest)
     if cli is not None:
         return Setting(_convert(option, cli, "cli"), "cli")
@@ -457,6 +460,27 @@ def _resolve_one(option: Option, config: pytest.Config, environ: Mapping[str, st
     if ini:
         return Setting(_convert(option, ini, "ini"), "ini")
     return Setting(option.default, "default")
+
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
+
+
+def _resolve_flag(option: Option, config: pytest.Config, environ: Mapping[str, str]) -> Setting:
+    """A flag on the command line wins; else its environment variable (1/true/yes/on or 0/false/no/off); else ini."""
+    if config.getoption(option.dest):
+        return Setting(True, "cli")
+    if option.env and option.env in environ:
+        word = environ[option.env].strip().lower()
+        if word not in TRUE_WORDS + FALSE_WORDS:
+            raise pytest.UsageError(
+                f"{option.flag} (from env {option.env}): {environ[option.env]!r} is not valid: "
+                f"use one of {', '.join(TRUE_WORDS)} or {', '.join(w for w in FALSE_WORDS if w)}"
+            )
+        return Setting(word in TRUE_WORDS, "env")
+    if option.env and config.getini(option.dest):
+        return Setting(True, "ini")
+    return Setting(False, "default")
 
 
 def _convert(option: Option, raw: Any, source: Source) -> Any:

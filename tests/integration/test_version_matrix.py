@@ -95,3 +95,21 @@ def test_0_29_fails_a_profile_that_requires_watermarking(pytester, server_0_29, 
             "has no watermark (--watermark-config came in vLLM 0.30)"
         ) in message
     assert result.ret == 1
+
+
+def test_an_upgrade_from_0_29_to_0_32_of_the_same_model_passes_drift_and_greedy(pytester, server_0_29, served):
+    """The gate's everyday use: the new release, the same model, against the old release as baseline."""
+    server_0_32 = served("plain")
+    run_suites(
+        pytester,
+        "-m",
+        "quality",
+        "-k",
+        "drift or greedy",
+        f"--vllm-baseline-url={server_0_29.url}",
+        url=server_0_32.url,
+    )
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit, {"quality.logprob_drift_within_noise": {"passed": 4}, "quality.greedy_tokens_match_baseline": "passed"}
+    )

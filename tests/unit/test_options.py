@@ -21,7 +21,7 @@ def settings_of(pytester, *args):
 
         def pytest_collection_finish(session):
             state = run_state(session.config)
-            for key in ("url", "timeout", "max_body", "model"):
+            for key in ("url", "timeout", "max_body", "model", "trust_env"):
                 print(f"SETTING {key}={getattr(state.settings, key)!r} ({state.option_sources[key]})")
         """
     )
@@ -46,6 +46,20 @@ def test_cli_beats_env_beats_ini(pytester, clean_env):
     assert seen["timeout"] == "timeout=9.0 (env)"
     assert seen["max_body"] == "max_body=2048 (ini)"
     assert seen["model"] == "model='from-ini' (ini)"
+
+
+def test_trust_env_is_set_from_the_command_line_the_environment_or_the_ini_file(pytester, clean_env):
+    clean_env.delenv("VLLM_CONFORMANCE_TRUST_ENV", raising=False)
+    assert settings_of(pytester)["trust_env"] == "trust_env=False (default)"
+    pytester.makeini("[pytest]\nvllm_trust_env = true\n")
+    assert settings_of(pytester)["trust_env"] == "trust_env=True (ini)"
+    clean_env.setenv("VLLM_CONFORMANCE_TRUST_ENV", "off")  # the environment beats the ini file
+    assert settings_of(pytester)["trust_env"] == "trust_env=False (env)"
+    assert settings_of(pytester, "--vllm-trust-env")["trust_env"] == "trust_env=True (cli)"
+    clean_env.setenv("VLLM_CONFORMANCE_TRUST_ENV", "sometimes")
+    result = pytester.runpytest(*QUIET)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--vllm-trust-env (from env VLLM_CONFORMANCE_TRUST_ENV): 'sometimes' is not valid*"])
 
 
 def test_invalid_value_is_one_usage_error_naming_its_source(pytester, clean_env):
