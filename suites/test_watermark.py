@@ -16,6 +16,10 @@ Answers are long enough for a watermarked one to reach TARGET_P_VALUE with
 margin, planned from a pilot answer's per-token scores. The key is never
 printed (the run's redactor scrubs it from every report).
 
+An API the ingress does not expose (its own 404 or 405, while the server
+behind it serves the API) cannot leak the opt-out: it is reported as "not
+exposed by the ingress" (a property and a report line), not failed.
+
 Greedy requests (temperature 0) are never watermarked, by vLLM's design: a
 deployment that must watermark every answer has to refuse them or force
 sampling at its ingress. Nothing here can check that for it.
@@ -45,6 +49,7 @@ MAX_TOKENS = 1024
 PROMPT_ALLOWANCE = 64  # tokens of the context left for the prompt and chat template
 SAFETY_SIGMAS = 3.0
 REFUSALS = (400, 403, 422)  # an ingress that refuses the opt-out keeps it out too
+NOT_EXPOSED = (404, 405)  # a gateway's answer for a route it does not forward
 
 
 @dataclass(frozen=True)
@@ -180,14 +185,44 @@ def sampled(sample, plan, vllm_record):
     return sampled
 
 
+@pytest.fixture
+def not_exposed(sample, vllm_ingress_client, vllm_direct_client, vllm_record):
+    """``not_exposed(api, response)``: the ingress answered its own 404/405 while the server behind it serves ``api``.
+
+    Then no caller can reach the API through the ingress, so it can leak no
+    opt-out; the test records that and passes. Only with both --vllm-ingress-url
+    and --vllm-url: the server's own answer is what shows the route exists.
+    """
+
+    def not_exposed(api, response):
+        if response.status not in NOT_EXPOSED or vllm_direct_client in (None, vllm_ingress_client):
+            return False
+        try:
+            direct, _ = sample(vllm_direct_client, api, PILOT_TOKENS)
+        except TransportFailure:
+            return False
+        if direct.status != 200:
+            return False
+        vllm_record("watermark_ingress_exposure", "not exposed")
+        vllm_record(
+            "figures",
+            f"{api}: not exposed by the ingress (it answered {response.status}; the server behind it serves the API)",
+        )
+        return True
+
+    return not_exposed
+
+
 def _failed_request(api, what, response):
     pytest.fail(f"{api}: {what} failed: {response.describe()} {response.text[:200]!r}", pytrace=False)
 
 
 @contract("watermark.sampled_output_watermarked")
 @each("api", watermark_opt_out_apis)
-def test_sampled_output_watermarked(api, sampled, plan, vllm_ingress_client):
+def test_sampled_output_watermarked(api, sampled, plan, vllm_ingress_client, not_exposed):
     response, found = sampled(vllm_ingress_client, api)
+    if found is None and not_exposed(api, response):
+        return
     if found is None:
         _failed_request(api, "a sampled request through the ingress", response)
     if not found.watermarked:
@@ -201,8 +236,10 @@ def test_sampled_output_watermarked(api, sampled, plan, vllm_ingress_client):
 
 @contract("watermark.opt_out_stripped_at_ingress")
 @each("api", watermark_opt_out_apis)
-def test_opt_out_stripped_at_ingress(api, sampled, vllm_ingress_client, vllm_direct_client):
+def test_opt_out_stripped_at_ingress(api, sampled, vllm_ingress_client, vllm_direct_client, not_exposed):
     response, found = sampled(vllm_ingress_client, api, watermarking=False)
+    if found is None and not_exposed(api, response):
+        return
     if found is None and response.status in REFUSALS:
         baseline, _ = sampled(vllm_ingress_client, api)
         if baseline.status == 200:

@@ -10,7 +10,7 @@ control must fail the run saying so.
 
 import pytest
 
-from fixtures.fault_proxy import FaultProxy, StripJsonField
+from fixtures.fault_proxy import FaultProxy, Respond, StripJsonField
 from tests.conftest import (
     WATERMARK_APIS,
     WATERMARK_KEY,
@@ -77,3 +77,39 @@ def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypat
     passed = {run.key for run in contract_runs(pytester.path / "junit.xml") if run.verdict == "passed"}
     stripped = {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in WATERMARK_APIS}
     assert stripped <= passed  # vacuously: hence the control
+
+
+def test_apis_the_ingress_does_not_expose_are_reported_not_failed(pytester, monkeypatch, watermark_server):
+    """A gateway answering its own 404 for a route it does not forward (LiteLLM does for two of them)."""
+    hidden = Respond(404, {"detail": "Not Found"}, path="/invocations|/v1/chat/completions/batch")
+    monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
+    report = pytester.path / "report.yaml"
+    with FaultProxy(watermark_server.url, rules=[hidden, *watermark_ingress_rules()]) as ingress:
+        result = run_suites(
+            pytester,
+            "-m",
+            "watermark",
+            f"--vllm-ingress-url={ingress.url}",
+            f"--vllm-report={report}",
+            url=watermark_server.url,
+            profile=WATERMARK_PROFILE,
+        )
+    junit = pytester.path / "junit.xml"
+    assert failed_checks(junit) == {}
+    unexposed = {
+        run.key
+        for run in contract_runs(junit)
+        if run.properties.get("vllm_watermark_ingress_exposure") == "not exposed" and run.verdict == "passed"
+    }
+    hidden_apis = (
+        "SageMaker invocations (POST /invocations)",
+        "batch chat completions (POST /v1/chat/completions/batch)",
+    )
+    assert unexposed == {
+        f"watermark.{contract}[{api}]"
+        for contract in ("sampled_output_watermarked", "opt_out_stripped_at_ingress")
+        for api in hidden_apis
+    }
+    markdown = report.with_suffix(".md").read_text()
+    assert "SageMaker invocations (POST /invocations): not exposed by the ingress (it answered 404" in markdown
+    assert result.ret == 0
