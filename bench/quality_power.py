@@ -5,8 +5,8 @@ servers started here):
 
 * a permuted projection: tiny-llama-perturbed against tiny-llama (as when a
   GPTQ act-order checkpoint's g_idx is ignored);
-* a wrong YaRN factor: tiny-llama-yarn-factor2 against tiny-llama-yarn,
-  1024 tokens of context (512 native);
+* a wrong YaRN factor: tiny-llama-yarn512-factor2 against
+  tiny-llama-yarn512 (the length vLLM derives: 512);
 
 two fresh pytest runs of the quality suite: the drift gate alone
 (``-k drift``) and the lm-eval path (short answers, multiple choice, long
@@ -33,6 +33,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import httpx
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -43,17 +45,27 @@ from tests.conftest import contract_runs  # noqa: E402
 FLOAT32 = ("--dtype", "float32", "--enforce-eager")
 PAIRS = (
     ("permuted projection", "tiny-llama-perturbed", "tiny-llama", (*FLOAT32, "--max-model-len", "512")),
-    ("YaRN factor 2 for 4", "tiny-llama-yarn-factor2", "tiny-llama-yarn", (*FLOAT32, "--max-model-len", "1024")),
+    ("YaRN factor 2 for 4", "tiny-llama-yarn512-factor2", "tiny-llama-yarn512", FLOAT32),
 )
 PATHS = (
     ("drift gate", "drift"),
     ("eval path", "short_answer or multiple_choice or long_context"),
 )
+DRIFT = "quality.logprob_drift_within_noise"
 GATE_REQUEST = re.compile(r'"POST /(v1/completions|v1/chat/completions|tokenize) HTTP')
 
 
 def served_requests(*servers: VllmServer) -> int:
     return sum(len(GATE_REQUEST.findall(server.log_path.read_text(errors="replace"))) for server in servers)
+
+
+def warm(*servers: VllmServer) -> None:
+    """A fresh server's first requests pay for its warm-up; neither path should be timed with it."""
+    for server in servers:
+        model = httpx.get(f"{server.url}/v1/models", timeout=30).json()["data"][0]["id"]
+        for length in (8, 500):
+            body = {"model": model, "prompt": [7] * length, "max_tokens": 4, "prompt_logprobs": 5}
+            httpx.post(f"{server.url}/v1/completions", json=body, timeout=120)
 
 
 def run(target: VllmServer, baseline: VllmServer, workdir: Path, keywords: str) -> tuple[float, float, int, list[str]]:
@@ -85,7 +97,11 @@ def run(target: VllmServer, baseline: VllmServer, workdir: Path, keywords: str) 
     )
     seconds = time.perf_counter() - started
     time.sleep(1)  # the access log lines of the last requests
-    failed = sorted({r.contract for r in contract_runs(junit) if r.verdict == "failed"})
+    runs = contract_runs(junit)
+    failed = sorted({r.contract for r in runs if r.verdict == "failed"})
+    drift = [f"{r.case} {r.properties['vllm_quality_drift_mean_abs']}" for r in runs if r.contract == DRIFT]
+    if drift:
+        print(f"    mean |drift| by bucket: {', '.join(drift)}")
     in_tests = sum(float(case.get("time", 0)) for case in ET.parse(junit).iter("testcase"))
     return in_tests, seconds, served_requests(target, baseline) - before, failed
 
@@ -101,6 +117,7 @@ def main() -> None:
             VllmServer(tiny_models.build(target_name), serve_args, python=args.python) as target,
         ):
             print(f"{label}: {target_name} against {baseline_name} ({' '.join(serve_args)})")
+            warm(target, baseline)
             figures = {}
             for name, keywords in PATHS:
                 in_tests, wall, requests, failed = run(target, baseline, Path(tmp), keywords)

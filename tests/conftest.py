@@ -90,11 +90,8 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
         "perturbed": ServerSpec.of(models["tiny-llama-perturbed"], CPU_SERVE_ARGS),
         # The same model and weights as plain, other numerics: a healthy change the quality gate must pass.
         "bfloat16": ServerSpec.of(llama, ("--dtype", "bfloat16", *CPU_SERVE_ARGS[2:])),
-        # YaRN factor 4 and the same checkpoint with factor 2, past the native 512 positions.
-        "yarn_factor4": ServerSpec.of(models["tiny-llama-yarn"], (*DERIVED_LENGTH_ARGS, "--max-model-len", "1024")),
-        "yarn_factor2": ServerSpec.of(
-            models["tiny-llama-yarn-factor2"], (*DERIVED_LENGTH_ARGS, "--max-model-len", "1024")
-        ),
+        # The yarn checkpoint with YaRN factor 2 instead of 4: the copy whose rotary scaling is wrong.
+        "yarn_factor2": ServerSpec.of(models["tiny-llama-yarn512-factor2"], DERIVED_LENGTH_ARGS),
         "watermark": watermarking(honour_opt_out=True),
         "watermark_ignoring_opt_out": watermarking(honour_opt_out=False),
     }
@@ -114,6 +111,11 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("faults/test_endpoint_faults.py", ("plain", "hardened")),
     ("integration/test_reports_on_real_vllm.py", ("hardened",)),
     ("integration/test_context_and_profiles.py", ("plain", "yarn")),
+    # Apart from its module, beside the yarn server the context tests use.
+    (
+        "integration/test_logprob_drift_on_real_vllm.py::test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket",
+        ("yarn", "yarn_factor2"),
+    ),
     # Apart from its module: here its server starts while the context tests run.
     (
         "faults/test_endpoint_faults.py::test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits",
@@ -123,10 +125,6 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integration/test_operational_suites.py", ("plain", "bounded")),
     ("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
     ("integration/test_logprob_drift_on_real_vllm.py", ("plain", "perturbed", "bfloat16")),
-    (
-        "integration/test_logprob_drift_on_real_vllm.py::test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket",
-        ("yarn_factor4", "yarn_factor2"),
-    ),
     ("integration/test_watermark_on_real_vllm.py", ("watermark",)),
     ("faults/test_watermark_faults.py", ("watermark", "watermark_ignoring_opt_out")),
 )

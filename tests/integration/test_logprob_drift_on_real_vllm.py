@@ -8,8 +8,9 @@
   ignored GPTQ g_idx does) fails drift in every bucket, live and against a
   recording saved from tiny-llama; the recording is first refused in one line
   because it is of another model;
-* tiny-llama-yarn-factor2 against tiny-llama-yarn (YaRN factor 2 instead of
-  4, nothing else) fails drift in every bucket, each with its figures.
+* tiny-llama-yarn512-factor2 against tiny-llama-yarn512 (YaRN factor 2
+  instead of 4, nothing else) fails drift in every bucket, each with its
+  figures.
 """
 
 from __future__ import annotations
@@ -111,11 +112,11 @@ def test_a_permuted_projection_fails_drift_in_every_bucket_live_and_against_a_re
 
 
 def test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket(pytester, served):
-    factor4, factor2 = served.together("yarn_factor4", "yarn_factor2")
+    factor4, factor2 = served.together("yarn", "yarn_factor2")
     result, junit, report = run_gates(pytester, f"--vllm-baseline-url={factor4.url}", url=factor2.url)
     assert result.ret == 1
-    assert_drift_fails_everywhere(junit, "model 'tiny-llama-yarn'")
+    assert_drift_fails_everywhere(junit, "model 'tiny-llama-yarn512'")
     assert list(drift_by_bucket(junit)) == list(BUCKETS)
     # The report gives every bucket's figures, the failed ones included.
-    for start, end in ((1, 255), (256, 511), (512, 921), (922, 1023)):
+    for start, end in ((1, 127), (128, 255), (256, 460), (461, 511)):
         assert f"positions {start}-{end}" in report

@@ -51,6 +51,7 @@ OPT_IN = {
     ),
     **dict.fromkeys(
         [
+            "quality.logprob_drift_within_noise",
             "quality.greedy_tokens_match_baseline",
             "quality.short_answer_not_worse",
             "quality.multiple_choice_not_worse",

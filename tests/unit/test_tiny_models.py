@@ -202,8 +202,8 @@ def test_configs(built):
             built["tiny-llama"] / "model.safetensors"
         ).read_bytes()
     # The wrong-factor copy differs from tiny-llama-yarn in the factor alone.
-    assert {**config("tiny-llama-yarn-factor2"), "rope_scaling": yarn_block} == config("tiny-llama-yarn")
-    assert config("tiny-llama-yarn-factor2")["rope_scaling"]["factor"] == 2.0
+    assert {**config("tiny-llama-yarn512-factor2"), "rope_scaling": yarn_block} == config("tiny-llama-yarn512")
+    assert config("tiny-llama-yarn512-factor2")["rope_scaling"]["factor"] == 2.0
 
 
 def test_perturbed_model_permutes_one_down_proj(built):

