@@ -18,7 +18,7 @@ DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-e
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint unit docs test-matrix models venv clean
+.PHONY: demo test lint unit docs test-matrix test-gateways models venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,5 +67,17 @@ $(VENV_0_29)/.installed:
 test-matrix: models $(VENV_0_29)/.installed
 	VLLM_CONFORMANCE_PYTHON_0_29=$(VENV_0_29)/bin/python $(PY) -m pytest tests -m version_matrix $(PYTEST_ARGS)
 
+# Opt-in: the suites through LiteLLM's proxy in front of a real vLLM server.
+# LiteLLM lives in its own venv: its dependencies are no business of the plugin's.
+VENV_LITELLM ?= .venv-litellm
+LITELLM_VERSION ?= 1.108.7
+$(VENV_LITELLM)/.installed:
+	$(PYTHON) -m venv $(VENV_LITELLM)
+	$(VENV_LITELLM)/bin/python -m pip install -q $(PIP_ARGS) 'litellm[proxy]==$(LITELLM_VERSION)'
+	touch $@
+
+test-gateways: models $(VENV_LITELLM)/.installed
+	VLLM_CONFORMANCE_LITELLM=$(VENV_LITELLM)/bin/litellm $(PY) -m pytest tests -m gateway $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) $(VENV_0_29) .cache
+	rm -rf $(VENV) $(VENV_0_29) $(VENV_LITELLM) .cache

@@ -1,0 +1,26 @@
+"""The gateway recipes the docs show are the files our gateway tests run (examples/), not copies that drift."""
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "litellm"
+
+
+def code_blocks(markdown: str, section: str, language: str) -> list[str]:
+    body = markdown.split(section, 1)[1].split("\n### ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", body, flags=re.S)
+
+
+def without_comments(text: str) -> list[str]:
+    return [line.split("#", 1)[0].rstrip() for line in text.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def test_the_litellm_recipe_in_the_docs_is_the_one_our_tests_run():
+    doc = (REPO / "docs" / "watermark-ingress.md").read_text()
+    section = "### LiteLLM proxy: a pre-call hook (run in our tests)"
+    (python,) = code_blocks(doc, section, "python")
+    assert python in (EXAMPLES / "strip_watermarking.py").read_text()
+    (yaml,) = code_blocks(doc, section, "yaml")
+    config = without_comments((EXAMPLES / "config-strip-watermarking.yaml").read_text())
+    assert all(line in config for line in without_comments(yaml)), (without_comments(yaml), config)
