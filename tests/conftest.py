@@ -379,6 +379,25 @@ def watermark_server_ignoring_opt_out(served):
     return served("watermark_ignoring_opt_out")
 
 
+def run_watermark_through(pytester, monkeypatch, ingress_url: str, server_url: str):
+    """The watermark suite with ``ingress_url`` in front of ``server_url``; returns (RunResult, junit, report.md text).
+
+    The key goes by its own option's environment variable (the integration tests use the profile's key_env).
+    """
+    monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
+    report = pytester.path / "report.yaml"
+    result = run_suites(
+        pytester,
+        "-m",
+        "watermark",
+        f"--vllm-ingress-url={ingress_url}",
+        f"--vllm-report={report}",
+        url=server_url,
+        profile=WATERMARK_PROFILE,
+    )
+    return result, pytester.path / "junit.xml", report.with_suffix(".md").read_text()
+
+
 def watermark_ingress_rules():
     """A watermark ingress: the opt-out removed on every generation path."""
     from fixtures.fault_proxy import StripJsonField

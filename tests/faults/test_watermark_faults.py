@@ -13,12 +13,10 @@ import pytest
 from fixtures.fault_proxy import FaultProxy, Respond, StripJsonField
 from tests.conftest import (
     WATERMARK_APIS,
-    WATERMARK_KEY,
-    WATERMARK_PROFILE,
     contract_runs,
     failed_checks,
     requires_vllm,
-    run_suites,
+    run_watermark_through,
     watermark_ingress_rules,
 )
 
@@ -26,13 +24,9 @@ pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 
 
 def _run(pytester, monkeypatch, server_url, rules):
-    # The key by its own option's environment variable this time (the integration tests use key_env).
-    monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
     with FaultProxy(server_url, rules=rules) as ingress:
-        run_suites(
-            pytester, "-m", "watermark", f"--vllm-ingress-url={ingress.url}", url=server_url, profile=WATERMARK_PROFILE
-        )
-    return failed_checks(pytester.path / "junit.xml")
+        _, junit, _ = run_watermark_through(pytester, monkeypatch, ingress.url, server_url)
+    return failed_checks(junit)
 
 
 def test_a_passthrough_ingress_fails_every_api_by_name(pytester, monkeypatch, watermark_server):
@@ -82,19 +76,8 @@ def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypat
 def test_apis_the_ingress_does_not_expose_are_reported_not_failed(pytester, monkeypatch, watermark_server):
     """A gateway answering its own 404 for a route it does not forward (LiteLLM does for two of them)."""
     hidden = Respond(404, {"detail": "Not Found"}, path="/invocations|/v1/chat/completions/batch")
-    monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
-    report = pytester.path / "report.yaml"
     with FaultProxy(watermark_server.url, rules=[hidden, *watermark_ingress_rules()]) as ingress:
-        result = run_suites(
-            pytester,
-            "-m",
-            "watermark",
-            f"--vllm-ingress-url={ingress.url}",
-            f"--vllm-report={report}",
-            url=watermark_server.url,
-            profile=WATERMARK_PROFILE,
-        )
-    junit = pytester.path / "junit.xml"
+        result, junit, markdown = run_watermark_through(pytester, monkeypatch, ingress.url, watermark_server.url)
     assert failed_checks(junit) == {}
     unexposed = {
         run.key
@@ -110,6 +93,5 @@ def test_apis_the_ingress_does_not_expose_are_reported_not_failed(pytester, monk
         for contract in ("sampled_output_watermarked", "opt_out_stripped_at_ingress")
         for api in hidden_apis
     }
-    markdown = report.with_suffix(".md").read_text()
     assert "SageMaker invocations (POST /invocations): not exposed by the ingress (it answered 404" in markdown
     assert result.ret == 0

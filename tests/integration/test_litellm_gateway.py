@@ -21,12 +21,10 @@ import pytest
 from fixtures.litellm_proxy import LITELLM_ENV_VAR, LiteLLMProxy
 from tests.conftest import (
     WATERMARK_APIS,
-    WATERMARK_KEY,
-    WATERMARK_PROFILE,
     contract_runs,
     failed_checks,
     requires_vllm,
-    run_suites,
+    run_watermark_through,
 )
 
 LITELLM = os.environ.get(LITELLM_ENV_VAR)
@@ -43,23 +41,11 @@ MASTER_KEY = "sk-litellm-conformance-7c2e"
 
 
 def run_through(pytester, monkeypatch, config, server):
-    monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
     # LiteLLM's key for callers; the vLLM server behind it has none and ignores it.
     monkeypatch.setenv("VLLM_API_KEY", MASTER_KEY)
-    report = pytester.path / "report.yaml"
     assert LITELLM is not None
     with LiteLLMProxy(LITELLM, config, server.url, master_key=MASTER_KEY) as gateway:
-        result = run_suites(
-            pytester,
-            "-m",
-            "watermark",
-            f"--vllm-ingress-url={gateway.url}",
-            f"--vllm-report={report}",
-            url=server.url,
-            profile=WATERMARK_PROFILE,
-        )
-    junit = pytester.path / "junit.xml"
-    return result, junit, report.with_suffix(".md").read_text()
+        return run_watermark_through(pytester, monkeypatch, gateway.url, server.url)
 
 
 def not_exposed(junit) -> set[str]:

@@ -113,7 +113,7 @@ def test_settings_hold_exactly_the_option_table():
     """One field per option, each typed by the option's kind: the two cannot drift apart."""
     from dataclasses import fields
 
-    from pytest_vllm_conformance.plugin.options import OPTIONS
+    from pytest_vllm_conformance.plugin.option_table import OPTIONS
     from pytest_vllm_conformance.target.settings import Settings
 
     assert {field.name for field in fields(Settings)} == {option.key for option in OPTIONS}
