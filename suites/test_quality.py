@@ -112,11 +112,7 @@ def assert_not_worse(outcomes, vllm_record):
         for comparison in outcome.comparisons:
             for name, value in comparison.properties().items():
                 vllm_record(name, value)
-            low, high = comparison.interval
-            figures.append(
-                f"{outcome.label} {comparison.metric}: {comparison.items} items, target {comparison.target_score:.3f}, "
-                f"baseline {comparison.baseline_score:.3f}, interval [{low:+.3f}, {high:+.3f}], {comparison.power()}"
-            )
+            figures.append(f"{outcome.label} {comparison.figures()}")
             if comparison.verdict == "inconclusive":
                 undecided.append(f"{outcome.label} {comparison}")
             if comparison.verdict == "underpowered":

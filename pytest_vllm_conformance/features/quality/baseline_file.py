@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vllm_conformance.features.quality.greedy import Continuation
-from pytest_vllm_conformance.features.quality.logprob_drift import Scored
+from pytest_vllm_conformance.features.quality.logprob_drift import Scored, top_from_json, top_to_json
 from pytest_vllm_conformance.features.quality.runner import TaskResult
 
 FORMAT = "pytest-vllm-conformance quality baseline"
@@ -73,14 +73,6 @@ class DriftRecording:
         )
 
 
-def _top_to_json(top: list[dict[int, float]] | None) -> list[dict[str, float]] | None:
-    return None if top is None else [{str(token): value for token, value in entry.items()} for entry in top]
-
-
-def _top_from_json(top: Any) -> list[dict[int, float]] | None:
-    return None if top is None else [{int(token): float(value) for token, value in entry.items()} for entry in top]
-
-
 @dataclass
 class BaselineFile:
     server: dict[str, Any]
@@ -104,7 +96,9 @@ class BaselineFile:
                 "max_tokens": self.greedy_max_tokens,
                 "prompts": [continuation.prompt_ids for continuation in self.greedy],
                 "outputs": [continuation.output_ids for continuation in self.greedy],
-                "top_logprobs": [_top_to_json(continuation.top) for continuation in self.greedy],
+                "top_logprobs": [
+                    None if continuation.top is None else top_to_json(continuation.top) for continuation in self.greedy
+                ],
             }
         return {
             "format": FORMAT,
@@ -145,7 +139,7 @@ class BaselineFile:
             if greedy_data:
                 tops = greedy_data.get("top_logprobs") or [None] * len(greedy_data["prompts"])
                 greedy = [
-                    Continuation(list(prompt), list(output), _top_from_json(top))
+                    Continuation(list(prompt), list(output), None if top is None else top_from_json(top))
                     for prompt, output, top in zip(greedy_data["prompts"], greedy_data["outputs"], tops, strict=True)
                 ]
             return cls(

@@ -40,7 +40,7 @@ from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
-from pytest_vllm_conformance.features.quality.long_context import filler_words
+from pytest_vllm_conformance.features.quality.long_context import BYTES_PER_TOKEN_IN_TOKENIZE_ANSWER, filler_words
 from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure
 
 TEXTS = 3
@@ -66,14 +66,23 @@ class Scored:
     top: list[dict[int, float]]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"actual": self.actual, "top": [{str(k): v for k, v in entry.items()} for entry in self.top]}
+        return {"actual": self.actual, "top": top_to_json(self.top)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Scored:
         return cls(
             actual=[None if value is None else float(value) for value in data["actual"]],
-            top=[{int(k): float(v) for k, v in entry.items()} for entry in data["top"]],
+            top=top_from_json(data["top"]),
         )
+
+
+def top_to_json(top: list[dict[int, float]]) -> list[dict[str, float]]:
+    """Top-k logprobs per position as JSON keeps them: token ids as string keys."""
+    return [{str(token): value for token, value in entry.items()} for entry in top]
+
+
+def top_from_json(top: list[Mapping[str, Any]]) -> list[dict[int, float]]:
+    return [{int(token): float(value) for token, value in entry.items()} for entry in top]
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,7 @@ def text_ids(client: BoundedClient, model: str, max_model_len: int, texts: int =
             response = client.post(
                 "/tokenize",
                 {"model": model, "prompt": words, "add_special_tokens": False},
-                max_body=24 * length + 65536,
+                max_body=2 * BYTES_PER_TOKEN_IN_TOKENIZE_ANSWER * length + 65536,
             )
         except TransportFailure as exc:
             raise DriftUnavailable(f"/tokenize: {exc}") from None

@@ -205,6 +205,14 @@ class Comparison:
             return False
         return (1.0 if self.detectable_drop is None else self.detectable_drop) > self.max_detectable_drop
 
+    def figures(self) -> str:
+        """One line for the report: n, both scores, the interval and what the items can show."""
+        low, high = self.interval
+        return (
+            f"{self.metric}: {self.items} items, target {self.target_score:.3f}, baseline {self.baseline_score:.3f}, "
+            f"interval [{low:+.3f}, {high:+.3f}], {self.power()}"
+        )
+
     def power(self) -> str:
         """What the item count can show, for messages: the minimum detectable drop and any requirement."""
         required = "" if self.max_detectable_drop is None else f", required at most {self.max_detectable_drop:g}"

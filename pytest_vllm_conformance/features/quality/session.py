@@ -134,7 +134,6 @@ class DriftScores:
     baseline: list[logprob_drift.Scored]
     baseline_again: list[list[float | None]] | None  # the actual tokens' logprobs only: enough for the noise
     baseline_max_model_len: int | None
-    notes: list[str] = field(default_factory=list)
 
     def noise(self, bucket: logprob_drift.Bucket) -> float | None:
         if self.baseline_again is None:
