@@ -92,12 +92,24 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
         "bfloat16": ServerSpec.of(llama, ("--dtype", "bfloat16", *CPU_SERVE_ARGS[2:])),
         # The yarn checkpoint with YaRN factor 2 instead of 4: the copy whose rotary scaling is wrong.
         "yarn_factor2": ServerSpec.of(models["tiny-llama-yarn512-factor2"], DERIVED_LENGTH_ARGS),
+        # Tool calls through the hermes parser, render routes that show resolved sampling
+        # parameters, and a greedy default: the generation-controls suites' server.
+        "generation": ServerSpec.of(llama, GENERATION_SERVE_ARGS),
         "watermark": watermarking(honour_opt_out=True),
         "watermark_ignoring_opt_out": watermarking(honour_opt_out=False),
     }
 
 
 DERIVED_LENGTH_ARGS = ("--dtype", "float32", "--enforce-eager")
+GENERATION_SERVE_ARGS = (
+    *CPU_SERVE_ARGS,
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+    "--enable-scale-out",
+    "--override-generation-config",
+    '{"temperature": 0.0}',
+)
 
 # Server tests in groups that share servers, in the order they run, so the
 # pool (at most three alive, least recently used stopped first) rarely starts a
@@ -122,6 +134,8 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("unbounded_embeds",),
     ),
     ("faults/test_context_faults.py", ("plain", "short_context")),
+    ("integration/test_generation_controls.py", ("plain", "generation")),
+    ("faults/test_generation_faults.py", ("generation",)),
     ("integration/test_operational_suites.py", ("plain", "bounded")),
     ("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
     ("integration/test_logprob_drift_on_real_vllm.py", ("plain", "perturbed", "bfloat16")),
@@ -317,6 +331,17 @@ endpoint:
   validation_error_max_bytes: 32768
 context:
   max_model_len: 512
+generation:
+  legacy_fields: ignored_ok
+"""
+
+# The generation server's profile: its tool-call parser. Legacy guided_* fields keep
+# the default (refused), which vLLM 0.32 fails: it answers them 200 and ignores them.
+GENERATION_PROFILE = """
+profile: 1
+name: generation
+generation:
+  tool_call_parser: hermes
 """
 
 # vLLM 0.32 leaves these routes outside its guarded prefixes; this profile
@@ -332,6 +357,8 @@ endpoint:
   public_routes: [/health, /ping, /version, /load, /metrics, /openapi.json, /docs, /docs/oauth2-redirect,
                   /redoc, /tokenize, /detokenize, /invocations, /generative_scoring, /scale_elastic_ep,
                   /is_scaling_elastic_ep, /kv_event_sources]
+generation:
+  legacy_fields: ignored_ok
 """
 
 # ---- a real server that watermarks (fixtures/cpu_watermark.py) ---------------

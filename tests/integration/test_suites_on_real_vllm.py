@@ -61,8 +61,23 @@ OPT_IN = {
         NOT_CLAIMED,
     ),
     "metrics.dashboard_series_exported": NOT_CLAIMED,
+    # Neither server runs a tool-call parser, and both profiles accept vLLM ignoring guided_* fields.
+    **dict.fromkeys(
+        [
+            "tool_calls.named_function_called",
+            "tool_calls.required_function_called",
+            "tool_calls.none_calls_nothing",
+            "tool_calls.stream_reassembles_to_the_same_calls",
+            "tool_calls.cut_call_ends_length",
+            "structured_outputs.legacy_fields_not_silently_dropped",
+        ],
+        NOT_CLAIMED,
+    ),
 }
-ALWAYS_PASS = dict.fromkeys(
+ALWAYS_PASS = {
+    "structured_outputs.constraint_enforced": {"passed": 8},
+    "structured_outputs.invalid_constraint_refused": {"passed": 4},
+} | dict.fromkeys(
     [
         "discovery.version_parses",
         "discovery.max_model_len_published",
@@ -81,6 +96,7 @@ ALWAYS_PASS = dict.fromkeys(
         "metrics.exposition_parses",
         "metrics.version_families_exported",
         "auth.open_server_declared",
+        "tool_calls.forced_choice_refused_without_parser",
     ],
     "passed",
 )

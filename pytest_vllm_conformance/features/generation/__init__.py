@@ -1,0 +1,1 @@
+"""Generation controls: structured-output constraints, tool calls, and the defaults a bare request gets."""

@@ -1,0 +1,109 @@
+"""One generation answer read the same way whether it came whole or streamed.
+
+A streamed answer is the concatenation of its deltas: text pieces joined,
+tool-call fragments grouped by their ``index`` (the name from the first
+fragment, the arguments joined), every ``finish_reason`` kept so a choice
+that finishes twice is seen. Only choice 0 is read; the suites ask for one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_vllm_conformance.target.client import Response
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str | None
+    arguments: str | None
+
+    def arguments_object(self) -> tuple[Any, str | None]:
+        """The parsed arguments, or (None, why they are not JSON)."""
+        if not isinstance(self.arguments, str):
+            return None, f"arguments are {self.arguments!r}, not a JSON string"
+        try:
+            return json.loads(self.arguments), None
+        except ValueError as exc:
+            return None, f"arguments {self.arguments[:120]!r} are not JSON ({exc})"
+
+
+@dataclass
+class Answer:
+    """What choice 0 of a completion or chat answer says."""
+
+    text: str = ""
+    finish_reasons: list[str] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    streamed: bool = False
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.finish_reasons[-1] if self.finish_reasons else None
+
+    def describe(self) -> str:
+        calls = ", ".join(f"{call.name}({call.arguments})" for call in self.tool_calls) or "no tool call"
+        how = "streamed" if self.streamed else "whole"
+        return f"{how}: finish_reason {self.finish_reasons or None}, text {self.text[:120]!r}, {calls}"
+
+
+def sse_payloads(body: str) -> list[Any]:
+    """The JSON payloads of an SSE body's ``data:`` events, ``[DONE]`` and unparsable events left out."""
+    payloads = []
+    for line in body.splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[len("data:") :].strip()
+        if data == "[DONE]":
+            continue
+        try:
+            payloads.append(json.loads(data))
+        except ValueError:
+            continue
+    return payloads
+
+
+def read_answer(response: Response, *, streamed: bool) -> Answer:
+    """Choice 0 of a whole or streamed completions / chat answer (an empty Answer when there is none)."""
+    if streamed:
+        return _read_stream(sse_payloads(response.text))
+    payload = response.json_or_none()
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return Answer()
+    choice = choices[0]
+    message = choice["message"] if isinstance(choice.get("message"), dict) else {}
+    text = choice.get("text") if "text" in choice else message.get("content")
+    calls = [
+        ToolCall((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
+        for call in message.get("tool_calls") or []
+        if isinstance(call, dict)
+    ]
+    reason = choice.get("finish_reason")
+    return Answer(text or "", [reason] if reason else [], calls)
+
+
+def _read_stream(payloads: list[Any]) -> Answer:
+    answer = Answer(streamed=True)
+    names: dict[int, str | None] = {}
+    arguments: dict[int, str] = {}
+    for payload in payloads:
+        choices = payload.get("choices") if isinstance(payload, dict) else None
+        for choice in choices or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
+            answer.text += choice.get("text") or delta.get("content") or ""
+            for fragment in delta.get("tool_calls") or []:
+                index = fragment.get("index", 0)
+                function = fragment.get("function") or {}
+                if function.get("name") is not None and names.get(index) is None:
+                    names[index] = function["name"]
+                names.setdefault(index, None)
+                arguments[index] = arguments.get(index, "") + (function.get("arguments") or "")
+            if choice.get("finish_reason"):
+                answer.finish_reasons.append(choice["finish_reason"])
+    answer.tool_calls = [ToolCall(names[index], arguments.get(index, "")) for index in sorted(names)]
+    return answer

@@ -1,0 +1,119 @@
+"""Tool calls: a forced choice comes back as a parsed call, streamed or not, or is refused without a parser.
+
+Claimed by the profile's ``generation.tool_call_parser`` (the server's
+``--enable-auto-tool-choice --tool-call-parser NAME``); without one, a forced
+tool_choice must be refused. The functions are ``strict`` where their schema
+is the contract: OpenAI guarantees arguments only then, and vLLM 0.31+
+constrains only then (fact ``tool_arguments_constrained_without_strict``).
+"""
+
+import pytest
+
+from pytest_vllm_conformance import contract
+from pytest_vllm_conformance.catalogue.vllm_answers import error_message
+from pytest_vllm_conformance.features.generation.answers import read_answer
+from pytest_vllm_conformance.features.generation.tool_calls import (
+    CUT_MAX_TOKENS,
+    TOOLS,
+    WEATHER,
+    argument_problem,
+    named,
+    tool_request,
+    without_strict,
+)
+
+CHAT = "/v1/chat/completions"
+
+
+@pytest.fixture(scope="module")
+def finish_reasons(vllm_expect):
+    return vllm_expect.fact("tool_call_finish_reasons")
+
+
+@pytest.fixture(scope="module")
+def call(vllm_client, vllm_facts):
+    """The answer to ``tool_request(tool_choice, ...)``, asserted served."""
+
+    def call(tool_choice, *, stream=False, **extra):
+        response = vllm_client.post(CHAT, tool_request(vllm_facts.model, tool_choice, stream=stream, **extra))
+        assert response.status == 200, (
+            f"tool_choice {tool_choice!r} was not served: {response.describe()} {response.text[:300]!r}"
+        )
+        return read_answer(response, streamed=stream)
+
+    return call
+
+
+def assert_one_valid_call(answer, what, finish_reason, names):
+    assert len(answer.tool_calls) == 1, f"{what}: expected one parsed tool call, got {answer.describe()}"
+    (call,) = answer.tool_calls
+    assert call.name in names, f"{what}: the call names {call.name!r}, not one of {names}"
+    assert answer.finish_reason == finish_reason, (
+        f"{what}: finish_reason {answer.finish_reason!r}, the version documents {finish_reason!r}: {answer.describe()}"
+    )
+    problem = argument_problem(call)
+    assert problem is None, f"{what}: the strict function's arguments were not constrained: {problem}"
+    return call
+
+
+@contract("tool_calls.named_function_called")
+def test_named_function_called(call, finish_reasons, vllm_record, vllm_expect):
+    answer = call(named("get_weather"))
+    assert_one_valid_call(answer, "a named tool_choice", finish_reasons["named"], ["get_weather"])
+    loose = call(named("get_weather"), tools=(without_strict(WEATHER),))
+    unstrict = [argument_problem(found, (WEATHER,)) for found in loose.tool_calls]
+    constrained = vllm_expect.fact("tool_arguments_constrained_without_strict")
+    verdict = "valid" if loose.tool_calls and not any(unstrict) else f"not valid ({unstrict or 'no call'})"
+    vllm_record("tool_arguments_without_strict", verdict)
+    vllm_record(
+        "figures",
+        f"without strict, the arguments came back {verdict} (the version constrains them: {constrained}; "
+        "OpenAI promises nothing there)",
+    )
+
+
+@contract("tool_calls.required_function_called")
+def test_required_function_called(call, finish_reasons):
+    answer = call("required", parallel_tool_calls=False)
+    names = [tool["function"]["name"] for tool in TOOLS]
+    assert_one_valid_call(answer, "tool_choice required", finish_reasons["required"], names)
+
+
+@contract("tool_calls.none_calls_nothing")
+def test_none_calls_nothing(call):
+    answer = call("none", max_tokens=16)
+    assert not answer.tool_calls, f"tool_choice none still called a tool: {answer.describe()}"
+
+
+@contract("tool_calls.stream_reassembles_to_the_same_calls")
+def test_stream_reassembles_to_the_same_calls(call):
+    whole = call(named("get_weather"))
+    streamed = call(named("get_weather"), stream=True)
+    assert len(streamed.finish_reasons) == 1, f"the stream finished {streamed.finish_reasons}: {streamed.describe()}"
+    shapes = [[(c.name, c.arguments_object()[0]) for c in answer.tool_calls] for answer in (whole, streamed)]
+    assert shapes[0] == shapes[1], (
+        f"the streamed tool-call deltas reassemble to other calls than the same greedy request unstreamed: "
+        f"{streamed.describe()} against {whole.describe()}"
+    )
+
+
+@contract("tool_calls.cut_call_ends_length")
+def test_cut_call_ends_length(call):
+    answer = call(named("get_weather"), max_tokens=CUT_MAX_TOKENS)
+    assert answer.finish_reason == "length", (
+        f"a call cut at max_tokens {CUT_MAX_TOKENS} ended with {answer.finish_reason!r}, not length: "
+        f"{answer.describe()}"
+    )
+    assert not answer.tool_calls, f"a call cut at max_tokens {CUT_MAX_TOKENS} was parsed anyway: {answer.describe()}"
+
+
+@contract("tool_calls.forced_choice_refused_without_parser")
+def test_forced_choice_refused_without_parser(vllm_client, vllm_facts, vllm_expect):
+    refusal = vllm_expect.fact("tool_choice_without_parser")
+    for tool_choice in ("required", named("get_weather")):
+        response = vllm_client.post(CHAT, tool_request(vllm_facts.model, tool_choice, max_tokens=8))
+        message = error_message(response) or ""
+        assert response.status == refusal["status"] and refusal["message"] in message, (
+            f"tool_choice {tool_choice!r} without a tool-call parser was not refused with {refusal['status']} "
+            f"naming --tool-call-parser: {response.describe()} {response.text[:300]!r}"
+        )

@@ -1,0 +1,80 @@
+"""The generation-controls suites FAIL, naming the control that was ignored, when a real server drops one.
+
+The fault proxy in front of the hermes-parser server (tests/conftest.py
+"generation") removes or corrupts exactly one control; the contract that
+depends on it must fail, the others still pass.
+"""
+
+import pytest
+
+from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, StripJsonField
+from tests.conftest import GENERATION_PROFILE, assert_verdicts, failed_checks, requires_vllm, run_suites
+
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+
+NOT_CLAIMED = "not claimed"
+
+
+@pytest.fixture
+def generation_server(served):
+    return served("generation")
+
+
+def run_through(pytester, server, rule, marker):
+    with FaultProxy(server.url, rules=[rule]) as proxy:
+        run_suites(pytester, "-m", marker, url=proxy.url, profile=GENERATION_PROFILE)
+        assert proxy.hits[0] > 0, "the fault was never injected"
+    return pytester.path / "junit.xml"
+
+
+def test_a_dropped_response_format_fails_the_constraint(pytester, generation_server):
+    junit = run_through(pytester, generation_server, StripJsonField(field="response_format"), "structured_outputs")
+    assert_verdicts(
+        junit,
+        {
+            "structured_outputs.constraint_enforced": {"passed": 5, "failed": 3},
+            "structured_outputs.invalid_constraint_refused": {"passed": 2, "failed": 2},
+            "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
+        },
+    )
+    failed = failed_checks(junit)
+    message = failed["structured_outputs.constraint_enforced[response_format json_schema on completions]"]
+    assert "response_format json_schema on completions was not applied" in message
+    assert (
+        "served with 200 as if unconstrained"
+        in failed["structured_outputs.invalid_constraint_refused[a $ref to a missing $defs entry]"]
+    )
+
+
+def test_dropped_tools_fail_every_call(pytester, generation_server):
+    junit = run_through(pytester, generation_server, StripJsonField(field="tools"), "tool_calls")
+    assert_verdicts(
+        junit,
+        {
+            "tool_calls.named_function_called": "failed",
+            "tool_calls.required_function_called": "failed",
+            "tool_calls.none_calls_nothing": "passed",
+            "tool_calls.stream_reassembles_to_the_same_calls": "failed",
+            "tool_calls.cut_call_ends_length": "failed",
+            "tool_calls.forced_choice_refused_without_parser": NOT_CLAIMED,
+        },
+    )
+    assert "was not served" in failed_checks(junit)["tool_calls.named_function_called"]
+
+
+def test_corrupted_arguments_fail_the_calls(pytester, generation_server):
+    corrupt = RewriteJsonResponse(json_path="choices.*.message.tool_calls.*.function.arguments", value="{not json")
+    junit = run_through(pytester, generation_server, corrupt, "tool_calls")
+    assert_verdicts(
+        junit,
+        {
+            "tool_calls.named_function_called": "failed",
+            "tool_calls.required_function_called": "failed",
+            "tool_calls.none_calls_nothing": "passed",
+            "tool_calls.stream_reassembles_to_the_same_calls": "failed",
+            "tool_calls.cut_call_ends_length": "passed",
+            "tool_calls.forced_choice_refused_without_parser": NOT_CLAIMED,
+        },
+    )
+    message = failed_checks(junit)["tool_calls.required_function_called"]
+    assert "arguments '{not json' are not JSON" in message

