@@ -10,6 +10,7 @@ passes. On a server without a parser, forced tool choices are refused.
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RefuseJsonFields
+from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import GENERATION_PROFILE, assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites
 
 pytestmark = [pytest.mark.server, requires_vllm]
@@ -78,3 +79,19 @@ def test_without_a_parser_forced_tool_choices_are_refused(pytester, plain_server
             "tool_calls.forced_choice_refused_without_parser": "passed",
         },
     )
+
+
+def test_a_changed_request_default_fails_the_profile_diff(pytester, plain_server, generation_server, tmp_path):
+    # The generation server runs --override-generation-config '{"temperature": 0.0}': greedy by default.
+    capture = tmp_path / "plain.yaml"
+    run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={capture}", url=plain_server.url)
+    assert load_profile(capture).data["observed"]["generation_defaults"] == {
+        "source": "answers",
+        "completions_max_tokens": 16,
+        "greedy": False,
+        "chat_sampling": None,
+    }
+    run_suites(pytester, "-m", "profile_diff", f"--vllm-baseline={capture}", url=generation_server.url)
+    failed = failed_checks(pytester.path / "junit.xml")
+    message = failed["profile_diff.serving_unchanged[default temperature (greedy): False -> True]"]
+    assert "a request that sets no temperature (greedy) gets another value" in message

@@ -35,6 +35,12 @@ _OBSERVED: dict[str, Any] = {
     },
     "metrics": {"names": ["vllm:num_preemptions_total", "vllm:request_num_preemptions"], "truncated": False},
     "tokenizer": {"text": "fixed text", "token_count": 3, "sha256": "a" * 64, "chat_sha256": "b" * 64},
+    "generation_defaults": {
+        "source": "render",
+        "completions_max_tokens": 16,
+        "greedy": False,
+        "chat_sampling": {"temperature": 1.0, "max_tokens": "the rest of the context"},
+    },
 }
 
 

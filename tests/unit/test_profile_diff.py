@@ -153,3 +153,28 @@ def test_markdown_lists_each_difference_with_its_verdict(tmp_path):
     assert "| max_model_len: 2048 -> 512 | 2048 | 512 | **fails** |" in text
     assert "| vLLM version: 0.31.0 -> 0.32.0 | 0.31.0 | 0.32.0 | informational |" in text
     assert "No difference." in render_markdown([], "a", "b")
+
+
+def test_a_changed_request_default_fails_with_both_values():
+    baseline = observation()
+    target = observation(
+        generation_defaults={
+            "source": "render",
+            "completions_max_tokens": 16,
+            "greedy": True,
+            "chat_sampling": {"temperature": 0.0, "max_tokens": 200},
+        }
+    )
+    found = by_id(differences(baseline, target))
+    assert found["default temperature (greedy): False -> True"].matters
+    assert found["default chat temperature: 1.0 -> 0.0"].matters
+    changed = found["default chat max_tokens: the rest of the context -> 200"]
+    assert changed.matters and "--override-generation-config" in changed.why
+
+
+def test_a_default_seen_only_through_answers_is_compared_where_both_sides_saw_it():
+    target = observation(
+        generation_defaults={"source": "answers", "completions_max_tokens": 5, "greedy": False, "chat_sampling": None}
+    )
+    found = by_id(differences(observation(), target))
+    assert set(found) == {"default completions max_tokens: 16 -> 5"}

@@ -40,6 +40,7 @@ from pytest_vllm_conformance.catalogue.vllm_answers import (
     tokenized,
     validation_listing,
 )
+from pytest_vllm_conformance.features.generation.defaults import observe_defaults
 from pytest_vllm_conformance.features.profile import diff as profile_diff
 from pytest_vllm_conformance.target import discovery
 from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
@@ -87,6 +88,7 @@ def observe(
         "validation_error": validation_error(client, facts, fact("malformed_list_requests"), unobserved),
         "metrics": metric_names(client, unobserved),
         "tokenizer": tokenizer_fingerprint(client, facts.model, unobserved),
+        "generation_defaults": observe_defaults(client, facts.model, facts.max_model_len, unobserved),
     }
     if routes is None:
         unobserved["routes"] = facts.inventory.source if facts.inventory else "the server hides /openapi.json"

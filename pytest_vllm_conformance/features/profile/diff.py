@@ -243,6 +243,36 @@ def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
         )
 
 
+def _generation_defaults(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before, after = _section(baseline, "generation_defaults"), _section(target, "generation_defaults")
+    why = (
+        "a request that sets no {what} gets another value: clients that rely on the default now generate "
+        "differently (--generation-config, --override-generation-config or the model's generation_config.json)"
+    )
+    compared = [("greedy", "temperature (greedy)"), ("completions_max_tokens", "completions max_tokens")]
+    for key, what in compared:
+        if before.get(key) != after.get(key):
+            yield _serving(
+                f"default {what}: {before.get(key)} -> {after.get(key)}",
+                "generation_defaults",
+                before.get(key),
+                after.get(key),
+                why.format(what=what),
+            )
+    old, new = before.get("chat_sampling"), after.get("chat_sampling")
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                shown = [side.get(key, "vLLM's default") for side in (old, new)]
+                yield _serving(
+                    f"default chat {key}: {shown[0]} -> {shown[1]}",
+                    "generation_defaults",
+                    old.get(key),
+                    new.get(key),
+                    why.format(what=key),
+                )
+
+
 # Aspects a capture may fail to see, how it shows (besides an ``unobserved`` entry
 # naming why), and what makes it visible. A difference that cannot be decided is a
 # failure that says so, unless the profile lists the aspect under profile_diff.ignore.
@@ -265,6 +295,10 @@ ASPECTS: dict[str, tuple[Callable[[Observed], bool], str]] = {
     ),
     "metrics": (lambda o: not _section(o, "metrics"), "serve GET /metrics to the run"),
     "tokenizer": (lambda o: not _section(o, "tokenizer"), "allow POST /tokenize for the key the run uses"),
+    "generation_defaults": (
+        lambda o: not _section(o, "generation_defaults"),
+        "serve POST /v1/completions to the run (and capture again: captures before this plugin version lack it)",
+    ),
 }
 HOW_TO_SEE = {aspect: how for aspect, (_, how) in ASPECTS.items()}
 
@@ -301,6 +335,7 @@ COMPARISONS: tuple[Callable[[Observed, Observed], Iterator[Difference]], ...] = 
     _validation,
     _metrics,
     _tokenizer,
+    _generation_defaults,
 )
 
 
@@ -311,6 +346,7 @@ ASPECT_OF: dict[Callable[[Observed, Observed], Iterator[Difference]], str] = {
     _validation: "validation_error",
     _metrics: "metrics",
     _tokenizer: "tokenizer",
+    _generation_defaults: "generation_defaults",
 }
 
 
