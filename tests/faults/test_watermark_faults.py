@@ -44,21 +44,6 @@ def test_a_passthrough_ingress_fails_every_api_by_name(pytester, monkeypatch, wa
     )
 
 
-def test_an_ingress_that_forgets_chat_completions_fails_that_api_only(pytester, monkeypatch, watermark_server):
-    everywhere_but_chat = [
-        StripJsonField("watermarking", path=r"(?!/v1/chat/completions$).*"),
-        StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
-    ]
-    failed = _run(pytester, monkeypatch, watermark_server.url, rules=everywhere_but_chat)
-    name = "watermark.opt_out_stripped_at_ingress[chat completions (POST /v1/chat/completions)]"
-    assert list(failed) == [name]
-    assert (
-        "chat completions (POST /v1/chat/completions) let the opt-out through the ingress: "
-        'the answer to "watermarking": false is not watermarked (p='
-    ) in failed[name]
-    assert 'the ingress must remove "watermarking" from POST /v1/chat/completions bodies' in failed[name]
-
-
 def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypatch, watermark_server_ignoring_opt_out):
     failed = _run(pytester, monkeypatch, watermark_server_ignoring_opt_out.url, rules=watermark_ingress_rules())
     assert set(failed) == {f"watermark.opt_out_control[{api}]" for api in WATERMARK_APIS}
@@ -73,12 +58,26 @@ def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypat
     assert stripped <= passed  # vacuously: hence the control
 
 
-def test_apis_the_ingress_does_not_expose_are_reported_not_failed(pytester, monkeypatch, watermark_server):
-    """A gateway answering its own 404 for a route it does not forward (LiteLLM does for two of them)."""
+def test_an_ingress_that_forgets_chat_fails_that_api_only_and_hidden_apis_are_reported_not_failed(
+    pytester, monkeypatch, watermark_server
+):
+    """One ingress, two faults of a real gateway: it strips the opt-out everywhere but chat, and answers its own
+    404 for two routes it does not forward (LiteLLM does for those two)."""
     hidden = Respond(404, {"detail": "Not Found"}, path="/invocations|/v1/chat/completions/batch")
-    with FaultProxy(watermark_server.url, rules=[hidden, *watermark_ingress_rules()]) as ingress:
+    everywhere_but_chat = [
+        StripJsonField("watermarking", path=r"(?!/v1/chat/completions$).*"),
+        StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
+    ]
+    with FaultProxy(watermark_server.url, rules=[hidden, *everywhere_but_chat]) as ingress:
         result, junit, markdown = run_watermark_through(pytester, monkeypatch, ingress.url, watermark_server.url)
-    assert failed_checks(junit) == {}
+    failed = failed_checks(junit)
+    name = "watermark.opt_out_stripped_at_ingress[chat completions (POST /v1/chat/completions)]"
+    assert list(failed) == [name]
+    assert (
+        "chat completions (POST /v1/chat/completions) let the opt-out through the ingress: "
+        'the answer to "watermarking": false is not watermarked (p='
+    ) in failed[name]
+    assert 'the ingress must remove "watermarking" from POST /v1/chat/completions bodies' in failed[name]
     unexposed = {
         run.key
         for run in contract_runs(junit)
@@ -94,4 +93,4 @@ def test_apis_the_ingress_does_not_expose_are_reported_not_failed(pytester, monk
         for api in hidden_apis
     }
     assert "SageMaker invocations (POST /invocations): not exposed by the ingress (it answered 404" in markdown
-    assert result.ret == 0
+    assert result.ret == 1

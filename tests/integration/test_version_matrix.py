@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import (
     CPU_SERVE_ARGS,
+    GENERATION_PROFILE,
     WATERMARK_KEY,
     WATERMARK_KEY_ENV,
     WATERMARK_PROFILE,
@@ -113,3 +114,32 @@ def test_an_upgrade_from_0_29_to_0_32_of_the_same_model_passes_drift_and_greedy(
     assert_verdicts(
         junit, {"quality.logprob_drift_within_noise": {"passed": 4}, "quality.greedy_tokens_match_baseline": "passed"}
     )
+
+
+def test_0_29_generation_controls_match_its_facts(pytester, vllm_server_pool, tiny_models):
+    """0.29: the same forms and refusals (no nesting bound before 0.32), and non-strict arguments constrained."""
+    tool_args = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    server = vllm_server_pool.get(tiny_models["tiny-llama"], (*CPU_SERVE_ARGS, *tool_args), python=PYTHON_0_29)
+    run_suites(pytester, "-m", "structured_outputs or tool_calls", url=server.url, profile=GENERATION_PROFILE)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit,
+        {
+            "structured_outputs.constraint_enforced": {"passed": 8},
+            "structured_outputs.invalid_constraint_refused": {"passed": 3},
+            "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
+            **dict.fromkeys(
+                [
+                    "tool_calls.named_function_called",
+                    "tool_calls.required_function_called",
+                    "tool_calls.none_calls_nothing",
+                    "tool_calls.stream_reassembles_to_the_same_calls",
+                    "tool_calls.cut_call_ends_length",
+                ],
+                "passed",
+            ),
+            "tool_calls.forced_choice_refused_without_parser": "not claimed",
+        },
+    )
+    named = next(run for run in contract_runs(junit) if run.contract == "tool_calls.named_function_called")
+    assert named.properties["vllm_tool_arguments_without_strict"] == "valid"
