@@ -82,7 +82,7 @@ def test_apis_the_ingress_does_not_expose_are_reported_not_failed(pytester, monk
     unexposed = {
         run.key
         for run in contract_runs(junit)
-        if run.properties.get("vllm_watermark_ingress_exposure") == "not exposed" and run.verdict == "passed"
+        if run.properties.get("vllm_ingress_exposure") == "not exposed" and run.verdict == "passed"
     }
     hidden_apis = (
         "SageMaker invocations (POST /invocations)",

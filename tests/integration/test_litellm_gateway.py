@@ -52,7 +52,7 @@ def not_exposed(junit) -> set[str]:
     return {
         run.case
         for run in contract_runs(junit)
-        if run.contract == STRIPPED and run.properties.get("vllm_watermark_ingress_exposure") == "not exposed"
+        if run.contract == STRIPPED and run.properties.get("vllm_ingress_exposure") == "not exposed"
     }
 
 
