@@ -6,14 +6,29 @@ leaks the tokenizer. Probes never trigger side effects: guarded routes get
 ``{}`` bodies, and unguarded routes are probed with a method they do not
 serve, which an auth layer refuses before routing and a router refuses with
 405 (a 404 means nothing is served there).
+
+The probes go where callers go: through the ingress when --vllm-ingress-url
+is given, with the key callers send there. The routes are still vLLM's
+(discovered on --vllm-url), so a gateway's own routes (LiteLLM's
+/health/liveliness) are never judged as vLLM's. A gateway refuses with its own
+status (401 or 403), and where it serves nothing (its 404 or 405, or a
+redirect to the route itself) no caller gets past a key. A route the ingress
+does not expose at all (its own 404/405 to the route's own request while the
+server answers it) is reported "not exposed by the ingress", not failed.
 """
+
+from urllib.parse import urlsplit
 
 import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.routes import guarded_route_variants, is_public, unguarded_routes
+from pytest_vllm_conformance.target.ingress import NOT_EXPOSED
 
 WRONG_KEY = "Bearer conformance-wrong-key"
+# Plugin policy: a gateway's own refusal of a caller's key (Kong and LiteLLM say 401, Envoy's ext_authz 403).
+INGRESS_REFUSALS = (401, 403)
+REDIRECTS = (301, 302, 307, 308)
 
 
 @pytest.fixture(scope="module")
@@ -22,75 +37,136 @@ def auth(vllm_expect):
 
 
 @pytest.fixture(scope="module")
-def refusal(vllm_expect):
-    return vllm_expect.fact("auth_failure_status")
+def through_ingress(vllm_ingress_exposure):
+    return vllm_ingress_exposure.separate
 
 
 @pytest.fixture(scope="module")
-def key_required(vllm_client):
-    if not vllm_client.has_api_key:
+def entry(through_ingress):
+    """Where the probes go, as failures name it."""
+    return "the ingress" if through_ingress else "the server"
+
+
+@pytest.fixture(scope="module")
+def via(through_ingress):
+    """Said after what a probe saw, so that an ingress's answer is never taken for vLLM's."""
+    return " through the ingress" if through_ingress else ""
+
+
+@pytest.fixture(scope="module")
+def refusals(vllm_expect, through_ingress):
+    return INGRESS_REFUSALS if through_ingress else (vllm_expect.fact("auth_failure_status"),)
+
+
+@pytest.fixture(scope="module")
+def key_required(vllm_ingress_client):
+    if not vllm_ingress_client.has_api_key:
         pytest.skip("no API key given (--vllm-api-key or VLLM_API_KEY): guarded routes cannot be checked")
 
 
 @pytest.fixture(scope="module")
-def server_requires_key(vllm_client, refusal):
-    response = vllm_client.get("/v1/models", auth=False)
-    if response.status != refusal:
-        pytest.skip("the server answers /v1 without a key, so every route does (see auth.open_server_declared)")
+def entry_requires_key(vllm_ingress_client, entry):
+    response = vllm_ingress_client.get("/v1/models", auth=False)
+    if 200 <= response.status < 300:
+        pytest.skip(f"{entry} answers /v1 without a key, so every route does (see auth.open_server_declared)")
+
+
+@pytest.fixture
+def hidden(vllm_not_exposed):
+    """``hidden(route, report=False)``: the ingress does not expose ``route`` (asked its own request, with the key)."""
+
+    def hidden(route, report=False):
+        return vllm_not_exposed(str(route), lambda client: route.send(client), report=report)
+
+    return hidden
+
+
+@pytest.fixture
+def refused(through_ingress, refusals, hidden):
+    """``refused(variant, response)``: the probe got no answer from past a key check."""
+
+    def refused(variant, response):
+        if response.status in refusals:
+            return True
+        if not through_ingress:
+            return False
+        return hidden(variant.route) or response.status in NOT_EXPOSED or _redirects_to(response, variant.route)
+
+    return refused
+
+
+def _redirects_to(response, route) -> bool:
+    """A gateway's redirect of ``/path/`` to ``/path``: the route itself, whose own probe is judged on its own."""
+    location = urlsplit(response.headers.get("location") or "").path
+    return response.status in REDIRECTS and location.endswith(route.concrete_path)
 
 
 @contract("auth.open_server_declared")
-def test_open_server_declared(auth, vllm_client, refusal):
-    response = vllm_client.get("/v1/models", auth=False)
+def test_open_server_declared(auth, vllm_ingress_client, refusals, entry):
+    response = vllm_ingress_client.get("/v1/models", auth=False)
     if auth.value == "required":
-        assert response.status == refusal, (
-            f"auth is {auth}, but the server is open: {response.describe()} without a key. "
-            "Start vLLM with --api-key, or declare `endpoint.auth: none` in the profile."
+        state = "is open" if response.status < 400 else "does not refuse a caller without a key"
+        assert response.status in refusals, (
+            f"auth is {auth}, but {entry} {state}: {response.describe()} without a key. "
+            "Start vLLM with --api-key (or refuse keyless callers at the ingress), "
+            "or declare `endpoint.auth: none` in the profile."
         )
     else:
-        assert response.status != refusal, f"auth is {auth}, but the server requires a key: {response.describe()}"
+        assert response.status not in refusals, f"auth is {auth}, but {entry} requires a key: {response.describe()}"
 
 
 @contract("auth.guarded_route_refuses_missing_key")
 @each("route", guarded_route_variants)
-def test_guarded_route_refuses_missing_key(route, key_required, vllm_client, refusal):
-    response = route.send(vllm_client, auth=False)
-    assert response.status == refusal, f"{route} answered without a key: {response.describe()}"
+def test_guarded_route_refuses_missing_key(route, key_required, vllm_ingress_client, refused, via):
+    response = route.send(vllm_ingress_client, auth=False)
+    assert refused(route, response), f"{route} answered without a key{via}: {response.describe()}"
 
 
 @contract("auth.guarded_route_refuses_wrong_key")
 @each("route", guarded_route_variants)
-def test_guarded_route_refuses_wrong_key(route, key_required, vllm_client, refusal):
-    response = route.send(vllm_client, auth=False, headers={"Authorization": WRONG_KEY})
-    assert response.status == refusal, f"{route} answered a wrong key: {response.describe()}"
+def test_guarded_route_refuses_wrong_key(route, key_required, vllm_ingress_client, refused, via):
+    response = route.send(vllm_ingress_client, auth=False, headers={"Authorization": WRONG_KEY})
+    assert refused(route, response), f"{route} answered a wrong key{via}: {response.describe()}"
 
 
 @contract("auth.guarded_route_refuses_other_scheme")
 @each("route", guarded_route_variants)
-def test_guarded_route_refuses_other_scheme(route, key_required, vllm_client, vllm_settings, refusal):
-    other_scheme = {"Authorization": f"Basic {vllm_settings.api_key.reveal()}"}
-    response = route.send(vllm_client, auth=False, headers=other_scheme)
-    assert response.status == refusal, f"{route} accepted the key under the Basic scheme: {response.describe()}"
+def test_guarded_route_refuses_other_scheme(route, key_required, vllm_ingress_client, refused, via):
+    other_scheme = vllm_ingress_client.key_under_scheme("Basic")
+    response = route.send(vllm_ingress_client, auth=False, headers=other_scheme)
+    assert refused(route, response), f"{route} accepted the key under the Basic scheme{via}: {response.describe()}"
 
 
 @contract("auth.guarded_route_accepts_key")
 @each("route", guarded_route_variants)
-def test_guarded_route_accepts_key(route, key_required, vllm_client, refusal):
-    response = route.send(vllm_client)
-    assert response.status != refusal, f"{route} refused the right key: {response.describe()}"
+def test_guarded_route_accepts_key(route, key_required, vllm_ingress_client, refusals, hidden, via):
+    # Reported once per route, here, where the route's own request with the key is what is sent.
+    if hidden(route.route, report=route.variant == "exact"):
+        return
+    response = route.send(vllm_ingress_client)
+    assert response.status not in refusals, f"{route} refused the right key{via}: {response.describe()}"
 
 
 @contract("auth.unguarded_route_is_public")
 @each("route", unguarded_routes)
-def test_unguarded_route_is_public(route, server_requires_key, vllm_client, vllm_expect, refusal, vllm_record):
+def test_unguarded_route_is_public(
+    route, entry_requires_key, vllm_ingress_client, vllm_expect, refusals, vllm_record, vllm_not_exposed, via
+):
     public = vllm_expect.declared("endpoint", "public_routes")
+
+    # Probed under the other method, so that nothing runs: any answer but a refusal came from past the key check.
+    def probe(client):
+        return route.send(client, method=route.other_method(), auth=False)
+
     if is_public(route.path, public.value):
         vllm_record("declared_public", f"{route.path} ({public.basis})")
+        vllm_not_exposed(str(route), probe)  # public or not, whether callers reach it through the ingress is reported
         return
-    # Probed under the other method, so that nothing runs: any answer but a refusal came from past the key check.
-    response = route.send(vllm_client, method=route.other_method(), auth=False)
+    response = probe(vllm_ingress_client)
+    if vllm_not_exposed(str(route), probe, response):
+        return
     risk = vllm_expect.fact("unguarded_route_risks").get(route.path, "not declared public")
-    assert response.status in (refusal, 403, 404), (
-        f"{route} answers without a key ({risk}): probed without a key under another method so that nothing "
-        f"runs, {response.describe()} came from past the key check; public_routes are {public}"
+    assert response.status in (*refusals, 403, 404), (
+        f"{route} answers without a key{via} ({risk}): probed without a key under another method so that "
+        f"nothing runs, {response.describe()} came from past the key check; public_routes are {public}"
     )

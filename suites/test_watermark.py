@@ -49,7 +49,6 @@ MAX_TOKENS = 1024
 PROMPT_ALLOWANCE = 64  # tokens of the context left for the prompt and chat template
 SAFETY_SIGMAS = 3.0
 REFUSALS = (400, 403, 422)  # an ingress that refuses the opt-out keeps it out too
-NOT_EXPOSED = (404, 405)  # a gateway's answer for a route it does not forward
 
 
 @dataclass(frozen=True)
@@ -186,29 +185,16 @@ def sampled(sample, plan, vllm_record):
 
 
 @pytest.fixture
-def not_exposed(sample, vllm_ingress_client, vllm_direct_client, vllm_record):
+def not_exposed(sample, vllm_not_exposed):
     """``not_exposed(api, response)``: the ingress answered its own 404/405 while the server behind it serves ``api``.
 
     Then no caller can reach the API through the ingress, so it can leak no
-    opt-out; the test records that and passes. Only with both --vllm-ingress-url
-    and --vllm-url: the server's own answer is what shows the route exists.
+    opt-out; the test records that and passes (one home for the judgement:
+    ``vllm_not_exposed``).
     """
 
     def not_exposed(api, response):
-        if response.status not in NOT_EXPOSED or vllm_direct_client in (None, vllm_ingress_client):
-            return False
-        try:
-            direct, _ = sample(vllm_direct_client, api, PILOT_TOKENS)
-        except TransportFailure:
-            return False
-        if direct.status != 200:
-            return False
-        vllm_record("watermark_ingress_exposure", "not exposed")
-        vllm_record(
-            "figures",
-            f"{api}: not exposed by the ingress (it answered {response.status}; the server behind it serves the API)",
-        )
-        return True
+        return vllm_not_exposed(str(api), lambda client: sample(client, api, PILOT_TOKENS)[0], response)
 
     return not_exposed
 

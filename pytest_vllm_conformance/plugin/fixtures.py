@@ -16,8 +16,16 @@ from pytest_vllm_conformance.features import startup_log
 from pytest_vllm_conformance.features.preflight import lint as preflight
 from pytest_vllm_conformance.plugin.run import run_state
 from pytest_vllm_conformance.target.client import BoundedClient
-from pytest_vllm_conformance.target.connect import NO_TARGET, async_client_for, client_for, sdk_client_for
+from pytest_vllm_conformance.target.connect import (
+    NO_TARGET,
+    async_client_for,
+    client_for,
+    ingress_key,
+    sdk_client_for,
+    target_key,
+)
 from pytest_vllm_conformance.target.discovery import ServerFacts
+from pytest_vllm_conformance.target.ingress import Ask, IngressExposure, not_exposed_line
 from pytest_vllm_conformance.target.secrets import Secret
 from pytest_vllm_conformance.target.settings import Settings
 
@@ -38,7 +46,7 @@ def vllm_facts(pytestconfig: pytest.Config) -> ServerFacts:
 @pytest.fixture(scope="session")
 def vllm_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> BoundedClient:
     state = run_state(pytestconfig)
-    client = client_for(state.settings, state.url)
+    client = client_for(state.settings, state.url, target_key(state.settings))
     state.clients.append(client)
     return client
 
@@ -64,7 +72,7 @@ def vllm_ingress_client(pytestconfig: pytest.Config, vllm_client: BoundedClient)
     ingress = state.settings.ingress_url
     if not ingress or ingress == state.base_url:
         return vllm_client
-    client = client_for(state.settings, ingress)
+    client = client_for(state.settings, ingress, ingress_key(state.settings))
     state.clients.append(client)
     return client
 
@@ -75,6 +83,34 @@ def vllm_direct_client(pytestconfig: pytest.Config, vllm_client: BoundedClient) 
     state = run_state(pytestconfig)
     ingress = state.settings.ingress_url
     return None if ingress and ingress == state.base_url else vllm_client
+
+
+@pytest.fixture(scope="session")
+def vllm_ingress_exposure(vllm_ingress_client: BoundedClient, vllm_direct_client: BoundedClient | None):
+    return IngressExposure(vllm_ingress_client, vllm_direct_client)
+
+
+@pytest.fixture
+def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record):
+    """``vllm_not_exposed(what, ask, through_ingress=None, report=True)``: the ingress does not expose ``what``.
+
+    ``ask(client)`` sends the request ``what`` names to ``client``; the
+    ingress's own 404/405 where the server answers otherwise (target/ingress.py)
+    is recorded as the property ``vllm_ingress_exposure: not exposed`` and,
+    with ``report``, a line in the report. Only with both --vllm-ingress-url
+    and --vllm-url: the server's answer is the witness.
+    """
+
+    def not_exposed(what: str, ask: Ask, through_ingress=None, report: bool = True) -> bool:
+        status = vllm_ingress_exposure.hiding_status(what, ask, through_ingress)
+        if status is None:
+            return False
+        vllm_record("ingress_exposure", "not exposed")
+        if report:
+            vllm_record("figures", not_exposed_line(what, status))
+        return True
+
+    return not_exposed
 
 
 @pytest.fixture

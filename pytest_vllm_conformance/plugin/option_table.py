@@ -122,10 +122,19 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "vllm-ingress-url",
-        "Public entry (gateway, proxy) in front of --vllm-url; the watermark suite sends callers' requests here.",
+        "Public entry (gateway, proxy) in front of --vllm-url; the watermark and auth suites send callers' "
+        "requests here.",
         kind="url",
         env="VLLM_CONFORMANCE_INGRESS_URL",
         metavar="URL",
+    ),
+    Option(
+        "vllm-ingress-api-key",
+        "API key callers send to --vllm-ingress-url, when the gateway holds its own (default: --vllm-api-key). "
+        "Never printed; prefer the env variable.",
+        env="VLLM_CONFORMANCE_INGRESS_API_KEY",
+        secret=True,
+        metavar="KEY",
     ),
     Option(
         "vllm-watermark-key",

@@ -397,6 +397,11 @@ class BoundedClient:
     def has_api_key(self) -> bool:
         return bool(self._async.api_key)
 
+    def key_under_scheme(self, scheme: str) -> dict[str, str]:
+        """This client's own key as ``Authorization: <scheme> <key>``, for probing which schemes a server accepts."""
+        key = self._async.api_key
+        return {"Authorization": f"{scheme} {key.reveal()}"} if key else {}
+
     def __repr__(self) -> str:
         return repr(self._async).replace("AsyncBoundedClient", "BoundedClient", 1)
 

@@ -49,6 +49,16 @@ def connection_for(settings: Settings) -> Connection:
     return Connection(settings.ca_bundle, settings.client_cert, settings.client_key, settings.trust_env)
 
 
+def ingress_key(settings: Settings) -> Secret | None:
+    """The key callers send to the ingress: its own (a gateway's master or virtual key), else the server's."""
+    return settings.ingress_api_key or settings.api_key
+
+
+def target_key(settings: Settings) -> Secret | None:
+    """The key of the run's target: the ingress's when only --vllm-ingress-url was given, else the server's."""
+    return ingress_key(settings) if not (settings.url or settings.serve) else settings.api_key
+
+
 def client_for(settings: Settings, base_url: str, api_key: Secret | None | bool = True) -> BoundedClient:
     """The run's client for ``base_url``: its byte cap, timeout and TLS; the run's key unless another is given."""
     key = settings.api_key if api_key is True else (api_key or None)
@@ -102,7 +112,7 @@ def establish(settings: Settings, known_routes: KnownRoutes | None = None) -> Ta
         base_url = server.url
     assert base_url is not None, "a URL, an ingress or a server to start"
     try:
-        with client_for(settings, base_url) as client:
+        with client_for(settings, base_url, target_key(settings)) as client:
             facts = discover(client, settings.model, known_routes)
     except BaseException:
         if server is not None:

@@ -31,6 +31,11 @@ NOT_MOUNTED = "not mounted"
 PATH_PARAMETER_VALUE = "conformance-probe"
 
 
+# What a run behind a gateway needs, said where discovery meets a gateway instead of vLLM.
+GATEWAY_KEY = "a gateway's own key goes in --vllm-ingress-api-key"
+GATEWAY_TARGET = "a gateway in front of vLLM? give the vLLM server as --vllm-url and the gateway as --vllm-ingress-url"
+
+
 class DiscoveryError(Exception):
     """There is no usable vLLM server at the target."""
 
@@ -187,7 +192,11 @@ def discover(
 
     models_response = fetch("/v1/models")
     if models_response.status == 401:
-        hint = "the API key was refused" if client.has_api_key else "give --vllm-api-key (or VLLM_API_KEY)"
+        hint = (
+            f"the API key was refused (--vllm-api-key is the server's own key; {GATEWAY_KEY})"
+            if client.has_api_key
+            else "give --vllm-api-key (or VLLM_API_KEY)"
+        )
         raise DiscoveryError(f"vLLM at {where} requires an API key for /v1/models: {hint}")
     payload = models_response.json_or_none()
     if models_response.status != 200 or not isinstance(payload, dict):
@@ -203,7 +212,8 @@ def discover(
         if isinstance(card, dict)
     )
     if not models:
-        raise DiscoveryError(f"vLLM at {where} serves no model (GET /v1/models listed none)")
+        hint = f"; GET /version answered {version_response.status}: {GATEWAY_TARGET}" if version is None else ""
+        raise DiscoveryError(f"vLLM at {where} serves no model (GET /v1/models listed none){hint}")
     ids = [card.id for card in models]
     if wanted_model is not None and wanted_model not in ids:
         raise DiscoveryError(f"vLLM at {where} does not serve model {wanted_model!r}; it serves {ids}")

@@ -25,6 +25,7 @@ class Settings:
     url: str | None = None
     ingress_url: str | None = None
     api_key: Secret | None = None
+    ingress_api_key: Secret | None = None
     model: str | None = None
     timeout: float = 30.0
     max_body: int = MIB

@@ -16,6 +16,7 @@ from fixtures.fault_proxy import (
     FaultProxy,
     InjectAuth,
     LeakInternals,
+    Respond,
     RewriteJsonResponse,
     RouteTo,
     StripJsonField,
@@ -25,6 +26,7 @@ from tests.conftest import (
     PLAIN_PROFILE,
     TEST_KEY,
     assert_verdicts,
+    contract_runs,
     failed_checks,
     requires_vllm,
     run_suites,
@@ -68,6 +70,48 @@ def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_serv
     assert "auth is required (profile gated), but the server is open" in failed["auth.open_server_declared"]
     for artifact in (pytester.path / "junit.xml",):
         assert TEST_KEY not in artifact.read_text()
+
+
+def test_routes_a_gateway_does_not_expose_are_reported_not_failed_by_auth(pytester, gated_server):
+    """A gateway that forwards the key and every route but three, answered with its own 404 (as LiteLLM does)."""
+    not_forwarded = Respond(404, {"detail": "Not Found"}, path="(/invocations|/tokenize|/inference/v1/generate)/?")
+    with FaultProxy(gated_server.url, rules=[not_forwarded]) as gateway:
+        report = pytester.path / "report.yaml"
+        run_suites(
+            pytester,
+            "-m",
+            "auth",
+            f"--vllm-api-key={TEST_KEY}",
+            f"--vllm-ingress-url={gateway.url}",
+            f"--vllm-report={report}",
+            url=gated_server.url,
+            profile=GATED_PROFILE,
+        )
+    junit = pytester.path / "junit.xml"
+    assert failed_checks(junit) == {}  # vLLM's own 401s come back through the gateway
+    unexposed = {
+        run.key
+        for run in contract_runs(junit)
+        if run.properties.get("vllm_ingress_exposure") == "not exposed" and run.verdict == "passed"
+    }
+    generate = "POST /inference/v1/generate"
+    assert unexposed == {
+        "auth.unguarded_route_is_public[POST /invocations]",
+        "auth.unguarded_route_is_public[POST /tokenize]",
+    } | {
+        f"auth.{contract}[{generate} ({variant})]"
+        for contract in (
+            "guarded_route_refuses_missing_key",
+            "guarded_route_refuses_wrong_key",
+            "guarded_route_refuses_other_scheme",
+            "guarded_route_accepts_key",
+        )
+        for variant in ("exact", "trailing slash", "other method")
+    }
+    markdown = report.with_suffix(".md").read_text()
+    assert f"{generate}: not exposed by the ingress (it answered 404; the server behind it serves it)" in markdown
+    assert "POST /invocations: not exposed by the ingress (it answered 404" in markdown
+    assert markdown.count(f"{generate}: not exposed by the ingress") == 1  # one line per route, not per variant
 
 
 def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server):

@@ -81,7 +81,7 @@ def test_an_ingress_that_forgets_chat_fails_that_api_only_and_hidden_apis_are_re
     unexposed = {
         run.key
         for run in contract_runs(junit)
-        if run.properties.get("vllm_watermark_ingress_exposure") == "not exposed" and run.verdict == "passed"
+        if run.properties.get("vllm_ingress_exposure") == "not exposed" and run.verdict == "passed"
     }
     hidden_apis = (
         "SageMaker invocations (POST /invocations)",

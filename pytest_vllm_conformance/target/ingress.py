@@ -1,0 +1,67 @@
+"""Whether the ingress in front of the server exposes a route at all.
+
+A gateway forwards only the routes it knows (LiteLLM's proxy has no
+/invocations, no batch route, no token-in-token-out route) and answers the
+others with its own 404 or 405. A route no caller can reach through the
+ingress can leak nothing there, so the ingress-facing suites (watermark,
+auth) report it "not exposed by the ingress" instead of failing it. The
+server's answer to the same request is the witness: had the ingress
+forwarded the request, the caller would have got the server's answer, not
+a different 404 or 405.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure
+
+NOT_EXPOSED = (404, 405)  # a gateway's answer for a route it does not forward
+
+Ask = Callable[[BoundedClient], Response]  # the same request, sent to the client given
+
+
+def hidden_by_ingress(through_ingress: Response, direct: Response) -> bool:
+    """The ingress answered 404/405 where the server behind it, asked the same, answered otherwise."""
+    return through_ingress.status in NOT_EXPOSED and direct.status != through_ingress.status
+
+
+def not_exposed_line(what: str, status: int) -> str:
+    return f"{what}: not exposed by the ingress (it answered {status}; the server behind it serves it)"
+
+
+@dataclass
+class IngressExposure:
+    """Judges, once per request asked about, whether the ingress exposes it; ``direct`` None: no server to ask."""
+
+    ingress: BoundedClient
+    direct: BoundedClient | None
+    _seen: dict[str, int | None] = field(default_factory=dict)
+
+    @property
+    def separate(self) -> bool:
+        """An ingress distinct from the server, and the server to compare it with (both URLs given)."""
+        return self.direct is not None and self.direct is not self.ingress
+
+    def hiding_status(self, what: str, ask: Ask, through_ingress: Response | None = None) -> int | None:
+        """The ingress's own 404/405 for ``ask``'s request (``what`` names it), or None when it exposes it.
+
+        ``through_ingress``: the ingress's answer when the caller already has
+        it. The server is asked only when the ingress answered 404/405.
+        """
+        if what not in self._seen:
+            self._seen[what] = self._judge(ask, through_ingress)
+        return self._seen[what]
+
+    def _judge(self, ask: Ask, through_ingress: Response | None) -> int | None:
+        if self.direct is None or not self.separate:
+            return None
+        try:
+            answer = through_ingress if through_ingress is not None else ask(self.ingress)
+            if answer.status not in NOT_EXPOSED:
+                return None
+            direct = ask(self.direct)
+        except (TransportFailure, RequestTimeout):
+            return None  # nothing to compare with: the route is judged as exposed
+        return answer.status if hidden_by_ingress(answer, direct) else None

@@ -1,0 +1,66 @@
+"""Whether an ingress exposes a route, judged from its answer and the server's to the same request; keys per entry."""
+
+from __future__ import annotations
+
+import httpx
+
+from pytest_vllm_conformance.target.client import Response
+from pytest_vllm_conformance.target.connect import ingress_key, target_key
+from pytest_vllm_conformance.target.ingress import IngressExposure, hidden_by_ingress
+from pytest_vllm_conformance.target.secrets import Secret
+from pytest_vllm_conformance.target.settings import Settings
+
+
+def answer(status: int) -> Response:
+    return Response("POST", "/invocations", status, httpx.Headers(), b"", 0, False, 0.0)
+
+
+def test_only_the_ingress_own_404_or_405_hides_a_route():
+    assert hidden_by_ingress(answer(404), answer(400))  # the server's handler refused the body: it serves the route
+    assert hidden_by_ingress(answer(404), answer(405))  # the server's router knows the path under another method
+    assert hidden_by_ingress(answer(405), answer(200))
+    assert not hidden_by_ingress(answer(404), answer(404))  # the server's own 404, passed on: forwarded
+    assert not hidden_by_ingress(answer(401), answer(200))  # a refusal is the auth suite's business, not exposure
+    assert not hidden_by_ingress(answer(200), answer(200))
+
+
+class Client:
+    """Answers every request with one status, and counts them."""
+
+    def __init__(self, status: int) -> None:
+        self.status, self.asked = status, 0
+
+
+def ask(client: Client) -> Response:
+    client.asked += 1
+    return answer(client.status)
+
+
+def test_the_server_is_asked_only_when_the_ingress_answered_404_and_once_per_request():
+    ingress, server = Client(404), Client(400)
+    exposure = IngressExposure(ingress, server)  # type: ignore[arg-type]
+    assert exposure.hiding_status("POST /invocations", ask) == 404
+    assert exposure.hiding_status("POST /invocations", ask) == 404
+    assert (ingress.asked, server.asked) == (1, 1)
+    exposed = IngressExposure(Client(200), server)  # type: ignore[arg-type]
+    assert exposed.hiding_status("POST /invocations", ask) is None
+    assert server.asked == 1
+
+
+def test_without_a_separate_server_nothing_is_hidden_or_asked():
+    ingress = Client(404)
+    assert IngressExposure(ingress, None).hiding_status("POST /x", ask) is None  # type: ignore[arg-type]
+    assert IngressExposure(ingress, ingress).hiding_status("POST /x", ask) is None  # type: ignore[arg-type]
+    assert ingress.asked == 0
+
+
+def test_the_gateway_key_goes_to_the_ingress_and_the_server_key_to_the_server():
+    server_key, gateway_key = Secret("sk-server"), Secret("sk-gateway")
+    both = Settings(url="http://vllm:8000", ingress_url="http://gw:4000", api_key=server_key)
+    assert ingress_key(both) is server_key  # one key for both unless the gateway holds its own
+    own = Settings(
+        url="http://vllm:8000", ingress_url="http://gw:4000", api_key=server_key, ingress_api_key=gateway_key
+    )
+    assert (ingress_key(own), target_key(own)) == (gateway_key, server_key)
+    gateway_alone = Settings(ingress_url="http://gw:4000", ingress_api_key=gateway_key)
+    assert target_key(gateway_alone) is gateway_key  # given alone, the ingress is the target
