@@ -55,7 +55,7 @@ def _edited(name: str, edit: str) -> bytes:
         ("drop_done", "the stream does not end with `data: [DONE]`"),
         ("double_done", "`data: [DONE]` is sent 2 times (events 6, 7)"),
         ("finish_twice", "choice 0 finished 2 times ($.choices[*].finish_reason set in events 1, 4)"),
-        ("usage_with_choices", "event 5 $.choices: the usage chunk must carry choices [], got [{"),
+        ("usage_with_choices", "event 5 $.choices: the usage chunk carries 1 choice(s), not []"),
     ],
 )
 def test_each_stream_fault_is_named_by_its_rule(edit, expected):

@@ -126,7 +126,8 @@ def usage_problems(stream: Stream, *, asked: bool, max_tokens: int, tokens_strea
     event = carrying[0]
     usage, problems = event.payload["usage"], []
     if event.payload.get("choices") != []:
-        problems.append(f"event {event.number} $.choices: the usage chunk must carry choices [], got {event.choices()}")
+        carried = len(event.choices())
+        problems.append(f"event {event.number} $.choices: the usage chunk carries {carried} choice(s), not []")
     last = [e.number for e in stream.chunks()][-1]
     if event.number != last:
         problems.append(f"event {event.number} $.usage: the usage chunk is not the last before [DONE] (event {last})")
