@@ -94,6 +94,17 @@ def test_error_shape(exchange, answer, hold):
     hold(response, exchange.answer, [("", _json(response, 404))])
 
 
+@contract("wire.stream_errors_before_streaming")
+@each("probe", wire.prestream_probes)
+def test_stream_errors_before_streaming(probe, vllm_client, vllm_facts, rules, vllm_record):
+    response = vllm_client.post(probe.path, probe.body(vllm_facts.model, vllm_facts.max_model_len))
+    failure, known = rules.prestream_verdict(probe, response)
+    if known:
+        vllm_record("wire_report", known)
+        vllm_record("figures", known)
+    assert not failure, failure
+
+
 def _stream_shape(exchange, answer, hold):
     response = answer(exchange)
     events = _events(response)

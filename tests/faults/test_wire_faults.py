@@ -2,13 +2,14 @@
 
 Each fault is one rule of the fault proxy in front of the real plain server:
 a required field nulled, ``[DONE]`` dropped or sent twice, a choice finished
-twice, the usage chunk carrying choices. Every other wire contract must
-still pass.
+twice, the usage chunk carrying choices, a validation error sent as 200 and
+an error event, an error body without its type. Every other wire contract
+must still pass.
 """
 
 import pytest
 
-from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream
+from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, RewriteJsonResponse, RewriteStream
 from tests.conftest import PLAIN_PROFILE, assert_verdicts, failed_checks, requires_vllm, run_suites
 from tests.integration.test_suites_on_real_vllm import WIRE_PLAIN
 
@@ -43,6 +44,20 @@ FAULTS = {
         RewriteStream(edit="usage_with_choices", path=CHAT),
         {"wire.chat_stream_framing": {"failed": 1, "passed": 1}},
         {f"wire.chat_stream_framing[{CHAT} {WITH_USAGE}]": "$.choices: the usage chunk carries 1 choice(s), not []"},
+    ),
+    "an error turned into 200 and an error event": (
+        ErrorAsStreamEvent(path=COMPLETIONS),
+        {"wire.stream_errors_before_streaming": {"failed": 2, "passed": 2}},
+        {
+            f"wire.stream_errors_before_streaming[{COMPLETIONS} invalid parameter]": (
+                "must be refused with 400 and a JSON error body before any event, got 200 and an error event"
+            )
+        },
+    ),
+    "an error body without error.type": (
+        RewriteJsonResponse(("error", "type"), None, path=CHAT),
+        {"wire.error_shape": "failed"},
+        {f"wire.error_shape[{CHAT} unknown model]": "$.error.type: expected string, got null"},
     ),
 }
 

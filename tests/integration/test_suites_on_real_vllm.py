@@ -95,6 +95,7 @@ WIRE_PLAIN = {
     "wire.chat_stream_framing": {"passed": 2},
     "wire.embeddings_shape": NOT_CLAIMED,
     "wire.error_shape": "passed",
+    "wire.stream_errors_before_streaming": {"passed": 4},
 }
 GUARDED = [
     "auth.guarded_route_refuses_missing_key",

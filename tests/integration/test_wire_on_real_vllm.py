@@ -1,7 +1,8 @@
 """vLLM 0.32's deliberate deviations from OpenAI's shapes are reported by default, and fail under strict.
 
 The plain server's answers carry an integer error.code, explicit nulls and
-extension fields (prompt_token_ids, kv_transfer_params, reasoning, ...):
+extension fields (prompt_token_ids, kv_transfer_params, reasoning, ...), and
+it refuses a streamed top_logprobs over its maximum with 200 and an error event:
 contract data for 0.32, so the wire suite passes and says what it saw, in
 the JUnit properties and the report's figures. A profile with
 ``wire.strict_openai: true`` fails each shape contract on them instead.
@@ -35,6 +36,10 @@ def test_deviations_are_reported_not_failed(pytester, plain_server):
         assert words in chat, chat
     assert "choices.*.logprobs.refusal: vLLM omits it" in reported["wire.chat_shape[/v1/chat/completions logprobs]"]
     assert "data.*.max_model_len: vLLM extension" in reported["wire.models_shape"]
+    # vLLM checks logprobs once the stream has started: reported, with the clients it breaks.
+    top = reported["wire.stream_errors_before_streaming[/v1/chat/completions top_logprobs over the maximum]"]
+    assert "vLLM 0.32.0 sends 200 and an error event" in top
+    assert "the OpenAI SDKs raise on an error status" in top
     assert "error.code: vLLM sends integer" in report.with_suffix(".md").read_text()
 
 
@@ -49,6 +54,7 @@ def test_strict_openai_fails_every_shape_on_them(pytester, plain_server):
             **{f"wire.{shape}_shape": {"failed": WIRE_PLAIN[f"wire.{shape}_shape"]["passed"]} for shape in shapes[1:]},
             "wire.models_shape": "failed",
             "wire.error_shape": "failed",
+            "wire.stream_errors_before_streaming": {"failed": 1, "passed": 3},
         },
     )
     error = failed_checks(junit)["wire.error_shape[/v1/chat/completions unknown model]"]

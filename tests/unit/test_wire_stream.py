@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from fixtures.fault_proxy import FaultProxy, RewriteStream, UvicornThread, rule_from_dict
+from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, RewriteStream, UvicornThread, rule_from_dict
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, split_events
 from pytest_vllm_conformance.features.wire import stream as sse
 
@@ -80,7 +80,15 @@ def test_lines_that_are_not_data_and_comments():
 
 class _StreamingUpstream:
     def __init__(self) -> None:
-        self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/completions", self.refuse, methods=["POST"]),
+            ]
+        )
+
+    async def refuse(self, request: Request) -> Response:
+        return Response(_sample("error_invalid_parameter.json"), status_code=400, media_type="application/json")
 
     async def chat(self, request: Request) -> Response:
         async def events():
@@ -108,3 +116,15 @@ def test_the_proxy_rewrites_a_stream_with_one_edit(edit):
 def test_an_unknown_edit_is_refused():
     with pytest.raises(ValueError, match="unknown stream edit 'shuffle'"):
         RewriteStream(edit="shuffle")
+
+
+def test_the_proxy_turns_an_error_into_200_and_an_error_event():
+    upstream = _StreamingUpstream()
+    with UvicornThread(upstream.app) as running:
+        with FaultProxy(running.url, rules=[ErrorAsStreamEvent(path="/v1/completions")]) as proxy:
+            answer = httpx.post(proxy.url + "/v1/completions", json={"stream": True}, timeout=5)
+            assert proxy.hits == [1]
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    error = json.loads(_sample("error_invalid_parameter.json"))
+    assert split_events(answer.content) == [json.dumps(error, separators=(",", ":")), "[DONE]"]
