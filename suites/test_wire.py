@@ -13,6 +13,7 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.features import wire
+from pytest_vllm_conformance.features.wire import errors
 from pytest_vllm_conformance.features.wire import stream as sse
 
 
@@ -95,14 +96,25 @@ def test_error_shape(exchange, answer, hold):
 
 
 @contract("wire.stream_errors_before_streaming")
-@each("probe", wire.prestream_probes)
+@each("probe", errors.prestream_probes)
 def test_stream_errors_before_streaming(probe, vllm_client, vllm_facts, rules, vllm_record):
     response = vllm_client.post(probe.path, probe.body(vllm_facts.model, vllm_facts.max_model_len))
-    failure, known = rules.prestream_verdict(probe, response)
+    failure, known = errors.prestream_verdict(rules, probe, response)
     if known:
         vllm_record("wire_report", known)
         vllm_record("figures", known)
     assert not failure, failure
+
+
+@contract("wire.error_status_map")
+@each("probe", errors.error_probes)
+def test_error_status_map(probe, vllm_client, vllm_facts, rules, vllm_record):
+    response = vllm_client.request(probe.method, probe.path, **probe.request(vllm_facts.model))
+    failures, reported = errors.status_map_verdict(rules, probe, response)
+    if reported:
+        vllm_record("wire_report", "; ".join(reported))
+        vllm_record("figures", "; ".join(reported))
+    assert not failures, f"{probe}: {response.describe()} {response.text[:300]!r}:\n  " + "\n  ".join(failures)
 
 
 def _stream_shape(exchange, answer, hold):

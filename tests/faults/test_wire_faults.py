@@ -59,6 +59,15 @@ FAULTS = {
         {"wire.error_shape": "failed"},
         {f"wire.error_shape[{CHAT} unknown model]": "$.error.type: expected string, got null"},
     ),
+    "an error's param renamed": (
+        RewriteJsonResponse(("error", "param"), "body.model", path=COMPLETIONS),
+        {"wire.error_status_map": {"failed": 3, "passed": 3}},
+        {
+            "wire.error_status_map[unknown model (POST /v1/completions)]": (
+                "$.error.param: expected 'model', got 'body.model'"
+            )
+        },
+    ),
 }
 
 
@@ -73,4 +82,4 @@ def test_a_broken_body_or_stream_fails_exactly_its_wire_contract(pytester, plain
     failed = failed_checks(junit)
     for test, words in messages.items():
         assert words in failed[test], failed[test]
-        assert "POST " in failed[test]  # the endpoint and the request, as sent
+        assert "POST /v1/" in failed[test]  # the endpoint and the request, as sent

@@ -96,6 +96,7 @@ WIRE_PLAIN = {
     "wire.embeddings_shape": NOT_CLAIMED,
     "wire.error_shape": "passed",
     "wire.stream_errors_before_streaming": {"passed": 4},
+    "wire.error_status_map": {"passed": 6},
 }
 GUARDED = [
     "auth.guarded_route_refuses_missing_key",
@@ -123,6 +124,7 @@ GATED_VERDICTS = {
     **OPT_IN,
     **ALWAYS_PASS,
     **WIRE_PLAIN,
+    "wire.error_status_map": {"passed": 7},  # with a key, its absence is probed too
     "scale_out.enabled_routes_served": {"passed": 8},
     "scale_out.disabled_routes_refused": NOT_CLAIMED,
     **dict.fromkeys([*GUARDED, "auth.unguarded_route_is_public"], "passed"),

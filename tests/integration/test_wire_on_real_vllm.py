@@ -40,6 +40,8 @@ def test_deviations_are_reported_not_failed(pytester, plain_server):
     top = reported["wire.stream_errors_before_streaming[/v1/chat/completions top_logprobs over the maximum]"]
     assert "vLLM 0.32.0 sends 200 and an error event" in top
     assert "the OpenAI SDKs raise on an error status" in top
+    route = reported["wire.error_status_map[unknown route (GET /v1/no-such-route-wire-probe)]"]
+    assert 'answers FastAPI\'s {"detail": ...}: clients that read error.message get nothing' in route
     assert "error.code: vLLM sends integer" in report.with_suffix(".md").read_text()
 
 
@@ -55,6 +57,7 @@ def test_strict_openai_fails_every_shape_on_them(pytester, plain_server):
             "wire.models_shape": "failed",
             "wire.error_shape": "failed",
             "wire.stream_errors_before_streaming": {"failed": 1, "passed": 3},
+            "wire.error_status_map": {"failed": 6},
         },
     )
     error = failed_checks(junit)["wire.error_shape[/v1/chat/completions unknown model]"]

@@ -124,6 +124,9 @@ def test_the_proxy_turns_an_error_into_200_and_an_error_event():
         with FaultProxy(running.url, rules=[ErrorAsStreamEvent(path="/v1/completions")]) as proxy:
             answer = httpx.post(proxy.url + "/v1/completions", json={"stream": True}, timeout=5)
             assert proxy.hits == [1]
+            unstreamed = httpx.post(proxy.url + "/v1/completions", json={"stream": False}, timeout=5)
+            assert proxy.hits == [1]
+    assert unstreamed.status_code == 400
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/event-stream")
     error = json.loads(_sample("error_invalid_parameter.json"))

@@ -16,9 +16,7 @@ from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.features.wire import stream as sse
 from pytest_vllm_conformance.features.wire.schemas import Deviation, deviations_from, judge
-from pytest_vllm_conformance.target.client import Response
 
 MAX_TOKENS = 4
 PROMPT = "Name three colours."
@@ -105,76 +103,6 @@ def error_exchanges(ctx: CaseContext) -> list[Exchange]:
     raise NoCases("the server serves none of /v1/chat/completions, /v1/completions, /v1/embeddings")
 
 
-# Who breaks when a validation error arrives as 200 and an error event, quoted in failures.
-PRESTREAM_BREAKS = (
-    "clients that check the status before reading a stream (the OpenAI SDKs raise on an error status; "
-    "gateways retry, fail over or count errors by it) take the 200 for success and meet the error inside the stream"
-)
-
-
-@dataclass(frozen=True)
-class PreStreamProbe:
-    """A streamed request the server must refuse before streaming (contract data ``wire_prestream_errors``)."""
-
-    name: str
-    path: str
-    status: int
-    overrides: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    prompt_over_limit: bool = False
-    vllm_sends: str = ""  # what the version does instead, by the contract data ("" when it refuses as expected)
-    why: str = ""
-
-    @property
-    def id(self) -> str:
-        return f"{self.path} {self.name}"
-
-    def __str__(self) -> str:
-        return self.id
-
-    def body(self, model: str, max_model_len: int | None) -> dict[str, Any]:
-        body = Exchange(self.name, self.path, "error", stream=True).body(model)
-        if self.prompt_over_limit:
-            body["prompt"] = [PROMPT_TOKEN_ID] * ((max_model_len or LIMIT_UNKNOWN) + 1)
-        return {**body, **self.overrides}
-
-
-# Any id below every vocabulary's size; a prompt of them is one token each, whatever the tokenizer.
-PROMPT_TOKEN_ID = 10
-# With no max_model_len published, a prompt over any context this plugin can be pointed at.
-LIMIT_UNKNOWN = 1 << 20
-
-
-def prestream_probes(ctx: CaseContext) -> list[PreStreamProbe]:
-    return [
-        PreStreamProbe(
-            entry["name"],
-            entry["path"],
-            entry["status"],
-            entry["body"],
-            entry.get("prompt_over_limit", False),
-            entry.get("vllm_sends", ""),
-            entry.get("why", ""),
-        )
-        for entry in ctx.expect.fact("wire_prestream_errors")
-        if ctx.server.serves("POST", entry["path"])
-    ]
-
-
-STREAM_ERROR_EVENT = "200 and an error event"
-
-
-def prestream_answer(response: Response) -> str:
-    """How a refused streamed request was answered: its status with a JSON error, 200 and an error event, or else."""
-    content_type = response.headers.get("content-type", "")
-    payload = response.json_or_none()
-    if response.status != 200 and "json" in content_type and isinstance(payload, dict):
-        return f"{response.status}" if isinstance(payload.get("error"), dict) else f"{response.status} without error"
-    first = next(iter(sse.parse(response.body).events), None) if "event-stream" in content_type else None
-    if response.status == 200 and first is not None and isinstance(first.payload, dict) and "error" in first.payload:
-        return STREAM_ERROR_EVENT
-    return f"{response.status} {content_type or 'no content type'}"
-
-
 @dataclass(frozen=True)
 class WireRules:
     """The contract data for the server's version, and the profile's strictness."""
@@ -208,23 +136,6 @@ class WireRules:
         if self.strict:
             return failures + [f"{line} [wire.strict_openai is true ({self.strict_basis})]" for line in lines], []
         return failures, lines
-
-    def prestream_verdict(self, probe: PreStreamProbe, response: Response) -> tuple[str, str]:
-        """(failure, report line) of a probe's answer; either may be empty."""
-        seen = prestream_answer(response)
-        if seen == str(probe.status):
-            return "", ""
-        said = (
-            f"{response.describe()}: a streamed request that fails validation ({probe.name}) must be refused with "
-            f"{probe.status} and a JSON error body before any event, got {seen}: {response.text[:200]!r}; "
-            f"{PRESTREAM_BREAKS}"
-        )
-        if probe.vllm_sends and seen == probe.vllm_sends:
-            known = f"{probe.id}: {self.version_label} sends {seen} ({probe.why}); {PRESTREAM_BREAKS}"
-            if self.strict:
-                return f"{said} [wire.strict_openai is true ({self.strict_basis})]", ""
-            return "", known
-        return said, ""
 
 
 def rules_for(expect: Expectations) -> WireRules:
