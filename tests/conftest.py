@@ -121,6 +121,8 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integration/test_reports_on_real_vllm.py::test_embedded_server_is_started_stopped_and_never_holds_the_key", ()),
     ("integration/test_suites_on_real_vllm.py", ("plain", "hardened")),
     ("faults/test_endpoint_faults.py", ("plain", "hardened")),
+    ("integration/test_wire_on_real_vllm.py", ("plain",)),
+    ("faults/test_wire_faults.py", ("plain",)),
     ("integration/test_reports_on_real_vllm.py", ("hardened",)),
     ("integration/test_context_and_profiles.py", ("plain", "yarn")),
     # Apart from its module, beside the yarn server the context tests use.

@@ -7,7 +7,7 @@ depends on it must fail, the others still pass.
 
 import pytest
 
-from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, StripJsonField
+from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream, StripJsonField
 from tests.conftest import GENERATION_PROFILE, assert_verdicts, failed_checks, requires_vllm, run_suites
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
@@ -78,3 +78,21 @@ def test_corrupted_arguments_fail_the_calls(pytester, generation_server):
     )
     message = failed_checks(junit)["tool_calls.required_function_called"]
     assert "arguments '{not json' are not JSON" in message
+
+
+def test_reordered_tool_call_deltas_fail_the_stream_only(pytester, generation_server):
+    swap = RewriteStream(path="/v1/chat/completions", edit="swap_tool_call_fragments")
+    junit = run_through(pytester, generation_server, swap, "tool_calls")
+    assert_verdicts(
+        junit,
+        {
+            "tool_calls.named_function_called": "passed",
+            "tool_calls.required_function_called": "passed",
+            "tool_calls.none_calls_nothing": "passed",
+            "tool_calls.stream_reassembles_to_the_same_calls": "failed",
+            "tool_calls.cut_call_ends_length": "passed",
+            "tool_calls.forced_choice_refused_without_parser": NOT_CLAIMED,
+        },
+    )
+    message = failed_checks(junit)["tool_calls.stream_reassembles_to_the_same_calls"]
+    assert "the streamed tool-call deltas reassemble to other calls" in message

@@ -100,6 +100,20 @@ ALWAYS_PASS = {
     ],
     "passed",
 )
+# The wire suite on a vLLM 0.32 server of tiny-llama (no embedding model declared).
+WIRE_PLAIN = {
+    "wire.models_shape": "passed",
+    "wire.completion_shape": {"passed": 2},
+    "wire.completion_stream_shape": {"passed": 2},
+    "wire.completion_stream_framing": {"passed": 2},
+    "wire.chat_shape": {"passed": 2},
+    "wire.chat_stream_shape": {"passed": 2},
+    "wire.chat_stream_framing": {"passed": 2},
+    "wire.embeddings_shape": NOT_CLAIMED,
+    "wire.error_shape": "passed",
+    "wire.stream_errors_before_streaming": {"passed": 4},
+    "wire.error_status_map": {"passed": 6},
+}
 GUARDED = [
     "auth.guarded_route_refuses_missing_key",
     "auth.guarded_route_refuses_wrong_key",
@@ -111,6 +125,7 @@ GUARDED = [
 PLAIN_VERDICTS = {
     **OPT_IN,
     **ALWAYS_PASS,
+    **WIRE_PLAIN,
     "scale_out.enabled_routes_served": NOT_CLAIMED,
     "scale_out.disabled_routes_refused": {"passed": 8},
     **dict.fromkeys([*GUARDED, "auth.unguarded_route_is_public"], NOT_CLAIMED),
@@ -124,6 +139,8 @@ PLAIN_VERDICTS = {
 GATED_VERDICTS = {
     **OPT_IN,
     **ALWAYS_PASS,
+    **WIRE_PLAIN,
+    "wire.error_status_map": {"passed": 7},  # with a key, its absence is probed too
     "scale_out.enabled_routes_served": {"passed": 8},
     "scale_out.disabled_routes_refused": NOT_CLAIMED,
     **dict.fromkeys([*GUARDED, "auth.unguarded_route_is_public"], "passed"),

@@ -1,9 +1,9 @@
 """One generation answer read the same way whether it came whole or streamed.
 
-A streamed answer is the concatenation of its deltas: text pieces joined,
-tool-call fragments grouped by their ``index`` (the name from the first
-fragment, the arguments joined), every ``finish_reason`` kept so a choice
-that finishes twice is seen. Only choice 0 is read; the suites ask for one.
+A streamed answer (its events as the wire feature parses them) is the
+concatenation of its deltas: text pieces joined, tool-call fragments grouped
+by their ``index`` (the name from the first fragment, the arguments joined),
+every ``finish_reason`` kept so a choice that finishes twice is seen. Only choice 0 is read; the suites ask for one.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_vllm_conformance.features.wire import stream
 from pytest_vllm_conformance.target.client import Response
 
 
@@ -49,26 +50,10 @@ class Answer:
         return f"{how}: finish_reason {self.finish_reasons or None}, text {self.text[:120]!r}, {calls}"
 
 
-def sse_payloads(body: str) -> list[Any]:
-    """The JSON payloads of an SSE body's ``data:`` events, ``[DONE]`` and unparsable events left out."""
-    payloads = []
-    for line in body.splitlines():
-        if not line.startswith("data:"):
-            continue
-        data = line[len("data:") :].strip()
-        if data == "[DONE]":
-            continue
-        try:
-            payloads.append(json.loads(data))
-        except ValueError:
-            continue
-    return payloads
-
-
 def read_answer(response: Response, *, streamed: bool) -> Answer:
     """Choice 0 of a whole or streamed completions / chat answer (an empty Answer when there is none)."""
     if streamed:
-        return _read_stream(sse_payloads(response.text))
+        return _read_stream([event.payload for event in stream.parse(response.body).chunks()])
     payload = response.json_or_none()
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):

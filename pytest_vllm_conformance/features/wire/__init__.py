@@ -1,0 +1,149 @@
+"""The wire suite's requests, and how a judged answer becomes a verdict and report lines.
+
+Each request is sent once per run and judged by every contract that reads
+it (its shape, its framing). What vLLM does on purpose (``wire_deviations``)
+and the fields it adds (``wire_extension_fields``) come from the contract
+data for the server's version; they are reported as JUnit properties and in
+the report's figures, and fail only under ``wire.strict_openai``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
+from pytest_vllm_conformance.catalogue.expectations import Expectations
+from pytest_vllm_conformance.features.wire.schemas import Deviation, deviations_from, judge
+
+MAX_TOKENS = 4
+PROMPT = "Name three colours."
+TOP_LOGPROBS = 2
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request of the suite: where it goes, which schema its answer has, what it asks of a stream."""
+
+    name: str
+    path: str
+    answer: str  # the schema of the answer (of each event, for a stream)
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    stream: bool = False
+    include_usage: bool = False
+    logprobs: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.path} {self.name}"
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def chat(self) -> bool:
+        return self.path == "/v1/chat/completions"
+
+    def body(self, model: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "temperature": 0, **self.extra}
+        if self.path == "/v1/embeddings":
+            return {"model": model, "input": [PROMPT]}
+        body.update({"messages": [{"role": "user", "content": PROMPT}]} if self.chat else {"prompt": PROMPT})
+        if self.logprobs:
+            body.update({"logprobs": True, "top_logprobs": TOP_LOGPROBS} if self.chat else {"logprobs": TOP_LOGPROBS})
+        if self.stream:
+            body["stream"] = True
+            if self.include_usage:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+
+def _generation(path: str, answer: str, *, stream: bool) -> list[Exchange]:
+    if stream:
+        return [
+            Exchange("stream usage logprobs", path, answer, stream=True, include_usage=True, logprobs=True),
+            Exchange("stream", path, answer, stream=True),
+        ]
+    return [Exchange("plain", path, answer), Exchange("logprobs", path, answer, logprobs=True)]
+
+
+def completion_exchanges(ctx: CaseContext) -> list[Exchange]:
+    return _generation("/v1/completions", "completion", stream=False)
+
+
+def completion_stream_exchanges(ctx: CaseContext) -> list[Exchange]:
+    return _generation("/v1/completions", "completion_chunk", stream=True)
+
+
+def chat_exchanges(ctx: CaseContext) -> list[Exchange]:
+    return _generation("/v1/chat/completions", "chat_completion", stream=False)
+
+
+def chat_stream_exchanges(ctx: CaseContext) -> list[Exchange]:
+    return _generation("/v1/chat/completions", "chat_chunk", stream=True)
+
+
+def embedding_exchanges(ctx: CaseContext) -> list[Exchange]:
+    model = ctx.expect.declared("wire", "embedding_model")
+    if model.value is None:
+        raise NoCases("no wire.embedding_model declared")
+    return [Exchange(f"model {model.value}", "/v1/embeddings", "embeddings", extra={"model": model.value})]
+
+
+UNKNOWN_MODEL = "no-such-model-wire-probe"
+
+
+def error_exchanges(ctx: CaseContext) -> list[Exchange]:
+    """A request for a model the server does not serve, on the first model route it serves."""
+    for path in ("/v1/chat/completions", "/v1/completions", "/v1/embeddings"):
+        if ctx.server.serves("POST", path):
+            return [Exchange("unknown model", path, "error", extra={"model": UNKNOWN_MODEL})]
+    raise NoCases("the server serves none of /v1/chat/completions, /v1/completions, /v1/embeddings")
+
+
+@dataclass(frozen=True)
+class WireRules:
+    """The contract data for the server's version, and the profile's strictness."""
+
+    deviations: tuple[Deviation, ...]
+    extension_fields: Mapping[str, Sequence[str]]
+    strict: bool
+    strict_basis: str
+    version_label: str
+
+    def verdict(self, answer: str, bodies: Sequence[tuple[str, Any]]) -> tuple[list[str], list[str]]:
+        """Judge each (label, body) as ``answer``: (failures, report lines).
+
+        Deviations and extensions are report lines, once per field whatever
+        the event; under strict they fail instead.
+        """
+        failures: list[str] = []
+        reported: dict[str, str] = {}
+        known = self.extension_fields.get(answer, ())
+        for label, body in bodies:
+            judgement = judge(answer, body, self.deviations)
+            failures += [f"{label}{finding}" for finding in judgement.failures]
+            for finding, deviation in judgement.deviations:
+                sent = "omits it" if finding.kind == "missing" else f"sends {finding.kind}"
+                reported.setdefault(finding.pattern, f"{finding.pattern}: vLLM {sent} ({deviation.why})")
+            for finding in judgement.extensions:
+                listed = any(fnmatchcase(finding.pattern, pattern) for pattern in known)
+                note = "vLLM extension" if listed else f"extension not in the contract data for {self.version_label}"
+                reported.setdefault(finding.pattern, f"{finding.pattern}: {note}")
+        lines = list(reported.values())
+        if self.strict:
+            return failures + [f"{line} [wire.strict_openai is true ({self.strict_basis})]" for line in lines], []
+        return failures, lines
+
+
+def rules_for(expect: Expectations) -> WireRules:
+    strict = expect.declared("wire", "strict_openai")
+    return WireRules(
+        deviations=deviations_from(expect.fact("wire_deviations")),
+        extension_fields=expect.fact("wire_extension_fields"),
+        strict=bool(strict.value),
+        strict_basis=strict.basis,
+        version_label=expect.version_label,
+    )

@@ -1,0 +1,85 @@
+"""The wire suite FAILS exactly the contract a broken body or stream breaks, naming the JSON path.
+
+Each fault is one rule of the fault proxy in front of the real plain server:
+a required field nulled, ``[DONE]`` dropped or sent twice, a choice finished
+twice, the usage chunk carrying choices, a validation error sent as 200 and
+an error event, an error body without its type. Every other wire contract
+must still pass.
+"""
+
+import pytest
+
+from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, RewriteJsonResponse, RewriteStream
+from tests.conftest import PLAIN_PROFILE, assert_verdicts, failed_checks, requires_vllm, run_suites
+from tests.integration.test_suites_on_real_vllm import WIRE_PLAIN
+
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+
+CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
+WITH_USAGE, WITHOUT_USAGE = "stream usage logprobs", "stream"
+
+# fault id -> (the proxy's one rule, the verdicts it changes, {failed test: words its message must hold})
+FAULTS = {
+    "a required field nulled": (
+        RewriteJsonResponse(("choices", 0, "text"), None, path=COMPLETIONS),
+        {"wire.completion_shape": {"failed": 2}},
+        {f"wire.completion_shape[{COMPLETIONS} plain]": "$.choices[0].text: expected string, got null"},
+    ),
+    "[DONE] dropped": (
+        RewriteStream(edit="drop_done", path=CHAT),
+        {"wire.chat_stream_framing": {"failed": 2}},
+        {f"wire.chat_stream_framing[{CHAT} {WITHOUT_USAGE}]": "the stream does not end with `data: [DONE]`"},
+    ),
+    "[DONE] sent twice": (
+        RewriteStream(edit="double_done", path=COMPLETIONS),
+        {"wire.completion_stream_framing": {"failed": 2}},
+        {f"wire.completion_stream_framing[{COMPLETIONS} {WITH_USAGE}]": "`data: [DONE]` is sent 2 times"},
+    ),
+    "a choice finished twice": (
+        RewriteStream(edit="finish_twice", path=CHAT),
+        {"wire.chat_stream_framing": {"failed": 2}},
+        {f"wire.chat_stream_framing[{CHAT} {WITHOUT_USAGE}]": "choice 0 finished 2 times ($.choices[*].finish_reason"},
+    ),
+    "the usage chunk carrying choices": (
+        RewriteStream(edit="usage_with_choices", path=CHAT),
+        {"wire.chat_stream_framing": {"failed": 1, "passed": 1}},
+        {f"wire.chat_stream_framing[{CHAT} {WITH_USAGE}]": "$.choices: the usage chunk carries 1 choice(s), not []"},
+    ),
+    "an error turned into 200 and an error event": (
+        ErrorAsStreamEvent(path=COMPLETIONS),
+        {"wire.stream_errors_before_streaming": {"failed": 2, "passed": 2}},
+        {
+            f"wire.stream_errors_before_streaming[{COMPLETIONS} invalid parameter]": (
+                "must be refused with 400 and a JSON error body before any event, got 200 and an error event"
+            )
+        },
+    ),
+    "an error body without error.type": (
+        RewriteJsonResponse(("error", "type"), None, path=CHAT),
+        {"wire.error_shape": "failed"},
+        {f"wire.error_shape[{CHAT} unknown model]": "$.error.type: expected string, got null"},
+    ),
+    "an error's param renamed": (
+        RewriteJsonResponse(("error", "param"), "body.model", path=COMPLETIONS),
+        {"wire.error_status_map": {"failed": 3, "passed": 3}},
+        {
+            "wire.error_status_map[unknown model (POST /v1/completions)]": (
+                "$.error.param: expected 'model', got 'body.model'"
+            )
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_broken_body_or_stream_fails_exactly_its_wire_contract(pytester, plain_server, fault):
+    rule, changed, messages = FAULTS[fault]
+    with FaultProxy(plain_server.url, rules=[rule]) as proxy:
+        run_suites(pytester, "-m", "wire", url=proxy.url, profile=PLAIN_PROFILE)
+    assert proxy.hits[0] > 0, "the fault never happened"
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, {**WIRE_PLAIN, **changed})
+    failed = failed_checks(junit)
+    for test, words in messages.items():
+        assert words in failed[test], failed[test]
+        assert "POST /v1/" in failed[test]  # the endpoint and the request, as sent

