@@ -41,6 +41,12 @@ _OBSERVED: dict[str, Any] = {
         "greedy": False,
         "chat_sampling": {"temperature": 1.0, "max_tokens": "the rest of the context"},
     },
+    "wire_extensions": {
+        "completion": ["choices.*.prompt_logprobs", "choices.*.stop_reason", "choices.*.token_ids"],
+        "completion_chunk": ["choices.*.stop_reason"],
+        "chat_completion": ["choices.*.stop_reason", "prompt_logprobs"],
+        "chat_chunk": ["choices.*.delta.reasoning"],
+    },
 }
 
 

@@ -1,5 +1,8 @@
 """A capture is a valid serving profile, usable as --vllm-profile and --vllm-baseline, and holds no secret."""
 
+import json
+
+import httpx
 import pytest
 import yaml
 
@@ -10,6 +13,8 @@ from pytest_vllm_conformance.features.profile.capture import (
     public_url,
     write_profile,
 )
+from pytest_vllm_conformance.features.wire.extensions import observe_extensions
+from pytest_vllm_conformance.target.client import Response
 from pytest_vllm_conformance.target.secrets import Redactor
 from tests.unit.sample_observation import observation
 
@@ -89,3 +94,36 @@ def test_an_invalid_baseline_names_the_option_and_the_field(pytester, tmp_path):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--vllm-baseline: profile*broken.yaml: 1 problem(s)*"])
     assert "context.max_tokens_clamp: 'sometimes' is not one of ['allowed', 'forbidden']" in result.stderr.str()
+
+
+class _GenerationServer:
+    """Answers the capture's generation requests with vLLM-shaped bodies; chat is refused (no chat template)."""
+
+    def post(self, path, body):
+        if path == "/v1/chat/completions":
+            return _response(path, 400, b'{"error": {"message": "no chat template"}}')
+        choice = {"index": 0, "text": "Red", "finish_reason": None, "logprobs": None, "stop_reason": None}
+        chunk = {"id": "c", "object": "text_completion", "created": 1, "model": "m", "choices": [choice]}
+        if body.get("stream"):
+            return _response(path, 200, f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+        done = {**choice, "finish_reason": "length", "token_ids": None}
+        usage = {"prompt_tokens": 2, "completion_tokens": 4, "total_tokens": 6}
+        return _response(
+            path, 200, json.dumps({**chunk, "choices": [done], "usage": usage, "kv_transfer_params": None})
+        )
+
+
+def _response(path, status, body):
+    body = body.encode() if isinstance(body, str) else body
+    return Response("POST", path, status, httpx.Headers(), body, len(body), False, 0.0)
+
+
+def test_extension_fields_are_recorded_per_answer_kind_and_a_refused_kind_is_named():
+    unobserved = {}
+    assert observe_extensions(_GenerationServer(), "m", unobserved) == {
+        "completion": ["choices.*.stop_reason", "choices.*.token_ids", "kv_transfer_params"],
+        "completion_chunk": ["choices.*.stop_reason"],
+    }
+    assert unobserved["wire_extensions"] == (
+        "/v1/chat/completions capture answered 400; /v1/chat/completions capture stream answered 400"
+    )

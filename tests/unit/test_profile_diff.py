@@ -1,6 +1,10 @@
 """The diff between a captured baseline and a target: one difference per change, judged."""
 
+import json
+from importlib import resources
+
 from pytest_vllm_conformance.features.profile.diff import (
+    ASPECTS,
     default_report_path,
     differences,
     render_markdown,
@@ -178,3 +182,52 @@ def test_a_default_seen_only_through_answers_is_compared_where_both_sides_saw_it
     )
     found = by_id(differences(observation(), target))
     assert set(found) == {"default completions max_tokens: 16 -> 5"}
+
+
+def _extensions(**kinds):
+    return {**observation()["wire_extensions"], **kinds}
+
+
+def test_a_vanished_extension_field_fails_naming_the_answer_and_the_clients():
+    target = observation(
+        wire_extensions=_extensions(
+            completion=["choices.*.prompt_logprobs", "choices.*.stop_reason", "choices.*.routed_experts"]
+        )
+    )
+    found = by_id(differences(observation(), target))
+    assert set(found) == {
+        "completion extension field removed: choices.*.token_ids",
+        "completion extension field added: choices.*.routed_experts",
+    }
+    removed = found["completion extension field removed: choices.*.token_ids"]
+    assert removed.matters and "from completion answers" in removed.why and "pipelines" in removed.why
+    assert not found["completion extension field added: choices.*.routed_experts"].matters
+
+
+def test_an_answer_kind_one_capture_lacks_is_not_taken_as_unchanged():
+    extensions = _extensions()
+    del extensions["chat_chunk"]
+    target = observation(
+        wire_extensions=extensions,
+        unobserved={"wire_extensions": "POST /v1/chat/completions capture stream answered 400"},
+    )
+    (found,) = differences(observation(), target)
+    assert found.id == "chat_chunk extension fields not compared" and found.matters
+    assert "answered 400" in found.why and "profile_diff.ignore" in found.why
+
+
+def test_a_capture_without_extension_fields_fails_the_aspect_unless_ignored():
+    older = observation(wire_extensions=None)
+    (found,) = differences(older, observation())
+    assert found.id == "wire_extensions not compared" and found.matters
+    assert differences(older, observation(), ignore=["wire_extensions"]) == []
+
+
+def test_every_aspect_of_the_diff_can_be_ignored_and_named_unobserved_in_the_schema():
+    schema = json.loads(
+        resources.files("pytest_vllm_conformance.catalogue").joinpath("profile.schema.json").read_text()
+    )
+    observed = schema["properties"]["observed"]["properties"]
+    ignorable = schema["properties"]["profile_diff"]["properties"]["ignore"]["items"]["enum"]
+    assert set(ignorable) == set(ASPECTS)
+    assert set(observed["unobserved"]["propertyNames"]["enum"]) == set(ASPECTS)

@@ -4,8 +4,9 @@ What an operator versions and canaries is the model's serving profile, not
 the image tag: the vLLM version, the model ids and their max_model_len, the
 route table, whether /v1 answers without a key, the scale-out state, how a
 malformed request is answered, the metric names, and a fingerprint of the
-tokenizer. ``observe`` reads all of it with a handful of harmless requests
-(no generation); ``write_profile`` writes it as a serving profile in the one
+tokenizer, the generation defaults and the fields vLLM adds to OpenAI's
+answers. ``observe`` reads all of it with a handful of harmless requests
+(the generation ones ask for a few tokens); ``write_profile`` writes it as a serving profile in the one
 profile schema, with what was seen under ``observed:`` and the declarations
 it implies (``endpoint:``, ``context:``) filled in for review. A capture can
 then be a ``--vllm-baseline`` for another server, or, once reviewed, a
@@ -42,6 +43,7 @@ from pytest_vllm_conformance.catalogue.vllm_answers import (
 )
 from pytest_vllm_conformance.features.generation.defaults import observe_defaults
 from pytest_vllm_conformance.features.profile import diff as profile_diff
+from pytest_vllm_conformance.features.wire.extensions import observe_extensions
 from pytest_vllm_conformance.target import discovery
 from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
 from pytest_vllm_conformance.target.discovery import ServerFacts
@@ -89,6 +91,7 @@ def observe(
         "metrics": metric_names(client, unobserved),
         "tokenizer": tokenizer_fingerprint(client, facts.model, unobserved),
         "generation_defaults": observe_defaults(client, facts.model, facts.max_model_len, unobserved),
+        "wire_extensions": observe_extensions(client, facts.model, unobserved),
     }
     if routes is None:
         unobserved["routes"] = facts.inventory.source if facts.inventory else "the server hides /openapi.json"

@@ -273,6 +273,42 @@ def _generation_defaults(baseline: Observed, target: Observed) -> Iterator[Diffe
                 )
 
 
+def _wire_extensions(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    before, after = _section(baseline, "wire_extensions"), _section(target, "wire_extensions")
+    for kind in sorted(set(before) | set(after)):
+        if kind not in before or kind not in after:
+            side = "baseline" if kind not in before else "target"
+            why = _section(baseline if side == "baseline" else target, "unobserved").get("wire_extensions")
+            yield _serving(
+                f"{kind} extension fields not compared",
+                "wire_extensions",
+                before.get(kind, "not observed"),
+                after.get(kind, "not observed"),
+                f"the {side} has no {kind} answer ({why or 'not in its capture'}): {HOW_TO_SEE['wire_extensions']}, "
+                "or list wire_extensions under profile_diff.ignore in the profile",
+            )
+            continue
+        old, new = set(before[kind]), set(after[kind])
+        for name in sorted(old - new):
+            yield _serving(
+                f"{kind} extension field removed: {name}",
+                "wire_extensions",
+                name,
+                None,
+                f"clients that read vLLM's {name} from {kind} answers (token-id and RL pipelines, eval harnesses, "
+                "typed SDK models generated from vLLM's schema) find it gone",
+            )
+        for name in sorted(new - old):
+            yield _info(
+                f"{kind} extension field added: {name}",
+                "wire_extensions",
+                None,
+                name,
+                "a new field OpenAI does not define breaks no client that ignores unknown fields "
+                "(the wire suite's strict_openai says whether yours may)",
+            )
+
+
 # Aspects a capture may fail to see, how it shows (besides an ``unobserved`` entry
 # naming why), and what makes it visible. A difference that cannot be decided is a
 # failure that says so, unless the profile lists the aspect under profile_diff.ignore.
@@ -298,6 +334,10 @@ ASPECTS: dict[str, tuple[Callable[[Observed], bool], str]] = {
     "generation_defaults": (
         lambda o: not _section(o, "generation_defaults"),
         "serve POST /v1/completions to the run (and capture again: captures before this plugin version lack it)",
+    ),
+    "wire_extensions": (
+        lambda o: not _section(o, "wire_extensions"),
+        "serve POST /v1/completions and /v1/chat/completions to the run (and capture again: older captures lack it)",
     ),
 }
 HOW_TO_SEE = {aspect: how for aspect, (_, how) in ASPECTS.items()}
@@ -336,6 +376,7 @@ COMPARISONS: tuple[Callable[[Observed, Observed], Iterator[Difference]], ...] = 
     _metrics,
     _tokenizer,
     _generation_defaults,
+    _wire_extensions,
 )
 
 
@@ -347,6 +388,7 @@ ASPECT_OF: dict[Callable[[Observed, Observed], Iterator[Difference]], str] = {
     _metrics: "metrics",
     _tokenizer: "tokenizer",
     _generation_defaults: "generation_defaults",
+    _wire_extensions: "wire_extensions",
 }
 
 
