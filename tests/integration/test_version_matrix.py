@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import (
     CPU_SERVE_ARGS,
     GENERATION_PROFILE,
@@ -22,6 +23,7 @@ from tests.conftest import (
     contract_runs,
     failed_checks,
     run_suites,
+    verdicts,
 )
 
 PYTHON_0_29 = os.environ.get("VLLM_CONFORMANCE_PYTHON_0_29")
@@ -143,3 +145,77 @@ def test_0_29_generation_controls_match_its_facts(pytester, vllm_server_pool, ti
     )
     named = next(run for run in contract_runs(junit) if run.contract == "tool_calls.named_function_called")
     assert named.properties["vllm_tool_arguments_without_strict"] == "valid"
+
+
+def test_0_29_wire_verdicts_match_its_facts(pytester, server_0_29):
+    """Every shape passes with 0.29's deviations and extensions reported, each extension one its facts list."""
+    run_suites(pytester, "-m", "wire", url=server_0_29.url)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit,
+        {
+            "wire.models_shape": "passed",
+            "wire.completion_shape": {"passed": 2},
+            "wire.chat_shape": {"passed": 2},
+            "wire.embeddings_shape": "not claimed",
+            "wire.error_shape": "passed",
+            "wire.stream_errors_before_streaming": {"passed": 4},
+            "wire.error_status_map": {"passed": 6},
+            "wire.completion_stream_shape": {"passed": 2},
+            "wire.chat_stream_shape": {"passed": 2},
+            "wire.completion_stream_framing": {"passed": 2},
+            "wire.chat_stream_framing": {"passed": 2},
+        },
+    )
+    reports = {run.key: run.properties.get("vllm_wire_report") or "" for run in contract_runs(junit)}
+    assert not [key for key, report in reports.items() if "not in the contract data" in report], reports
+    # routed_experts is a 0.29 field already (the facts once dated it 0.32).
+    assert "choices.*.routed_experts: vLLM extension" in reports["wire.completion_shape[/v1/completions plain]"]
+
+
+# What a short greedy answer of each kind carries beyond OpenAI's schema, the same on 0.29 and 0.32
+# "plain" (routed_experts, null without --enable-return-routed-experts, is in both).
+EXTENSIONS_0_29_AND_0_32 = {
+    "completion": [
+        "choices.*.prompt_logprobs",
+        "choices.*.prompt_token_ids",
+        "choices.*.routed_experts",
+        "choices.*.stop_reason",
+        "choices.*.token_ids",
+        "ec_transfer_params",
+        "kv_transfer_params",
+        "metrics",
+        "service_tier",
+    ],
+    "completion_chunk": ["choices.*.prompt_token_ids", "choices.*.stop_reason", "choices.*.token_ids"],
+    "chat_completion": [
+        "choices.*.message.reasoning",
+        "choices.*.routed_experts",
+        "choices.*.stop_reason",
+        "choices.*.token_ids",
+        "ec_transfer_params",
+        "kv_transfer_params",
+        "metrics",
+        "prompt_logprobs",
+        "prompt_text",
+        "prompt_token_ids",
+    ],
+    "chat_chunk": ["choices.*.stop_reason", "choices.*.token_ids", "prompt_text", "prompt_token_ids"],
+}
+
+
+def test_a_0_29_capture_diffed_against_0_32_compares_the_extension_fields(pytester, server_0_29, served, tmp_path):
+    """Both captures hold the extension fields; 0.29 -> 0.32 drops and adds none, so the diff names none."""
+    old, new = tmp_path / "vllm-0.29.yaml", tmp_path / "vllm-0.32.yaml"
+    run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={old}", url=server_0_29.url)
+    server_0_32 = served("plain")  # the pool stops the 0.29 server first
+    run_suites(
+        pytester, "-m", "profile_diff", f"--vllm-baseline={old}", f"--vllm-capture-profile={new}", url=server_0_32.url
+    )
+    junit = pytester.path / "junit.xml"
+    for capture in (old, new):
+        assert load_profile(capture).data["observed"]["wire_extensions"] == EXTENSIONS_0_29_AND_0_32, capture
+    diff = {run.case: run.verdict for run in contract_runs(junit) if run.contract == "profile_diff.serving_unchanged"}
+    assert not [case for case in diff if "extension" in case], diff
+    assert verdicts(junit)["profile_diff.serving_unchanged"] == {"failed": 1, "passed": len(diff) - 1}
+    assert diff["scale-out: enabled -> disabled"] == "failed"
