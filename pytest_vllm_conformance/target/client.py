@@ -415,6 +415,14 @@ class BoundedClient:
     def request(self, method: str, path: str, **kw: Any) -> Response:
         return self._run(self._async.request(method, path, **kw))
 
+    def answer_or_none(self, method: str, path: str, **kw: Any) -> Response | None:
+        """``request``, or None when no answer came (a transport failure, the deadline): for observers that
+        record what they could not see instead of failing."""
+        try:
+            return self.request(method, path, **kw)
+        except TransportFailure:  # RequestTimeout is one
+            return None
+
     def get(self, path: str, **kw: Any) -> Response:
         return self.request("GET", path, **kw)
 

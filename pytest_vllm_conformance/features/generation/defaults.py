@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_vllm_conformance.target.client import BoundedClient, Response, TransportFailure
+from pytest_vllm_conformance.target.client import BoundedClient, Response
 
 PROMPT = "Write a story about"
 MESSAGES = [{"role": "user", "content": PROMPT}]
@@ -32,15 +32,10 @@ SAMPLING_KEYS = (
 REST_OF_CONTEXT = "the rest of the context"
 
 
-def _post(client: BoundedClient, path: str, body: dict[str, Any]) -> Response | None:
-    try:
-        return client.post(path, body)
-    except TransportFailure:
-        return None
-
-
 def _render(client: BoundedClient, model: str, max_model_len: Any) -> dict[str, Any] | None:
-    response = _post(client, "/v1/chat/completions/render", {"model": model, "messages": MESSAGES})
+    response = client.answer_or_none(
+        "POST", "/v1/chat/completions/render", json_body={"model": model, "messages": MESSAGES}
+    )
     payload = response.json_or_none() if response is not None and response.status == 200 else None
     if isinstance(payload, list):  # the batch form, one rendered request per prompt
         payload = payload[0] if payload else None
@@ -54,7 +49,9 @@ def _render(client: BoundedClient, model: str, max_model_len: Any) -> dict[str, 
 
 
 def _completion(client: BoundedClient, model: str, **sampling: Any) -> Response | None:
-    return _post(client, "/v1/completions", {"model": model, "prompt": PROMPT, "ignore_eos": True, **sampling})
+    return client.answer_or_none(
+        "POST", "/v1/completions", json_body={"model": model, "prompt": PROMPT, "ignore_eos": True, **sampling}
+    )
 
 
 def _text(response: Response | None) -> str | None:

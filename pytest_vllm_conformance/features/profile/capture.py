@@ -45,7 +45,7 @@ from pytest_vllm_conformance.features.generation.defaults import observe_default
 from pytest_vllm_conformance.features.profile import diff as profile_diff
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
 from pytest_vllm_conformance.target import discovery
-from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
+from pytest_vllm_conformance.target.client import BoundedClient, Response, display_url
 from pytest_vllm_conformance.target.discovery import ServerFacts
 from pytest_vllm_conformance.target.secrets import Redactor
 
@@ -170,13 +170,6 @@ def write_profile(path: Path, observed: dict[str, Any], redactor: Redactor) -> P
 # ---- the probes; each one survives a server that does not answer ------------
 
 
-def _send(client: BoundedClient, method: str, path: str, **kw: Any) -> Response | None:
-    try:
-        return client.request(method, path, **kw)
-    except (TransportFailure, RequestTimeout):
-        return None
-
-
 def public_url(url: str) -> str:
     """The URL without user:password, query or fragment: a token can hide in any of them."""
     parts = urlsplit(display_url(url))
@@ -216,7 +209,7 @@ def _answered(response: Response | None, what: str) -> str:
 
 
 def auth_posture(client: BoundedClient, refusal_status: int, unobserved: dict[str, str]) -> dict[str, Any]:
-    response = _send(client, "GET", "/v1/models", auth=False)
+    response = client.answer_or_none("GET", "/v1/models", auth=False)
     status = response.status if response else None
     posture = {refusal_status: "required", 200: "none"}.get(status, "unknown") if status is not None else "unknown"
     if posture == "unknown":
@@ -229,7 +222,7 @@ def scale_out_state(
 ) -> dict[str, Any]:
     """Probe one scale-out route with ``{}``: a live handler refuses the body, a closed gate the route."""
     route = next(r for r in fact("scale_out_routes") if version is None or version >= Version(r["since"]))
-    response = _send(client, route["method"], route["path"], json_body={})
+    response = client.answer_or_none(route["method"], route["path"], json_body={})
     status = response.status if response else None
     gate = fact("scale_out_gate")
     refusal = scale_out_refusal_status(gate, route["path"])
@@ -255,7 +248,7 @@ def validation_error(
         unobserved["validation_error"] = f"the server serves none of {[r['path'] for r in requests]}"
         return None
     body = {"model": facts.model, **entry.get("base", {}), entry["field"]: [entry["item"]] * MALFORMED_ITEMS}
-    response = _send(client, "POST", entry["path"], json_body=body)
+    response = client.answer_or_none("POST", entry["path"], json_body=body)
     summary = f"POST {entry['path']} {entry['field']}x{MALFORMED_ITEMS}"
     if response is None:
         return {
@@ -293,7 +286,7 @@ def parse_metric_names(text: str) -> list[str]:
 
 
 def metric_names(client: BoundedClient, unobserved: dict[str, str]) -> dict[str, Any] | None:
-    response = _send(client, "GET", "/metrics")
+    response = client.answer_or_none("GET", "/metrics")
     if response is None or response.status != 200:
         unobserved["metrics"] = _answered(response, "GET /metrics")
         return None
@@ -306,15 +299,14 @@ def token_ids_sha256(tokens: list[int]) -> str:
 
 def tokenizer_fingerprint(client: BoundedClient, model: str, unobserved: dict[str, str]) -> dict[str, Any] | None:
     """sha256 of the ids /tokenize gives for a fixed text, and for the same text as a chat message."""
-    plain = _send(client, "POST", "/tokenize", json_body={"model": model, "prompt": FINGERPRINT_TEXT})
+    plain = client.answer_or_none("POST", "/tokenize", json_body={"model": model, "prompt": FINGERPRINT_TEXT})
     tokens = tokenized(plain) if plain is not None else None
     if tokens is None:
         unobserved["tokenizer"] = _answered(plain, "POST /tokenize") + (
             "" if plain is None or plain.status != 200 else " without token ids"
         )
         return None
-    chat = _send(
-        client,
+    chat = client.answer_or_none(
         "POST",
         "/tokenize",
         json_body={"model": model, "messages": [{"role": "user", "content": FINGERPRINT_TEXT}]},
