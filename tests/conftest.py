@@ -346,6 +346,27 @@ generation:
   tool_call_parser: hermes
 """
 
+# The tool_calls contracts a declared tool-call parser claims.
+TOOL_CALLS_WITH_PARSER = tuple(
+    f"tool_calls.{name}"
+    for name in (
+        "named_function_called",
+        "required_function_called",
+        "none_calls_nothing",
+        "stream_reassembles_to_the_same_calls",
+        "cut_call_ends_length",
+    )
+)
+
+
+def tool_call_verdicts(*failed: str) -> dict[str, str]:
+    """A run of the tool_calls suite with a parser declared: the contracts named in ``failed`` fail, the rest pass."""
+    return {
+        **{contract: "failed" if contract in failed else "passed" for contract in TOOL_CALLS_WITH_PARSER},
+        "tool_calls.forced_choice_refused_without_parser": "not claimed",
+    }
+
+
 # vLLM 0.32 leaves these routes outside its guarded prefixes; this profile
 # accepts them as public so that the fault tests can show one more leak.
 GATED_PROFILE = """

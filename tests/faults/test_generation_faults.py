@@ -8,11 +8,16 @@ depends on it must fail, the others still pass.
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream, StripJsonField
-from tests.conftest import GENERATION_PROFILE, assert_verdicts, failed_checks, requires_vllm, run_suites
+from tests.conftest import (
+    GENERATION_PROFILE,
+    assert_verdicts,
+    failed_checks,
+    requires_vllm,
+    run_suites,
+    tool_call_verdicts,
+)
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
-
-NOT_CLAIMED = "not claimed"
 
 
 @pytest.fixture
@@ -50,14 +55,12 @@ def test_dropped_tools_fail_every_call(pytester, generation_server):
     junit = run_through(pytester, generation_server, StripJsonField(field="tools"), "tool_calls")
     assert_verdicts(
         junit,
-        {
-            "tool_calls.named_function_called": "failed",
-            "tool_calls.required_function_called": "failed",
-            "tool_calls.none_calls_nothing": "passed",
-            "tool_calls.stream_reassembles_to_the_same_calls": "failed",
-            "tool_calls.cut_call_ends_length": "failed",
-            "tool_calls.forced_choice_refused_without_parser": NOT_CLAIMED,
-        },
+        tool_call_verdicts(
+            "tool_calls.named_function_called",
+            "tool_calls.required_function_called",
+            "tool_calls.stream_reassembles_to_the_same_calls",
+            "tool_calls.cut_call_ends_length",
+        ),
     )
     assert "was not served" in failed_checks(junit)["tool_calls.named_function_called"]
 
@@ -67,14 +70,11 @@ def test_corrupted_arguments_fail_the_calls(pytester, generation_server):
     junit = run_through(pytester, generation_server, corrupt, "tool_calls")
     assert_verdicts(
         junit,
-        {
-            "tool_calls.named_function_called": "failed",
-            "tool_calls.required_function_called": "failed",
-            "tool_calls.none_calls_nothing": "passed",
-            "tool_calls.stream_reassembles_to_the_same_calls": "failed",
-            "tool_calls.cut_call_ends_length": "passed",
-            "tool_calls.forced_choice_refused_without_parser": NOT_CLAIMED,
-        },
+        tool_call_verdicts(
+            "tool_calls.named_function_called",
+            "tool_calls.required_function_called",
+            "tool_calls.stream_reassembles_to_the_same_calls",
+        ),
     )
     message = failed_checks(junit)["tool_calls.required_function_called"]
     assert "arguments '{not json' are not JSON" in message
@@ -83,16 +83,6 @@ def test_corrupted_arguments_fail_the_calls(pytester, generation_server):
 def test_reordered_tool_call_deltas_fail_the_stream_only(pytester, generation_server):
     swap = RewriteStream(path="/v1/chat/completions", edit="swap_tool_call_fragments")
     junit = run_through(pytester, generation_server, swap, "tool_calls")
-    assert_verdicts(
-        junit,
-        {
-            "tool_calls.named_function_called": "passed",
-            "tool_calls.required_function_called": "passed",
-            "tool_calls.none_calls_nothing": "passed",
-            "tool_calls.stream_reassembles_to_the_same_calls": "failed",
-            "tool_calls.cut_call_ends_length": "passed",
-            "tool_calls.forced_choice_refused_without_parser": NOT_CLAIMED,
-        },
-    )
+    assert_verdicts(junit, tool_call_verdicts("tool_calls.stream_reassembles_to_the_same_calls"))
     message = failed_checks(junit)["tool_calls.stream_reassembles_to_the_same_calls"]
     assert "the streamed tool-call deltas reassemble to other calls" in message

@@ -11,22 +11,21 @@ import pytest
 
 from fixtures.fault_proxy import FaultProxy, RefuseJsonFields
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
-from tests.conftest import GENERATION_PROFILE, assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites
+from tests.conftest import (
+    GENERATION_PROFILE,
+    TOOL_CALLS_WITH_PARSER,
+    assert_verdicts,
+    contract_runs,
+    failed_checks,
+    requires_vllm,
+    run_suites,
+    tool_call_verdicts,
+)
 
 pytestmark = [pytest.mark.server, requires_vllm]
 
 GENERATION = "-m structured_outputs or tool_calls"
 LEGACY = ("guided_regex", "guided_choice", "guided_json", "guided_grammar")
-TOOL_CALLS_PASS = dict.fromkeys(
-    [
-        "tool_calls.named_function_called",
-        "tool_calls.required_function_called",
-        "tool_calls.none_calls_nothing",
-        "tool_calls.stream_reassembles_to_the_same_calls",
-        "tool_calls.cut_call_ends_length",
-    ],
-    "passed",
-)
 
 
 @pytest.fixture
@@ -43,8 +42,7 @@ def test_generation_controls_hold_and_ignored_legacy_fields_fail(pytester, gener
             "structured_outputs.constraint_enforced": {"passed": 8},
             "structured_outputs.invalid_constraint_refused": {"passed": 4},
             "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
-            **TOOL_CALLS_PASS,
-            "tool_calls.forced_choice_refused_without_parser": "not claimed",
+            **tool_call_verdicts(),
         },
     )
     failed = failed_checks(junit)
@@ -75,7 +73,7 @@ def test_without_a_parser_forced_tool_choices_are_refused(pytester, plain_server
     assert_verdicts(
         pytester.path / "junit.xml",
         {
-            **dict.fromkeys(TOOL_CALLS_PASS, "not claimed"),
+            **dict.fromkeys(TOOL_CALLS_WITH_PARSER, "not claimed"),
             "tool_calls.forced_choice_refused_without_parser": "passed",
         },
     )

@@ -10,6 +10,7 @@ from tests.conftest import (
     GATED_PROFILE,
     PLAIN_PROFILE,
     TEST_KEY,
+    TOOL_CALLS_WITH_PARSER,
     assert_verdicts,
     contract_runs,
     failed_checks,
@@ -64,11 +65,7 @@ OPT_IN = {
     # Neither server runs a tool-call parser, and both profiles accept vLLM ignoring guided_* fields.
     **dict.fromkeys(
         [
-            "tool_calls.named_function_called",
-            "tool_calls.required_function_called",
-            "tool_calls.none_calls_nothing",
-            "tool_calls.stream_reassembles_to_the_same_calls",
-            "tool_calls.cut_call_ends_length",
+            *TOOL_CALLS_WITH_PARSER,
             "structured_outputs.legacy_fields_not_silently_dropped",
         ],
         NOT_CLAIMED,

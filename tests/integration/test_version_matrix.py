@@ -23,6 +23,7 @@ from tests.conftest import (
     contract_runs,
     failed_checks,
     run_suites,
+    tool_call_verdicts,
     verdicts,
 )
 
@@ -130,17 +131,7 @@ def test_0_29_generation_controls_match_its_facts(pytester, vllm_server_pool, ti
             "structured_outputs.constraint_enforced": {"passed": 8},
             "structured_outputs.invalid_constraint_refused": {"passed": 3},
             "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
-            **dict.fromkeys(
-                [
-                    "tool_calls.named_function_called",
-                    "tool_calls.required_function_called",
-                    "tool_calls.none_calls_nothing",
-                    "tool_calls.stream_reassembles_to_the_same_calls",
-                    "tool_calls.cut_call_ends_length",
-                ],
-                "passed",
-            ),
-            "tool_calls.forced_choice_refused_without_parser": "not claimed",
+            **tool_call_verdicts(),
         },
     )
     named = next(run for run in contract_runs(junit) if run.contract == "tool_calls.named_function_called")
