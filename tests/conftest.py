@@ -65,10 +65,6 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
 
     llama = models["tiny-llama"]
 
-    def watermarking(honour_opt_out: bool) -> ServerSpec:
-        args = (*CPU_SERVE_ARGS, "--enable-scale-out", *cpu_watermark.serve_args(honour_opt_out=honour_opt_out))
-        return ServerSpec.of(llama, args, env=cpu_watermark.server_env(WATERMARK_KEY))
-
     return {
         # vLLM 0.32's defaults.
         "plain": ServerSpec.of(llama, CPU_SERVE_ARGS),
@@ -95,8 +91,11 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
         # Tool calls through the hermes parser, render routes that show resolved sampling
         # parameters, and a greedy default: the generation-controls suites' server.
         "generation": ServerSpec.of(llama, GENERATION_SERVE_ARGS),
-        "watermark": watermarking(honour_opt_out=True),
-        "watermark_ignoring_opt_out": watermarking(honour_opt_out=False),
+        "watermark": ServerSpec.of(
+            llama,
+            (*CPU_SERVE_ARGS, "--enable-scale-out", *cpu_watermark.serve_args()),
+            env=cpu_watermark.server_env(WATERMARK_KEY),
+        ),
     }
 
 
@@ -142,7 +141,7 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
     ("integration/test_logprob_drift_on_real_vllm.py", ("plain", "perturbed", "bfloat16")),
     ("integration/test_watermark_on_real_vllm.py", ("watermark",)),
-    ("faults/test_watermark_faults.py", ("watermark", "watermark_ignoring_opt_out")),
+    ("faults/test_watermark_faults.py", ("watermark",)),
 )
 # Tests whose verdicts depend on the server's speed (whole-suite runs pinned verdict by
 # verdict, which include validation_bounds.answered_fast; admission timing its refusals):
@@ -423,12 +422,6 @@ def watermark_server(served):
     return served("watermark")
 
 
-@pytest.fixture
-def watermark_server_ignoring_opt_out(served):
-    """The same watermark without the opt-out middleware: every sampled answer is watermarked."""
-    return served("watermark_ignoring_opt_out")
-
-
 def run_watermark_through(pytester, monkeypatch, ingress_url: str, server_url: str):
     """The watermark suite with ``ingress_url`` in front of ``server_url``; returns (RunResult, junit, report.md text).
 
@@ -449,7 +442,10 @@ def run_watermark_through(pytester, monkeypatch, ingress_url: str, server_url: s
 
 
 def watermark_ingress_rules():
-    """A watermark ingress: the opt-out removed on every generation path."""
+    """A watermark ingress: the opt-out removed on every generation path.
+
+    In front of the server it is also a server that ignores the opt-out, as
+    vLLM is without the watermark's middleware: vLLM never sees the field."""
     from fixtures.fault_proxy import StripJsonField
 
     return [

