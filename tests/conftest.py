@@ -110,26 +110,30 @@ GENERATION_SERVE_ARGS = (
     '{"temperature": 0.0}',
 )
 
-# Server tests in groups that share servers, in the order they run, so the
-# pool (at most three alive, least recently used stopped first) rarely starts a
-# server twice; while a group runs, the next group's servers are started
-# (``pytest_runtest_call``), unless the group measures latency. The embedded
-# server's test runs first, while the pool is still empty, so no more than
-# three servers are ever alive. Tests in no group keep their place after these.
+# The one test that starts a server of its own (the plugin's embedded server): it
+# takes one of the three slots while it runs.
+EMBEDDED_SERVER_TEST = (
+    "integration/test_reports_on_real_vllm.py::test_embedded_server_is_started_stopped_and_never_holds_the_key"
+)
+
+# Server tests in groups that share servers, in the order they run. While a
+# group runs, the servers of the groups after it start in the free slots
+# (``pytest_runtest_call``), nearest group first, so a start is hidden behind
+# the tests before it; the pool (at most three alive) only stops a server no
+# group up to there needs. The order is chosen so that a server is started once
+# (plain twice), every group that measures latency finds its servers already
+# up, and long groups come before the groups whose servers start beside them.
+# The embedded server's test runs first, on an empty pool. Tests in no group
+# keep their place after these.
 SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("integration/test_reports_on_real_vllm.py::test_embedded_server_is_started_stopped_and_never_holds_the_key", ()),
+    (EMBEDDED_SERVER_TEST, ()),
     ("integration/test_suites_on_real_vllm.py", ("plain", "hardened")),
     ("faults/test_endpoint_faults.py", ("plain", "hardened")),
     ("integration/test_wire_on_real_vllm.py", ("plain",)),
     ("faults/test_wire_faults.py", ("plain",)),
+    ("integration/test_operational_suites.py", ("plain", "bounded")),
     ("integration/test_reports_on_real_vllm.py", ("hardened",)),
-    ("integration/test_context_and_profiles.py", ("plain", "yarn")),
-    # Apart from its module, beside the yarn server the context tests use.
-    (
-        "integration/test_logprob_drift_on_real_vllm.py::test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket",
-        ("yarn", "yarn_factor2"),
-    ),
-    # Apart from its module: here its server starts while the context tests run.
+    # Apart from its module, so its server starts while the report tests run.
     (
         "faults/test_endpoint_faults.py::test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits",
         ("unbounded_embeds",),
@@ -137,11 +141,16 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("faults/test_context_faults.py", ("plain", "short_context")),
     ("integration/test_generation_controls.py", ("plain", "generation")),
     ("faults/test_generation_faults.py", ("generation",)),
-    ("integration/test_operational_suites.py", ("plain", "bounded")),
-    ("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
-    ("integration/test_logprob_drift_on_real_vllm.py", ("plain", "perturbed", "bfloat16")),
+    ("integration/test_context_and_profiles.py", ("plain", "yarn")),
+    # Apart from its module, beside the yarn server the context tests use.
+    (
+        "integration/test_logprob_drift_on_real_vllm.py::test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket",
+        ("yarn", "yarn_factor2"),
+    ),
     ("integration/test_watermark_on_real_vllm.py", ("watermark",)),
     ("faults/test_watermark_faults.py", ("watermark",)),
+    ("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
+    ("integration/test_logprob_drift_on_real_vllm.py", ("plain", "perturbed", "bfloat16")),
 )
 # Tests whose verdicts depend on the server's speed (whole-suite runs pinned verdict by
 # verdict, which include validation_bounds.answered_fast; admission timing its refusals):
@@ -153,7 +162,7 @@ QUIET_TESTS = (
 )
 
 _GROUP = pytest.StashKey[int]()
-_UPCOMING = pytest.StashKey["dict[int, int | None]"]()
+_UPCOMING = pytest.StashKey["dict[int, list[int]]"]()
 _POOL = pytest.StashKey["ServerPool"]()
 _SPECS = pytest.StashKey["dict[str, ServerSpec]"]()
 
@@ -187,25 +196,38 @@ def _servers_of(group: int) -> tuple[str, ...]:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """For each group that runs, the next one that runs and needs servers (after -k and -m deselection)."""
+    """For each group that runs, the groups that run after it (after -k and -m deselection)."""
     groups = list(dict.fromkeys(item.stash.get(_GROUP, -1) for item in session.items))
-    session.config.stash[_UPCOMING] = {
-        group: next((later for later in groups[index + 1 :] if _servers_of(later)), None)
-        for index, group in enumerate(groups)
-    }
+    session.config.stash[_UPCOMING] = {group: groups[index + 1 :] for index, group in enumerate(groups)}
+
+
+def _servers_wanted_soonest(group: int, later: list[int], room: int) -> list[str]:
+    """The group's servers, then those of the groups after it in order, up to ``room`` servers.
+
+    It stops at the first server that does not fit: a nearer group's server
+    is never passed over for a farther one's.
+    """
+    names = list(_servers_of(group))
+    for upcoming in later:
+        for name in _servers_of(upcoming):
+            if name not in names:
+                if len(names) >= room:
+                    return names
+                names.append(name)
+    return names
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """While a group's test runs (its servers ready), start the next group's servers where there is room."""
+    """While a group's test runs (its servers ready), start the next groups' servers where there is room."""
     pool, specs = item.config.stash.get(_POOL, None), item.config.stash.get(_SPECS, None)
     group = item.stash.get(_GROUP, -1)
     if pool is not None and any(_under(_in_tests(item), prefix) for prefix in QUIET_TESTS):
         pool.settle()  # a server started ahead of time must not still be starting beside a timed test
     elif pool is not None and specs is not None and 0 <= group < len(SERVER_GROUPS):
-        upcoming = item.config.stash.get(_UPCOMING, {}).get(group)
-        if upcoming is not None:
-            pool.prefetch([specs[n] for n in _servers_of(upcoming)], keep=[specs[n] for n in _servers_of(group)])
+        room = pool.max_alive - (1 if _under(_in_tests(item), EMBEDDED_SERVER_TEST) else 0)
+        wanted = _servers_wanted_soonest(group, item.config.stash.get(_UPCOMING, {}).get(group, []), room)
+        pool.prefetch([specs[name] for name in wanted], keep=[specs[name] for name in _servers_of(group)])
     return (yield)
 
 
