@@ -4,7 +4,7 @@ A gate that runs on every canary must cost little more than the requests it
 has to send. This script starts one warm real vLLM server (tiny model,
 scale-out, prompt embeds, an API key), then:
 
-1. records every request the endpoint, context and discovery suites send,
+1. records every request the endpoint, context, discovery and wire suites send,
    through a recording proxy (fixtures/fault_proxy/);
 2. in each of ``--rounds`` rounds, times two commands against the server:
    the suites (a fresh pytest process: interpreter, plugin, collection,
@@ -47,7 +47,7 @@ from pytest_vllm_conformance.target.launcher import VllmServer  # noqa: E402
 from pytest_vllm_conformance.target.secrets import Secret  # noqa: E402
 
 KEY = "sk-bench-overhead"
-MARKERS = "discovery or scale_out or auth or validation_bounds or embedding_limits or context"
+MARKERS = "discovery or scale_out or auth or validation_bounds or embedding_limits or context or wire"
 PROFILE = """
 profile: 1
 name: bench
