@@ -19,7 +19,7 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.features import wire
-from pytest_vllm_conformance.features.wire import Judgement, errors, ingress
+from pytest_vllm_conformance.features.wire import Verdict, errors, ingress
 from pytest_vllm_conformance.features.wire import stream as sse
 
 
@@ -93,7 +93,7 @@ def shape(rules):
     def shape(kind, status=200, stream=False):
         def judge(response):
             if problem := _unreadable(response, status, stream):
-                return Judgement(response.describe(), response.status, [problem])
+                return Verdict(response.describe(), response.status, [problem])
             if stream:
                 bodies = [(f"event {e.number} ", e.payload) for e in sse.parse(response.body).chunks()]
             else:
@@ -178,7 +178,7 @@ def framing(exchange):
     def judge(response):
         headline = f"{response.describe()}: framed as OpenAI clients cannot parse"
         if problem := _unreadable(response, stream=True):
-            return Judgement(headline, response.status, [problem])
+            return Verdict(headline, response.status, [problem])
         events = sse.parse(response.body)
         tokens = sse.streamed_tokens(events, chat=exchange.chat) if exchange.logprobs else None
         problems = [*events.problems, *sse.finish_problems(events)]
@@ -189,7 +189,7 @@ def framing(exchange):
             problems += sse.logprob_problems(events, chat=exchange.chat)
         if exchange.chat:
             problems += sse.role_problems(events)
-        return Judgement(headline, response.status, problems)
+        return Verdict(headline, response.status, problems)
 
     return judge
 

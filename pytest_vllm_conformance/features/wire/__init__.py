@@ -104,7 +104,7 @@ def error_exchanges(ctx: CaseContext) -> list[Exchange]:
 
 
 @dataclass
-class Judgement:
+class Verdict:
     """One answer judged: what breaks OpenAI's shape, what is only reported, and where it departs from OpenAI.
 
     ``departures``: field pattern -> how the answer leaves OpenAI's schema there
@@ -136,13 +136,13 @@ class WireRules:
 
     def verdict(
         self, answer: str, bodies: Sequence[tuple[str, Any]], headline: str = "", status: int | None = None
-    ) -> Judgement:
+    ) -> Verdict:
         """Judge each (label, body) as ``answer``.
 
         Deviations and extensions are report lines, once per field whatever
         the event; under strict they fail instead.
         """
-        judged = Judgement(headline, status)
+        judged = Verdict(headline, status)
         reported: dict[str, str] = {}
         known = self.extension_fields.get(answer, ())
         for label, body in bodies:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext
-from pytest_vllm_conformance.features.wire import Exchange, Judgement, WireRules
+from pytest_vllm_conformance.features.wire import Exchange, Verdict, WireRules
 from pytest_vllm_conformance.features.wire import stream as sse
 from pytest_vllm_conformance.target.client import Response
 
@@ -92,9 +92,9 @@ def prestream_answer(response: Response) -> str:
     return f"{response.status} {content_type or 'no content type'}"
 
 
-def prestream_verdict(rules: WireRules, probe: PreStreamProbe, response: Response) -> Judgement:
+def prestream_verdict(rules: WireRules, probe: PreStreamProbe, response: Response) -> Verdict:
     """The probe's answer: refused before any event with the probe's status, or what the version is known to do."""
-    judged = Judgement(response.describe(), response.status)
+    judged = Verdict(response.describe(), response.status)
     seen = prestream_answer(response)
     if seen == str(probe.status):
         return judged
@@ -193,11 +193,11 @@ def _envelope(payload: Any) -> str | None:
     return None
 
 
-def status_map_verdict(rules: WireRules, probe: ErrorProbe, response: Response) -> Judgement:
+def status_map_verdict(rules: WireRules, probe: ErrorProbe, response: Response) -> Verdict:
     """The status, envelope, type and param the version documents, and OpenAI's shape."""
     payload = response.json_or_none()
     envelope = _envelope(payload)
-    judged = Judgement(f"{probe}: {response.describe()} {response.text[:300]!r}", response.status)
+    judged = Verdict(f"{probe}: {response.describe()} {response.text[:300]!r}", response.status)
     if response.status != probe.status:
         judged.failures.append(f"status {response.status}, expected {probe.status}")
     if envelope != "openai":

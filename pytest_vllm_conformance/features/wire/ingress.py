@@ -13,7 +13,7 @@ the verdict.
 
 from __future__ import annotations
 
-from pytest_vllm_conformance.features.wire import Judgement
+from pytest_vllm_conformance.features.wire import Verdict
 
 INTRODUCED = "introduced by the ingress: the same request straight to vLLM is conformant"
 NOT_INTRODUCED = "not introduced by the ingress: vLLM's own answer to the same request fails too"
@@ -22,7 +22,7 @@ NOT_INTRODUCED = "not introduced by the ingress: vLLM's own answer to the same r
 HOW = {"extension": "extension field", "null": "explicit null", "missing": "left out"}
 
 
-def attributed(through: Judgement, direct: Judgement) -> str:
+def attributed(through: Verdict, direct: Verdict) -> str:
     """The failure message of the ingress's answer, saying whether vLLM's answer to the same request fails too."""
     if not direct.failures:
         return f"{INTRODUCED}; {through.message()}"
@@ -33,7 +33,7 @@ def _only(side: dict[str, str], other: dict[str, str]) -> list[str]:
     return [f"{place} ({HOW.get(how, how)})" for place, how in sorted(side.items()) if other.get(place) != how]
 
 
-def changes(through: Judgement, direct: Judgement) -> list[str]:
+def changes(through: Verdict, direct: Verdict) -> list[str]:
     """What the ingress changed, as report lines: the status, and the departures from OpenAI only one side has."""
     lines = []
     if through.status != direct.status:
