@@ -54,14 +54,16 @@ def judged(sent, vllm_ingress_client, vllm_direct_client, vllm_ingress_exposure,
         def ask_once(client):
             return sent(client, what, ask)
 
-        through = judge(ask_once(vllm_ingress_client))
+        answer = ask_once(vllm_ingress_client)
+        separate = vllm_ingress_exposure.separate
+        if separate and vllm_not_exposed(what, ask_once, answer):
+            return  # no caller reaches it through the ingress: nothing to judge there
+        through = judge(answer)
         message, figures = through.message(), []
         if through.reported:
             vllm_record("wire_report", "; ".join(through.reported))
             figures.append(f"{len(through.reported)} reported: " + "; ".join(through.reported))
-        if vllm_ingress_exposure.separate:
-            if vllm_not_exposed(what, ask_once, ask_once(vllm_ingress_client)):
-                return
+        if separate:
             direct = judge(ask_once(vllm_direct_client))
             message = ingress.attributed(through, direct)
             figures = [f"through the ingress, {line}" for line in figures]
