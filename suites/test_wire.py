@@ -7,13 +7,19 @@ judged against our JSON Schemas of OpenAI's answers (compiled once per run)
 and, for streams, against the framing the SDKs rely on. vLLM's deliberate
 deviations for the server's version are reported (``vllm_wire_report``), and
 fail only when the profile sets ``wire.strict_openai``. Shapes only, never wording.
+
+The requests go where callers' go: through --vllm-ingress-url when given.
+Then each is also sent straight to --vllm-url and judged the same way, so a
+failure says whether the ingress introduced it, and what the ingress changed
+in the answer is recorded (``vllm_wire_ingress_changes``, features/wire/ingress.py);
+a request the ingress answers with its own 404/405 is "not exposed by the ingress".
 """
 
 import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.features import wire
-from pytest_vllm_conformance.features.wire import errors
+from pytest_vllm_conformance.features.wire import Verdict, errors, ingress
 from pytest_vllm_conformance.features.wire import stream as sse
 
 
@@ -23,141 +29,180 @@ def rules(vllm_expect):
 
 
 @pytest.fixture(scope="module")
-def answer(vllm_client, vllm_facts):
-    """Send each exchange once per module; its shape and framing contracts judge the same answer."""
+def sent():
+    """``sent(client, what, ask)``: ``ask(client)``, once per module and client (shape and framing judge one answer)."""
     seen = {}
 
-    def answer(exchange):
-        if exchange.id not in seen:
-            model = exchange.extra.get("model", vllm_facts.model)
-            seen[exchange.id] = vllm_client.post(exchange.path, exchange.body(model))
-        return seen[exchange.id]
+    def sent(client, what, ask):
+        if (id(client), what) not in seen:
+            seen[id(client), what] = ask(client)
+        return seen[id(client), what]
 
-    return answer
+    return sent
 
 
 @pytest.fixture
-def hold(rules, vllm_record):
-    """Judge bodies as one answer kind: record what is reported, fail on what breaks OpenAI's shape."""
+def judged(sent, vllm_ingress_client, vllm_direct_client, vllm_ingress_exposure, vllm_not_exposed, vllm_record):
+    """``judged(what, ask, judge)``: the answer callers get to ``ask(client)``'s request, judged by ``judge``.
 
-    def hold(response, answer_kind, bodies):
-        failures, reported = rules.verdict(answer_kind, bodies)
-        if reported:
-            vllm_record("wire_report", "; ".join(reported))
-            vllm_record("figures", f"{len(reported)} reported: " + "; ".join(reported))
-        assert not failures, f"{response.describe()}: not OpenAI's {answer_kind} shape:\n  " + "\n  ".join(failures)
+    Reports what is reported; fails on what breaks OpenAI's shape. Through
+    an ingress, the server's answer to the same request is judged too, to
+    attribute a failure and record what the ingress changed.
+    """
 
-    return hold
+    def judged(what, ask, judge):
+        def ask_once(client):
+            return sent(client, what, ask)
+
+        answer = ask_once(vllm_ingress_client)
+        separate = vllm_ingress_exposure.separate
+        if separate and vllm_not_exposed(what, ask_once, answer):
+            return  # no caller reaches it through the ingress: nothing to judge there
+        through = judge(answer)
+        message, figures = through.message(), []
+        if through.reported:
+            vllm_record("wire_report", "; ".join(through.reported))
+            figures.append(f"{len(through.reported)} reported: " + "; ".join(through.reported))
+        if separate:
+            direct = judge(ask_once(vllm_direct_client))
+            message = ingress.attributed(through, direct)
+            figures = [f"through the ingress, {line}" for line in figures]
+            if changed := ingress.changes(through, direct):
+                vllm_record("wire_ingress_changes", "; ".join(changed))
+                figures.append("the ingress against vLLM straight: " + "; ".join(changed))
+        if figures:
+            vllm_record("figures", "; ".join(figures))
+        assert not through.failures, message
+
+    return judged
 
 
-def _json(response, status=200):
-    assert response.status == status, f"expected {status}: {response.describe()} {response.text[:200]!r}"
-    return response.json()
+def _unreadable(response, status=200, stream=False):
+    """Why the answer cannot be judged as the expected kind, or ""."""
+    if response.status != status:
+        return f"expected {status}, got {response.status}: {response.text[:200]!r}"
+    if stream and response.truncated:
+        return "the stream passed the byte cap"
+    if not stream and not isinstance(response.json_or_none(), dict):
+        return f"expected a JSON object: {response.text[:200]!r}"
+    return ""
 
 
-def _events(response):
-    assert response.status == 200, f"expected 200: {response.describe()} {response.text[:200]!r}"
-    assert not response.truncated, f"{response.describe()}: the stream passed the byte cap"
-    return sse.parse(response.body)
+@pytest.fixture
+def shape(rules):
+    """``shape(kind, status=200, stream=False)``: a judge of the body (each event's, for a stream) as ``kind``."""
+
+    def shape(kind, status=200, stream=False):
+        def judge(response):
+            if problem := _unreadable(response, status, stream):
+                return Verdict(response.describe(), response.status, [problem])
+            if stream:
+                bodies = [(f"event {e.number} ", e.payload) for e in sse.parse(response.body).chunks()]
+            else:
+                bodies = [("", response.json())]
+            return rules.verdict(kind, bodies, f"{response.describe()}: not OpenAI's {kind} shape", response.status)
+
+        return judge
+
+    return shape
+
+
+def _send(exchange, model):
+    return lambda client: client.post(exchange.path, exchange.body(exchange.extra.get("model", model)))
 
 
 @contract("wire.models_shape")
-def test_models_shape(vllm_client, hold):
-    response = vllm_client.get("/v1/models")
-    hold(response, "models", [("", _json(response))])
+def test_models_shape(judged, shape):
+    judged("GET /v1/models", lambda client: client.get("/v1/models"), shape("models"))
 
 
 @contract("wire.completion_shape")
 @each("exchange", wire.completion_exchanges)
-def test_completion_shape(exchange, answer, hold):
-    response = answer(exchange)
-    hold(response, exchange.answer, [("", _json(response))])
+def test_completion_shape(exchange, judged, shape, vllm_facts):
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), shape(exchange.answer))
 
 
 @contract("wire.chat_shape")
 @each("exchange", wire.chat_exchanges)
-def test_chat_shape(exchange, answer, hold):
-    response = answer(exchange)
-    hold(response, exchange.answer, [("", _json(response))])
+def test_chat_shape(exchange, judged, shape, vllm_facts):
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), shape(exchange.answer))
 
 
 @contract("wire.embeddings_shape")
 @each("exchange", wire.embedding_exchanges)
-def test_embeddings_shape(exchange, answer, hold):
-    response = answer(exchange)
-    hold(response, exchange.answer, [("", _json(response))])
+def test_embeddings_shape(exchange, judged, shape, vllm_facts):
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), shape(exchange.answer))
 
 
 @contract("wire.error_shape")
 @each("exchange", wire.error_exchanges)
-def test_error_shape(exchange, answer, hold):
-    response = answer(exchange)
-    hold(response, exchange.answer, [("", _json(response, 404))])
+def test_error_shape(exchange, judged, shape, vllm_facts):
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), shape(exchange.answer, status=404))
 
 
 @contract("wire.stream_errors_before_streaming")
 @each("probe", errors.prestream_probes)
-def test_stream_errors_before_streaming(probe, vllm_client, vllm_facts, rules, vllm_record):
-    response = vllm_client.post(probe.path, probe.body(vllm_facts.model, vllm_facts.max_model_len))
-    failure, known = errors.prestream_verdict(rules, probe, response)
-    if known:
-        vllm_record("wire_report", known)
-        vllm_record("figures", known)
-    assert not failure, failure
+def test_stream_errors_before_streaming(probe, judged, vllm_facts, rules):
+    body = probe.body(vllm_facts.model, vllm_facts.max_model_len)
+    judged(
+        f"POST {probe} (streamed)",
+        lambda client: client.post(probe.path, body),
+        lambda response: errors.prestream_verdict(rules, probe, response),
+    )
 
 
 @contract("wire.error_status_map")
 @each("probe", errors.error_probes)
-def test_error_status_map(probe, vllm_client, vllm_facts, rules, vllm_record):
-    response = vllm_client.request(probe.method, probe.path, **probe.request(vllm_facts.model))
-    failures, reported = errors.status_map_verdict(rules, probe, response)
-    if reported:
-        vllm_record("wire_report", "; ".join(reported))
-        vllm_record("figures", "; ".join(reported))
-    assert not failures, f"{probe}: {response.describe()} {response.text[:300]!r}:\n  " + "\n  ".join(failures)
-
-
-def _stream_shape(exchange, answer, hold):
-    response = answer(exchange)
-    events = _events(response)
-    hold(response, exchange.answer, [(f"event {e.number} ", e.payload) for e in events.chunks()])
+def test_error_status_map(probe, judged, vllm_facts, rules):
+    request = probe.request(vllm_facts.model)
+    judged(
+        str(probe),
+        lambda client: client.request(probe.method, probe.path, **request),
+        lambda response: errors.status_map_verdict(rules, probe, response),
+    )
 
 
 @contract("wire.completion_stream_shape")
 @each("exchange", wire.completion_stream_exchanges)
-def test_completion_stream_shape(exchange, answer, hold):
-    _stream_shape(exchange, answer, hold)
+def test_completion_stream_shape(exchange, judged, shape, vllm_facts):
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), shape(exchange.answer, stream=True))
 
 
 @contract("wire.chat_stream_shape")
 @each("exchange", wire.chat_stream_exchanges)
-def test_chat_stream_shape(exchange, answer, hold):
-    _stream_shape(exchange, answer, hold)
+def test_chat_stream_shape(exchange, judged, shape, vllm_facts):
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), shape(exchange.answer, stream=True))
 
 
-def _framing_problems(exchange, events):
-    tokens = sse.streamed_tokens(events, chat=exchange.chat) if exchange.logprobs else None
-    problems = [*events.problems, *sse.finish_problems(events)]
-    problems += sse.usage_problems(
-        events, asked=exchange.include_usage, max_tokens=wire.MAX_TOKENS, tokens_streamed=tokens
-    )
-    if exchange.logprobs:
-        problems += sse.logprob_problems(events, chat=exchange.chat)
-    return problems
+def framing(exchange):
+    """A judge of a stream's framing as the SDKs parse it (and, for chat, the role on each choice's first delta)."""
+
+    def judge(response):
+        headline = f"{response.describe()}: framed as OpenAI clients cannot parse"
+        if problem := _unreadable(response, stream=True):
+            return Verdict(headline, response.status, [problem])
+        events = sse.parse(response.body)
+        tokens = sse.streamed_tokens(events, chat=exchange.chat) if exchange.logprobs else None
+        problems = [*events.problems, *sse.finish_problems(events)]
+        problems += sse.usage_problems(
+            events, asked=exchange.include_usage, max_tokens=wire.MAX_TOKENS, tokens_streamed=tokens
+        )
+        if exchange.logprobs:
+            problems += sse.logprob_problems(events, chat=exchange.chat)
+        if exchange.chat:
+            problems += sse.role_problems(events)
+        return Verdict(headline, response.status, problems)
+
+    return judge
 
 
 @contract("wire.completion_stream_framing")
 @each("exchange", wire.completion_stream_exchanges)
-def test_completion_stream_framing(exchange, answer):
-    response = answer(exchange)
-    problems = _framing_problems(exchange, _events(response))
-    assert not problems, f"{response.describe()}: framed as OpenAI clients cannot parse:\n  " + "\n  ".join(problems)
+def test_completion_stream_framing(exchange, judged, vllm_facts):
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), framing(exchange))
 
 
 @contract("wire.chat_stream_framing")
 @each("exchange", wire.chat_stream_exchanges)
-def test_chat_stream_framing(exchange, answer):
-    response = answer(exchange)
-    events = _events(response)
-    problems = [*_framing_problems(exchange, events), *sse.role_problems(events)]
-    assert not problems, f"{response.describe()}: framed as OpenAI clients cannot parse:\n  " + "\n  ".join(problems)
+def test_chat_stream_framing(exchange, judged, vllm_facts):
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), framing(exchange))

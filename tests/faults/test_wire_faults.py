@@ -9,8 +9,15 @@ must still pass.
 
 import pytest
 
-from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, RewriteJsonResponse, RewriteStream
-from tests.conftest import PLAIN_PROFILE, assert_verdicts, failed_checks, requires_vllm, run_suites
+from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, Respond, RewriteJsonResponse, RewriteStream
+from tests.conftest import (
+    PLAIN_PROFILE,
+    assert_verdicts,
+    contract_runs,
+    failed_checks,
+    requires_vllm,
+    run_suites,
+)
 from tests.integration.test_suites_on_real_vllm import WIRE_PLAIN
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
@@ -83,3 +90,38 @@ def test_a_broken_body_or_stream_fails_exactly_its_wire_contract(pytester, plain
     for test, words in messages.items():
         assert words in failed[test], failed[test]
         assert "POST /v1/" in failed[test]  # the endpoint and the request, as sent
+
+
+def test_through_an_ingress_a_broken_body_is_put_on_the_ingress_and_an_unserved_route_is_not_exposed(
+    pytester, plain_server
+):
+    """The fault proxy plays a gateway in front of the plain server: one rule breaks the completions body, one
+    answers GET /v1/models with its own 404. The same requests straight to the server are conformant, so the
+    completion failures say the ingress introduced them, and /v1/models is reported, not failed."""
+    broken = RewriteJsonResponse(("choices", 0, "text"), None, path=COMPLETIONS)
+    unserved = Respond(404, {"detail": "Not Found"}, path="/v1/models", methods=("GET",))
+    with FaultProxy(plain_server.url, rules=[broken, unserved]) as gateway:
+        report = pytester.path / "report.yaml"
+        run_suites(
+            pytester,
+            "-m",
+            "wire",
+            f"--vllm-ingress-url={gateway.url}",
+            f"--vllm-report={report}",
+            url=plain_server.url,
+            profile=PLAIN_PROFILE,
+        )
+    assert gateway.hits[0] > 0 and gateway.hits[1] > 0, "the faults never happened"
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, {**WIRE_PLAIN, "wire.completion_shape": {"failed": 2}})
+    for case in ("plain", "logprobs"):
+        failed = failed_checks(junit)[f"wire.completion_shape[{COMPLETIONS} {case}]"]
+        assert "introduced by the ingress: the same request straight to vLLM is conformant" in failed, failed
+        assert "$.choices[0].text: expected string, got null" in failed
+    models = next(run for run in contract_runs(junit) if run.contract == "wire.models_shape")
+    assert models.properties.get("vllm_ingress_exposure") == "not exposed"
+    markdown = report.with_suffix(".md").read_text()
+    assert "GET /v1/models: not exposed by the ingress (it answered 404; the server behind it serves it)" in markdown
+    # What the proxy passes on unchanged is not a change; what it broke is not a departure either (a failure).
+    changes = {run.key: run.properties.get("vllm_wire_ingress_changes") for run in contract_runs(junit)}
+    assert not any(changes.values()), changes

@@ -15,6 +15,11 @@ model for a wildcard entry); the probes go through LiteLLM; the routes
 LiteLLM does not forward are reported "not exposed by the ingress", and none
 of LiteLLM's own routes is judged.
 
+The wire suite goes through LiteLLM in front of the plain server: every
+answer callers get is judged, the same request straight to vLLM says whose a
+failure is (vLLM's answers all conform, so every failure is the ingress's),
+and what LiteLLM changes in the answers is recorded as data.
+
 Needs a venv with litellm[proxy] (``make test-gateways`` builds one and sets
 VLLM_CONFORMANCE_LITELLM to its ``litellm``).
 """
@@ -29,6 +34,7 @@ import pytest
 from fixtures.litellm_proxy import LITELLM_ENV_VAR, LiteLLMProxy
 from tests.conftest import (
     GATED_PROFILE,
+    PLAIN_PROFILE,
     TEST_KEY,
     WATERMARK_APIS,
     assert_verdicts,
@@ -203,4 +209,90 @@ NOT_FORWARDED_BY_LITELLM = {
     "POST /is_scaling_elastic_ep",
     "POST /scale_elastic_ep",
     "POST /tokenize",
+}
+
+
+def test_wire_through_litellm_puts_each_difference_on_the_ingress_and_records_what_it_changes(
+    pytester, monkeypatch, plain_server
+):
+    monkeypatch.setenv("VLLM_CONFORMANCE_INGRESS_API_KEY", MASTER_KEY)  # plain vLLM holds no key; LiteLLM does
+    assert LITELLM is not None
+    with LiteLLMProxy(LITELLM, "config.yaml", plain_server.url, master_key=MASTER_KEY) as gateway:
+        report = pytester.path / "report.yaml"
+        result = run_suites(
+            pytester,
+            "-m",
+            "wire",
+            f"--vllm-ingress-url={gateway.url}",
+            f"--vllm-report={report}",
+            url=plain_server.url,
+            profile=PLAIN_PROFILE,
+        )
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, WIRE_THROUGH_LITELLM)
+    failed = failed_checks(junit)
+    for check, message in failed.items():  # vLLM's own answers conform (WIRE_PLAIN): every failure is LiteLLM's
+        assert "introduced by the ingress: the same request straight to vLLM is conformant" in message, check
+    for check, words in LITELLM_FAILURES.items():
+        assert words in failed[check], failed[check]
+    changes = {run.key: run.properties.get("vllm_wire_ingress_changes", "") for run in contract_runs(junit)}
+    for check, words in LITELLM_CHANGES.items():
+        for said in words:
+            assert said in changes[check], changes[check]
+    assert "the ingress against vLLM straight: only straight from vLLM: " in report.with_suffix(".md").read_text()
+    # LiteLLM forwards every route the wire suite uses (its own 404/405 would make one "not exposed").
+    assert not [run.key for run in contract_runs(junit) if run.properties.get("vllm_ingress_exposure")]
+    for artifact in (junit, report, report.with_suffix(".md")):
+        assert MASTER_KEY not in artifact.read_text()
+    assert result.ret == 1
+
+
+# The wire suite through LiteLLM 1.108.7 (examples/litellm/config.yaml) in front of plain vLLM 0.32, pinned so that a
+# LiteLLM upgrade that changes it shows here. Straight to vLLM every one of these passes (WIRE_PLAIN).
+WIRE_THROUGH_LITELLM = {
+    "wire.models_shape": "passed",
+    "wire.completion_shape": {"passed": 2},
+    "wire.completion_stream_shape": {"failed": 2},
+    "wire.completion_stream_framing": {"failed": 2},
+    "wire.chat_shape": {"passed": 2},
+    "wire.chat_stream_shape": {"failed": 2},
+    "wire.chat_stream_framing": {"failed": 1, "passed": 1},
+    "wire.embeddings_shape": "not claimed",
+    "wire.error_shape": "passed",
+    "wire.stream_errors_before_streaming": {"failed": 1, "passed": 3},
+    "wire.error_status_map": {"failed": 4, "passed": 2},
+}
+CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
+# What breaks clients behind LiteLLM, each absent straight from vLLM.
+LITELLM_FAILURES = {
+    # Chunks re-serialized without finish_reason (OpenAI: null until the last) ...
+    f"wire.chat_stream_shape[{CHAT} stream]": "$.choices[0].finish_reason: expected the field (required by OpenAI)",
+    # ... a final completion chunk without text, ...
+    f"wire.completion_stream_shape[{COMPLETIONS} stream]": "$.choices[0].text: expected the field",
+    # ... the usage chunk carrying a choice, ...
+    f"wire.chat_stream_framing[{CHAT} stream usage logprobs]": "the usage chunk carries 1 choice(s), not []",
+    # ... usage (all zeros) on every completion chunk nobody asked it for, and streamed completion logprobs dropped,
+    f"wire.completion_stream_framing[{COMPLETIONS} stream]": "usage sent without stream_options.include_usage",
+    f"wire.completion_stream_framing[{COMPLETIONS} stream usage logprobs]": "streamed without its logprobs",
+    # a token-id prompt (over the limit) answered 500 "Unmapped prompt format" instead of vLLM's 400,
+    f"wire.stream_errors_before_streaming[{COMPLETIONS} prompt over the limit]": "got 500",
+    # and errors rewritten: error.type null or "invalid_request_error", error.param null or "request_body".
+    "wire.error_status_map[unknown model (POST /v1/completions)]": "$.error.type: expected 'NotFoundError', got None",
+    "wire.error_status_map[malformed JSON (POST /v1/completions)]": "got 'invalid_request_error'",
+}
+# What LiteLLM changes in answers that still conform: vLLM's extensions dropped or moved, its own added.
+LITELLM_CHANGES = {
+    f"wire.chat_shape[{CHAT} plain]": (
+        "choices.*.token_ids (extension field)",
+        "prompt_token_ids (extension field)",
+        "kv_transfer_params (extension field)",
+        "only through the ingress: choices.*.message.provider_specific_fields (extension field), "
+        "choices.*.provider_specific_fields (extension field)",
+    ),
+    "wire.models_shape": ("only straight from vLLM: data.*.max_model_len (extension field)",),  # an empty model list
+    "wire.error_shape[/v1/chat/completions unknown model]": ("only straight from vLLM: error.code (integer)",),
+    # LiteLLM refuses an over-maximum top_logprobs with 400 before streaming, where vLLM sends 200 and an error event.
+    f"wire.stream_errors_before_streaming[{CHAT} top_logprobs over the maximum]": (
+        "status 200 straight from vLLM, 400 through the ingress",
+    ),
 }

@@ -103,6 +103,27 @@ def error_exchanges(ctx: CaseContext) -> list[Exchange]:
     raise NoCases("the server serves none of /v1/chat/completions, /v1/completions, /v1/embeddings")
 
 
+@dataclass
+class Verdict:
+    """One answer judged: what breaks OpenAI's shape, what is only reported, and where it departs from OpenAI.
+
+    ``departures``: field pattern -> how the answer leaves OpenAI's schema there
+    (``extension`` for a field OpenAI does not define, else the deviation's
+    kind: ``null``, ``integer``, ``missing``), whether reported or, under
+    strict, failed; comparing two answers' departures says what an ingress
+    changed. ``headline`` opens the failure message (the request and answer).
+    """
+
+    headline: str = ""
+    status: int | None = None  # the answer's HTTP status
+    failures: list[str] = field(default_factory=list)
+    reported: list[str] = field(default_factory=list)
+    departures: dict[str, str] = field(default_factory=dict)
+
+    def message(self) -> str:
+        return f"{self.headline}:\n  " + "\n  ".join(self.failures)
+
+
 @dataclass(frozen=True)
 class WireRules:
     """The contract data for the server's version, and the profile's strictness."""
@@ -113,29 +134,35 @@ class WireRules:
     strict_basis: str
     version_label: str
 
-    def verdict(self, answer: str, bodies: Sequence[tuple[str, Any]]) -> tuple[list[str], list[str]]:
-        """Judge each (label, body) as ``answer``: (failures, report lines).
+    def verdict(
+        self, answer: str, bodies: Sequence[tuple[str, Any]], headline: str = "", status: int | None = None
+    ) -> Verdict:
+        """Judge each (label, body) as ``answer``.
 
         Deviations and extensions are report lines, once per field whatever
         the event; under strict they fail instead.
         """
-        failures: list[str] = []
+        judged = Verdict(headline, status)
         reported: dict[str, str] = {}
         known = self.extension_fields.get(answer, ())
         for label, body in bodies:
             judgement = judge(answer, body, self.deviations)
-            failures += [f"{label}{finding}" for finding in judgement.failures]
+            judged.failures += [f"{label}{finding}" for finding in judgement.failures]
             for finding, deviation in judgement.deviations:
                 sent = "omits it" if finding.kind == "missing" else f"sends {finding.kind}"
                 reported.setdefault(finding.pattern, f"{finding.pattern}: vLLM {sent} ({deviation.why})")
+                judged.departures.setdefault(finding.pattern, finding.kind)
             for finding in judgement.extensions:
                 listed = any(fnmatchcase(finding.pattern, pattern) for pattern in known)
                 note = "vLLM extension" if listed else f"extension not in the contract data for {self.version_label}"
                 reported.setdefault(finding.pattern, f"{finding.pattern}: {note}")
+                judged.departures.setdefault(finding.pattern, finding.kind)
         lines = list(reported.values())
         if self.strict:
-            return failures + [f"{line} [wire.strict_openai is true ({self.strict_basis})]" for line in lines], []
-        return failures, lines
+            judged.failures += [f"{line} [wire.strict_openai is true ({self.strict_basis})]" for line in lines]
+        else:
+            judged.reported = lines
+        return judged
 
 
 def rules_for(expect: Expectations) -> WireRules:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext
-from pytest_vllm_conformance.features.wire import Exchange, WireRules
+from pytest_vllm_conformance.features.wire import Exchange, Verdict, WireRules
 from pytest_vllm_conformance.features.wire import stream as sse
 from pytest_vllm_conformance.target.client import Response
 
@@ -92,22 +92,27 @@ def prestream_answer(response: Response) -> str:
     return f"{response.status} {content_type or 'no content type'}"
 
 
-def prestream_verdict(rules: WireRules, probe: PreStreamProbe, response: Response) -> tuple[str, str]:
-    """(failure, report line) of a probe's answer; either may be empty."""
+def prestream_verdict(rules: WireRules, probe: PreStreamProbe, response: Response) -> Verdict:
+    """The probe's answer: refused before any event with the probe's status, or what the version is known to do."""
+    judged = Verdict(response.describe(), response.status)
     seen = prestream_answer(response)
     if seen == str(probe.status):
-        return "", ""
+        return judged
     said = (
-        f"{response.describe()}: a streamed request that fails validation ({probe.name}) must be refused with "
+        f"a streamed request that fails validation ({probe.name}) must be refused with "
         f"{probe.status} and a JSON error body before any event, got {seen}: {response.text[:200]!r}; "
         f"{PRESTREAM_BREAKS}"
     )
+    judged.departures["answer"] = seen
     if probe.vllm_sends and seen == probe.vllm_sends:
         known = f"{probe.id}: {rules.version_label} sends {seen} ({probe.why}); {PRESTREAM_BREAKS}"
         if rules.strict:
-            return f"{said} [wire.strict_openai is true ({rules.strict_basis})]", ""
-        return "", known
-    return said, ""
+            judged.failures.append(f"{said} [wire.strict_openai is true ({rules.strict_basis})]")
+        else:
+            judged.reported.append(known)
+        return judged
+    judged.failures.append(said)
+    return judged
 
 
 # What a client reading OpenAI's envelope gets from each of vLLM's other error shapes, quoted in reports.
@@ -188,29 +193,32 @@ def _envelope(payload: Any) -> str | None:
     return None
 
 
-def status_map_verdict(rules: WireRules, probe: ErrorProbe, response: Response) -> tuple[list[str], list[str]]:
-    """(failures, report lines): the status, envelope, type and param the version documents, and OpenAI's shape."""
+def status_map_verdict(rules: WireRules, probe: ErrorProbe, response: Response) -> Verdict:
+    """The status, envelope, type and param the version documents, and OpenAI's shape."""
     payload = response.json_or_none()
     envelope = _envelope(payload)
-    failures: list[str] = []
-    reported: list[str] = []
+    judged = Verdict(f"{probe}: {response.describe()} {response.text[:300]!r}", response.status)
     if response.status != probe.status:
-        failures.append(f"status {response.status}, expected {probe.status}")
+        judged.failures.append(f"status {response.status}, expected {probe.status}")
+    if envelope != "openai":
+        judged.departures["envelope"] = envelope or "no known error shape"
     if envelope != probe.envelope:
-        failures.append(f"expected {ENVELOPES[probe.envelope]}, got {envelope or 'no known error shape'}")
+        judged.failures.append(f"expected {ENVELOPES[probe.envelope]}, got {envelope or 'no known error shape'}")
     elif envelope == "openai":
         error = payload["error"]
         for key, value in probe.expected.items():
             if error.get(key) != value:
-                failures.append(f"$.error.{key}: expected {value!r}, got {error.get(key)!r}")
+                judged.failures.append(f"$.error.{key}: expected {value!r}, got {error.get(key)!r}")
         if not isinstance(error.get("message"), str) or not error["message"]:
-            failures.append(f"$.error.message: expected a message, got {error.get('message')!r}")
-        shape_failures, reported = rules.verdict("error", [("", payload)])
-        failures += shape_failures
+            judged.failures.append(f"$.error.message: expected a message, got {error.get('message')!r}")
+        shape = rules.verdict("error", [("", payload)])
+        judged.failures += shape.failures
+        judged.reported += shape.reported
+        judged.departures.update(shape.departures)
     else:
         line = f"{probe.id}: {rules.version_label} answers {ENVELOPES[envelope]}"
         if rules.strict:
-            failures.append(f"{line} [wire.strict_openai is true ({rules.strict_basis})]")
+            judged.failures.append(f"{line} [wire.strict_openai is true ({rules.strict_basis})]")
         else:
-            reported.append(line)
-    return failures, reported
+            judged.reported.append(line)
+    return judged
