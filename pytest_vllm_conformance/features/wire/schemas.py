@@ -22,7 +22,17 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 SCHEMA_DIR = "schemas"
-ANSWERS = ("models", "completion", "completion_chunk", "chat_completion", "chat_chunk", "embeddings", "error")
+ANSWERS = (
+    "models",
+    "completion",
+    "completion_chunk",
+    "chat_completion",
+    "chat_chunk",
+    "embeddings",
+    "error",
+    "responses",
+    "responses_event",
+)
 
 
 def _schema_files() -> dict[str, dict[str, Any]]:
