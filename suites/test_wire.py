@@ -13,7 +13,7 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.features import wire
-from pytest_vllm_conformance.features.wire import errors
+from pytest_vllm_conformance.features.wire import errors, responses_stream
 from pytest_vllm_conformance.features.wire import stream as sse
 
 
@@ -55,10 +55,10 @@ def _json(response, status=200):
     return response.json()
 
 
-def _events(response):
+def _events(response, *, named_events=False):
     assert response.status == 200, f"expected 200: {response.describe()} {response.text[:200]!r}"
     assert not response.truncated, f"{response.describe()}: the stream passed the byte cap"
-    return sse.parse(response.body)
+    return sse.parse(response.body, named_events=named_events)
 
 
 @contract("wire.models_shape")
@@ -161,3 +161,42 @@ def test_chat_stream_framing(exchange, answer):
     events = _events(response)
     problems = [*_framing_problems(exchange, events), *sse.role_problems(events)]
     assert not problems, f"{response.describe()}: framed as OpenAI clients cannot parse:\n  " + "\n  ".join(problems)
+
+
+@contract("wire.stream_continuous_usage")
+@each("exchange", wire.continuous_usage_exchanges)
+def test_stream_continuous_usage(exchange, answer):
+    response = answer(exchange)
+    # The usage only: the SSE framing itself ([DONE], data lines) is the framing contracts' to judge.
+    problems = sse.continuous_usage_problems(_events(response), max_tokens=wire.MAX_TOKENS, chat=exchange.chat)
+    assert not problems, f"{response.describe()}: usage not streamed as continuous_usage_stats asks:\n  " + "\n  ".join(
+        problems
+    )
+
+
+@contract("wire.responses_shape")
+@each("exchange", wire.responses_exchanges)
+def test_responses_shape(exchange, answer, hold):
+    response = answer(exchange)
+    hold(response, exchange.answer, [("", _json(response))])
+
+
+@contract("wire.responses_stream_shape")
+@each("exchange", wire.responses_stream_exchanges)
+def test_responses_stream_shape(exchange, answer, hold):
+    response = answer(exchange)
+    events = _events(response, named_events=True)
+    hold(response, exchange.answer, [(f"event {e.number} ", e.payload) for e in events.chunks()])
+
+
+@contract("wire.responses_stream_framing")
+@each("exchange", wire.responses_stream_exchanges)
+def test_responses_stream_framing(exchange, answer, rules, vllm_expect, vllm_record):
+    response = answer(exchange)
+    events = _events(response, named_events=True)
+    terminal = vllm_expect.fact("wire_responses_terminal_event")
+    failures, reported = responses_stream.framing_verdict(rules, terminal, events)
+    if reported:
+        vllm_record("wire_report", "; ".join(reported))
+        vllm_record("figures", "; ".join(reported))
+    assert not failures, f"{response.describe()}: framed as OpenAI's clients cannot read:\n  " + "\n  ".join(failures)
