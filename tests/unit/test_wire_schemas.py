@@ -20,9 +20,11 @@ from typing import Any
 import pytest
 import yaml
 from jsonschema import Draft202012Validator
+from packaging.version import Version
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from pytest_vllm_conformance.catalogue import contracts
 from pytest_vllm_conformance.features.wire import schemas
 
 REPO = Path(__file__).resolve().parents[2]
@@ -249,3 +251,15 @@ def test_findings_sort_into_failures_deviations_and_extensions():
     assert [str(f) for f in schemas.judge("error", body, [deviation]).failures] == [
         "$.error.message: expected string, got null"
     ]
+
+
+def test_a_responses_usage_without_cache_write_tokens_is_a_deviation_before_0_31_only():
+    body = json.loads((SAMPLES / "responses.json").read_text())
+    del body["usage"]["input_tokens_details"]["cache_write_tokens"]
+    catalogue = contracts.load()
+    for version, deviates in (("0.29.0", True), ("0.32.0", False)):
+        deviations = schemas.deviations_from(catalogue.fact("wire_deviations", Version(version)))
+        judged = schemas.judge("responses", body, deviations)
+        missing = {f.pattern for f in judged.failures}
+        assert ("usage.input_tokens_details.cache_write_tokens" in missing) is not deviates, version
+        assert len(judged.deviations) == (5 if deviates else 4), version
