@@ -19,7 +19,7 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.features import wire
-from pytest_vllm_conformance.features.wire import Verdict, errors, ingress
+from pytest_vllm_conformance.features.wire import Verdict, errors, ingress, responses_stream
 from pytest_vllm_conformance.features.wire import stream as sse
 
 
@@ -90,14 +90,18 @@ def _unreadable(response, status=200, stream=False):
 
 @pytest.fixture
 def shape(rules):
-    """``shape(kind, status=200, stream=False)``: a judge of the body (each event's, for a stream) as ``kind``."""
+    """``shape(kind, status=200, stream=False)``: a judge of the body (each event's, for a stream) as ``kind``.
 
-    def shape(kind, status=200, stream=False):
+    A Responses stream (``named_events``) has ``event:`` lines and no ``[DONE]``.
+    """
+
+    def shape(kind, status=200, stream=False, named_events=False):
         def judge(response):
             if problem := _unreadable(response, status, stream):
                 return Verdict(response.describe(), response.status, [problem])
             if stream:
-                bodies = [(f"event {e.number} ", e.payload) for e in sse.parse(response.body).chunks()]
+                events = sse.parse(response.body, named_events=named_events).chunks()
+                bodies = [(f"event {e.number} ", e.payload) for e in events]
             else:
                 bodies = [("", response.json())]
             return rules.verdict(kind, bodies, f"{response.describe()}: not OpenAI's {kind} shape", response.status)
@@ -206,3 +210,47 @@ def test_completion_stream_framing(exchange, judged, vllm_facts):
 @each("exchange", wire.chat_stream_exchanges)
 def test_chat_stream_framing(exchange, judged, vllm_facts):
     judged(f"POST {exchange}", _send(exchange, vllm_facts.model), framing(exchange))
+
+
+@contract("wire.stream_continuous_usage")
+@each("exchange", wire.continuous_usage_exchanges)
+def test_stream_continuous_usage(exchange, judged, vllm_facts):
+    def judge(response):
+        # The usage only: the SSE framing itself ([DONE], data lines) is the framing contracts' to judge.
+        headline = f"{response.describe()}: usage not streamed as continuous_usage_stats asks"
+        if problem := _unreadable(response, stream=True):
+            return Verdict(headline, response.status, [problem])
+        events = sse.parse(response.body)
+        problems = sse.continuous_usage_problems(events, max_tokens=wire.MAX_TOKENS, chat=exchange.chat)
+        return Verdict(headline, response.status, problems)
+
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), judge)
+
+
+@contract("wire.responses_shape")
+@each("exchange", wire.responses_exchanges)
+def test_responses_shape(exchange, judged, shape, vllm_facts):
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), shape(exchange.answer))
+
+
+@contract("wire.responses_stream_shape")
+@each("exchange", wire.responses_stream_exchanges)
+def test_responses_stream_shape(exchange, judged, shape, vllm_facts):
+    judge = shape(exchange.answer, stream=True, named_events=True)
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), judge)
+
+
+@contract("wire.responses_stream_framing")
+@each("exchange", wire.responses_stream_exchanges)
+def test_responses_stream_framing(exchange, judged, rules, vllm_expect, vllm_facts):
+    terminal = vllm_expect.fact("wire_responses_terminal_event")
+
+    def judge(response):
+        headline = f"{response.describe()}: framed as OpenAI's clients cannot read"
+        if problem := _unreadable(response, stream=True):
+            return Verdict(headline, response.status, [problem])
+        events = sse.parse(response.body, named_events=True)
+        failures, reported = responses_stream.framing_verdict(rules, terminal, events)
+        return Verdict(headline, response.status, failures, reported)
+
+    judged(f"POST {exchange}", _send(exchange, vllm_facts.model), judge)

@@ -3,8 +3,9 @@
 Each fault is one rule of the fault proxy in front of the real plain server:
 a required field nulled, ``[DONE]`` dropped or sent twice, a choice finished
 twice, the usage chunk carrying choices, a validation error sent as 200 and
-an error event, an error body without its type. Every other wire contract
-must still pass.
+an error event, an error body without its type, a Responses answer or event
+with a required field nulled, a Responses stream without its terminal event,
+a continuous usage chunk without usage. Every other wire contract must still pass.
 """
 
 import pytest
@@ -22,8 +23,8 @@ from tests.integration.test_suites_on_real_vllm import WIRE_PLAIN
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 
-CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
-WITH_USAGE, WITHOUT_USAGE = "stream usage logprobs", "stream"
+CHAT, COMPLETIONS, RESPONSES = "/v1/chat/completions", "/v1/completions", "/v1/responses"
+WITH_USAGE, WITHOUT_USAGE, CONTINUOUS = "stream usage logprobs", "stream", "stream continuous usage logprobs"
 
 # fault id -> (the proxy's one rule, the verdicts it changes, {failed test: words its message must hold})
 FAULTS = {
@@ -49,8 +50,15 @@ FAULTS = {
     ),
     "the usage chunk carrying choices": (
         RewriteStream(edit="usage_with_choices", path=CHAT),
-        {"wire.chat_stream_framing": {"failed": 1, "passed": 1}},
-        {f"wire.chat_stream_framing[{CHAT} {WITH_USAGE}]": "$.choices: the usage chunk carries 1 choice(s), not []"},
+        # The continuous-usage stream's final usage chunk carries them too.
+        {
+            "wire.chat_stream_framing": {"failed": 1, "passed": 1},
+            "wire.stream_continuous_usage": {"failed": 1, "passed": 1},
+        },
+        {
+            f"wire.chat_stream_framing[{CHAT} {WITH_USAGE}]": "$.choices: the usage chunk carries 1 choice(s), not []",
+            f"wire.stream_continuous_usage[{CHAT} {CONTINUOUS}]": "$.choices: expected exactly one final usage chunk",
+        },
     ),
     "an error turned into 200 and an error event": (
         ErrorAsStreamEvent(path=COMPLETIONS),
@@ -72,6 +80,30 @@ FAULTS = {
         {
             "wire.error_status_map[unknown model (POST /v1/completions)]": (
                 "$.error.param: expected 'model', got 'body.model'"
+            )
+        },
+    ),
+    "a Responses answer's text nulled": (
+        RewriteJsonResponse(("output", 0, "content", 0, "text"), None, path=RESPONSES),
+        {"wire.responses_shape": "failed"},
+        {f"wire.responses_shape[{RESPONSES} plain]": "$.output[0].content[0].text: expected string, got null"},
+    ),
+    "a Responses event's required field nulled": (
+        RewriteStream(edit="null_output_item_index", path=RESPONSES),
+        {"wire.responses_stream_shape": "failed"},
+        {f"wire.responses_stream_shape[{RESPONSES} stream]": "event 3 $.output_index: expected integer, got null"},
+    ),
+    "the Responses terminal event dropped": (
+        RewriteStream(edit="drop_terminal", path=RESPONSES),
+        {"wire.responses_stream_framing": "failed"},
+        {f"wire.responses_stream_framing[{RESPONSES} stream]": "$.type: expected exactly one terminal event"},
+    ),
+    "continuous usage dropped from a middle chunk": (
+        RewriteStream(edit="drop_mid_stream_usage", path=COMPLETIONS),
+        {"wire.stream_continuous_usage": {"failed": 1, "passed": 1}},
+        {
+            f"wire.stream_continuous_usage[{COMPLETIONS} {CONTINUOUS}]": (
+                "event 2 $.usage: a chunk without usage under continuous_usage_stats"
             )
         },
     ),

@@ -110,6 +110,10 @@ WIRE_PLAIN = {
     "wire.error_shape": "passed",
     "wire.stream_errors_before_streaming": {"passed": 4},
     "wire.error_status_map": {"passed": 6},
+    "wire.stream_continuous_usage": {"passed": 2},
+    "wire.responses_shape": "passed",
+    "wire.responses_stream_shape": "passed",
+    "wire.responses_stream_framing": "passed",
 }
 GUARDED = [
     "auth.guarded_route_refuses_missing_key",

@@ -40,6 +40,15 @@ def test_deviations_are_reported_not_failed(pytester, plain_server):
     top = reported["wire.stream_errors_before_streaming[/v1/chat/completions top_logprobs over the maximum]"]
     assert "vLLM 0.32.0 sends 200 and an error event" in top
     assert "the OpenAI SDKs raise on an error status" in top
+    responses = reported["wire.responses_shape[/v1/responses plain]"]
+    for words in ("error: vLLM omits it", "output.*.content.*.logprobs: vLLM sends null", "kv_transfer_params: vLLM"):
+        assert words in responses, responses
+    assert "response.usage: vLLM sends null" in reported["wire.responses_stream_shape[/v1/responses stream]"]
+    # max_output_tokens reached: OpenAI ends with response.incomplete, vLLM with response.completed.
+    terminal = reported["wire.responses_stream_framing[/v1/responses stream]"]
+    assert (
+        "response.completed ends a response whose status is 'incomplete'; OpenAI sends response.incomplete" in terminal
+    )
     route = reported["wire.error_status_map[unknown route (GET /v1/no-such-route-wire-probe)]"]
     assert 'answers FastAPI\'s {"detail": ...}: clients that read error.message get nothing' in route
     assert "error.code: vLLM sends integer" in report.with_suffix(".md").read_text()
@@ -58,6 +67,9 @@ def test_strict_openai_fails_every_shape_on_them(pytester, plain_server):
             "wire.error_shape": "failed",
             "wire.stream_errors_before_streaming": {"failed": 1, "passed": 3},
             "wire.error_status_map": {"failed": 6},
+            "wire.responses_shape": "failed",
+            "wire.responses_stream_shape": "failed",
+            "wire.responses_stream_framing": "failed",
         },
     )
     error = failed_checks(junit)["wire.error_shape[/v1/chat/completions unknown model]"]

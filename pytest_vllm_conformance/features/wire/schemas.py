@@ -22,7 +22,17 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 SCHEMA_DIR = "schemas"
-ANSWERS = ("models", "completion", "completion_chunk", "chat_completion", "chat_chunk", "embeddings", "error")
+ANSWERS = (
+    "models",
+    "completion",
+    "completion_chunk",
+    "chat_completion",
+    "chat_chunk",
+    "embeddings",
+    "error",
+    "responses",
+    "responses_event",
+)
 
 
 def _schema_files() -> dict[str, dict[str, Any]]:
@@ -169,9 +179,13 @@ class Deviation:
         )
 
 
-def deviations_from(raw: Sequence[Mapping[str, Any]]) -> tuple[Deviation, ...]:
+def deviations_from(raw: Sequence[Any]) -> tuple[Deviation, ...]:
+    """The contract data's entries; an entry that is a list (another range's, by YAML alias) stands for its entries."""
+    entries: list[Mapping[str, Any]] = [
+        item for entry in raw for item in (entry if isinstance(entry, list) else [entry])
+    ]
     return tuple(
-        Deviation(tuple(entry.get("answers", ["*"])), entry["at"], entry["seen"], entry["why"]) for entry in raw
+        Deviation(tuple(entry.get("answers", ["*"])), entry["at"], entry["seen"], entry["why"]) for entry in entries
     )
 
 

@@ -5,6 +5,10 @@ The SDKs split the body on blank lines, take each ``data:`` line, stop at
 are skipped. A body that breaks this (a line that is not ``data:``, a
 second ``[DONE]``, events after it, a stream without it) breaks them, so
 each of those is a framing problem here, named by event number and JSON path.
+
+A Responses stream is framed otherwise: each event names its type on an
+``event:`` line before its ``data:``, and the stream ends with its terminal
+event, not ``[DONE]`` (``parse(body, named_events=True)``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 DONE = "[DONE]"
 
@@ -22,6 +26,7 @@ class Event:
     number: int  # 1-based, as a message names it
     data: str
     payload: Any = None  # the parsed JSON, None for [DONE] or what does not parse
+    name: str | None = None  # the `event:` line's value (Responses streams), None without one
 
     @property
     def done(self) -> bool:
@@ -46,18 +51,22 @@ class Stream:
                 yield event
 
 
-def parse(body: bytes) -> Stream:
+def parse(body: bytes, *, named_events: bool = False) -> Stream:
+    """The events of an SSE body and its framing problems; ``named_events``: a Responses stream."""
     stream = Stream()
+    fields = ("data:", "event:") if named_events else ("data:",)
     text = body.decode("utf-8", errors="replace").replace("\r\n", "\n")
     for block in text.split("\n\n"):
         lines = [line for line in block.split("\n") if line and not line.startswith(":")]
         if not lines:
             continue
         number = len(stream.events) + 1
-        stray = [line for line in lines if not line.startswith("data:")]
+        stray = [line for line in lines if not line.startswith(fields)]
         if stray:
-            stream.problems.append(f"event {number}: a line that is not `data:` ({stray[0][:80]!r})")
+            allowed = " or ".join(f"`{field}`" for field in fields)
+            stream.problems.append(f"event {number}: a line that is not {allowed} ({stray[0][:80]!r})")
         data = "\n".join(line[5:].removeprefix(" ") for line in lines if line.startswith("data:"))
+        names = [line[6:].strip() for line in lines if line.startswith("event:")]
         payload = None
         if data != DONE:
             try:
@@ -67,9 +76,9 @@ def parse(body: bytes) -> Stream:
             else:
                 if not isinstance(payload, dict):
                     stream.problems.append(f"event {number}: data is JSON but not an object ({data[:80]!r})")
-        stream.events.append(Event(number, data, payload))
+        stream.events.append(Event(number, data, payload, names[-1] if names else None))
     done = [event.number for event in stream.events if event.done]
-    if not done:
+    if not done and not named_events:
         stream.problems.append("the stream does not end with `data: [DONE]`")
     elif len(done) > 1:
         stream.problems.append(f"`data: [DONE]` is sent {len(done)} times (events {', '.join(map(str, done))})")
@@ -123,20 +132,22 @@ def usage_problems(stream: Stream, *, asked: bool, max_tokens: int, tokens_strea
     if len(carrying) != 1:
         numbers = ", ".join(str(e.number) for e in carrying) or "none"
         return [f"$.usage: expected exactly one usage chunk with stream_options.include_usage, got events {numbers}"]
-    event = carrying[0]
-    usage, problems = event.payload["usage"], []
+    return _final_usage_problems(stream, carrying[0], max_tokens=max_tokens, tokens_streamed=tokens_streamed)
+
+
+def _final_usage_problems(stream: Stream, event: Event, *, max_tokens: int, tokens_streamed: int | None) -> list[str]:
+    """The usage chunk: choices [], the last before [DONE], counts that add up to what was streamed."""
+    problems = []
     if event.payload.get("choices") != []:
         carried = len(event.choices())
         problems.append(f"event {event.number} $.choices: the usage chunk carries {carried} choice(s), not []")
     last = [e.number for e in stream.chunks()][-1]
     if event.number != last:
         problems.append(f"event {event.number} $.usage: the usage chunk is not the last before [DONE] (event {last})")
-    if not isinstance(usage, dict):
-        return [*problems, f"event {event.number} $.usage: expected an object, got {usage!r}"]
-    counts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")]
-    prompt, completion, total = (n if isinstance(n, int) else -1 for n in counts)
-    if -1 in (prompt, completion, total):
-        return [*problems, f"event {event.number} $.usage: token counts are not integers: {usage}"]
+    counts = _counts(event)
+    if isinstance(counts, str):
+        return [*problems, counts]
+    prompt, completion, total = counts
     if total != prompt + completion:
         problems.append(f"event {event.number} $.usage.total_tokens: {prompt} + {completion} != {total}")
     if not 0 < completion <= max_tokens:
@@ -149,16 +160,77 @@ def usage_problems(stream: Stream, *, asked: bool, max_tokens: int, tokens_strea
     return problems
 
 
+def _counts(event: Event) -> tuple[int, int, int] | str:
+    """(prompt, completion, total) tokens of an event's usage, or what is wrong with it."""
+    usage = event.payload.get("usage")
+    if not isinstance(usage, dict):
+        return f"event {event.number} $.usage: expected an object, got {usage!r}"
+    prompt, completion, total = (usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    if not (_count(prompt) and _count(completion) and _count(total)):
+        return f"event {event.number} $.usage: token counts are not integers: {usage}"
+    return prompt, completion, total
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def continuous_usage_problems(stream: Stream, *, max_tokens: int, chat: bool) -> list[str]:
+    """With stream_options.continuous_usage_stats: usage on every chunk, counting the tokens streamed so far.
+
+    Every chunk's usage adds up, keeps the prompt's count, and its
+    completion_tokens are the tokens the stream's logprobs have carried up to
+    and including that chunk (so they never shrink); the final usage chunk
+    keeps the include_usage rules: the one chunk with choices [], last, its
+    count the whole stream's.
+    """
+    problems: list[str] = []
+    chunks = list(stream.chunks())
+    streamed, prompts = 0, set()
+    for event in chunks:
+        streamed += _logprob_entries(event, chat=chat)  # counted whether or not this chunk says so
+        if event.payload.get("usage") is None:
+            problems.append(f"event {event.number} $.usage: a chunk without usage under continuous_usage_stats")
+            continue
+        counts = _counts(event)
+        if isinstance(counts, str):
+            problems.append(counts)
+            continue
+        prompt, completion, total = counts
+        prompts.add(prompt)
+        if total != prompt + completion:
+            problems.append(f"event {event.number} $.usage.total_tokens: {prompt} + {completion} != {total}")
+        if event.payload.get("choices") == []:
+            continue  # the final usage chunk: judged below
+        if completion != streamed:
+            problems.append(
+                f"event {event.number} $.usage.completion_tokens: {completion}, but {streamed} token(s) "
+                "streamed up to this chunk"
+            )
+    if len(prompts) > 1:
+        problems.append(f"$.usage.prompt_tokens: changes during the stream ({sorted(prompts)})")
+    finals = [event for event in chunks if event.payload.get("choices") == []]
+    if len(finals) != 1:
+        numbers = ", ".join(str(e.number) for e in finals) or "none"
+        problems.append(f"$.choices: expected exactly one final usage chunk with choices [], got events {numbers}")
+    elif finals[0].payload.get("usage") is not None:
+        problems += _final_usage_problems(stream, finals[0], max_tokens=max_tokens, tokens_streamed=streamed)
+    return problems
+
+
+def _logprob_entries(event: Event, *, chat: bool) -> int:
+    count = 0
+    for choice in event.choices():
+        logprobs = choice.get("logprobs")
+        if isinstance(logprobs, dict):
+            entries = logprobs.get("content") if chat else logprobs.get("tokens")
+            count += len(entries) if isinstance(entries, list) else 0
+    return count
+
+
 def streamed_tokens(stream: Stream, *, chat: bool) -> int:
     """How many tokens the stream's logprobs account for (one entry per sampled token)."""
-    count = 0
-    for event in stream.chunks():
-        for choice in event.choices():
-            logprobs = choice.get("logprobs")
-            if isinstance(logprobs, dict):
-                entries = logprobs.get("content") if chat else logprobs.get("tokens")
-                count += len(entries) if isinstance(entries, list) else 0
-    return count
+    return sum(_logprob_entries(event, chat=chat) for event in stream.chunks())
 
 
 def logprob_problems(stream: Stream, *, chat: bool) -> list[str]:
