@@ -261,6 +261,10 @@ WIRE_THROUGH_LITELLM = {
     "wire.error_shape": "passed",
     "wire.stream_errors_before_streaming": {"failed": 1, "passed": 3},
     "wire.error_status_map": {"failed": 4, "passed": 2},
+    "wire.stream_continuous_usage": {"failed": 2},
+    "wire.responses_shape": "passed",
+    "wire.responses_stream_shape": "failed",
+    "wire.responses_stream_framing": "passed",
 }
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
 # What breaks clients behind LiteLLM, each absent straight from vLLM.
@@ -279,6 +283,14 @@ LITELLM_FAILURES = {
     # and errors rewritten: error.type null or "invalid_request_error", error.param null or "request_body".
     "wire.error_status_map[unknown model (POST /v1/completions)]": "$.error.type: expected 'NotFoundError', got None",
     "wire.error_status_map[malformed JSON (POST /v1/completions)]": "got 'invalid_request_error'",
+    # stream_options.continuous_usage_stats not honoured: no usage on the chunks, and no final usage chunk,
+    f"wire.stream_continuous_usage[{CHAT} stream continuous usage logprobs]": (
+        "event 1 $.usage: a chunk without usage under continuous_usage_stats"
+    ),
+    # and Responses stream events re-serialized without the response's instructions and metadata.
+    "wire.responses_stream_shape[/v1/responses stream]": (
+        "event 1 $.response.instructions: expected the field (required by OpenAI)"
+    ),
 }
 # What LiteLLM changes in answers that still conform: vLLM's extensions dropped or moved, its own added.
 LITELLM_CHANGES = {

@@ -199,6 +199,8 @@ class WireRules:
                 note = "vLLM extension" if listed else f"extension not in the contract data for {self.version_label}"
                 reported.setdefault(finding.pattern, f"{finding.pattern}: {note}")
                 judged.departures.setdefault(finding.pattern, finding.kind)
+        # A body that breaks several branches of one union breaks each the same way: say it once.
+        judged.failures = list(dict.fromkeys(judged.failures))
         lines = list(reported.values())
         if self.strict:
             judged.failures += [f"{line} [wire.strict_openai is true ({self.strict_basis})]" for line in lines]
