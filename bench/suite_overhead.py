@@ -20,7 +20,7 @@ the recording run), as an installed plugin does from its second run on; a
 machine that sets PYTHONDONTWRITEBYTECODE pays about 0.25 s more per suite run
 to compile the plugin and the suites again.
 
-    python bench/suite_overhead.py [--python PYTHON_WITH_VLLM] [--rounds N]
+    python bench/suite_overhead.py [--python PYTHON_WITH_VLLM] [--rounds N] [--markers EXPR]
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _command_env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def run_suites(url: str, workdir: Path) -> float:
+def run_suites(url: str, workdir: Path, markers: str) -> float:
     profile = workdir / "profile.yaml"
     profile.write_text(PROFILE)
     started = time.perf_counter()
@@ -122,7 +122,7 @@ def run_suites(url: str, workdir: Path) -> float:
             "pytest",
             str(REPO / "suites"),
             "-m",
-            MARKERS,
+            markers,
             f"--vllm-url={url}",
             f"--vllm-profile={profile}",
             "-q",
@@ -162,6 +162,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", help="interpreter with vLLM (default: this one)")
     parser.add_argument("--rounds", type=int, default=5, help="suite + replay pairs to take medians over")
+    parser.add_argument("--markers", default=MARKERS, help="the suites to time (a -m expression), to see one's share")
     args = parser.parse_args()
     model = tiny_models.build("tiny-llama")
     suite_times: list[float] = []
@@ -173,17 +174,17 @@ def main() -> None:
         workdir = Path(tmp)
         recorder = Record(log=[])
         with FaultProxy(server.url, rules=[recorder]) as proxy:
-            run_suites(proxy.url, workdir)  # warms the server and the bytecode cache, records the requests
+            run_suites(proxy.url, workdir, args.markers)  # warms the server and bytecode cache, records the requests
         requests_file = workdir / "requests.json"
         save_requests(recorder.log, requests_file)
         replay(server.url, requests_file, workdir)  # fills the bytecode cache of the replay's imports
         for _ in range(args.rounds):
-            suite_times.append(run_suites(server.url, workdir))
+            suite_times.append(run_suites(server.url, workdir, args.markers))
             replays.append(replay(server.url, requests_file, workdir))
     suite = statistics.median(suite_times)
     floor = statistics.median(wall for wall, _ in replays)
     loop = statistics.median(loop for _, loop in replays)
-    print(f"server: tiny-llama on vLLM, ready in {server.ready_seconds:.1f} s; suites: {MARKERS}")
+    print(f"server: tiny-llama on vLLM, ready in {server.ready_seconds:.1f} s; suites: {args.markers}")
     print(f"requests recorded:   {len(recorder.log)}")
     print(
         f"suite command:       {suite:.2f} s, median of {args.rounds} (pytest process: start-up, collection, reports)"
