@@ -205,12 +205,13 @@ def test_a_server_looser_than_declared_fails_the_bound_and_the_latency(pytester,
         r"\(profile looser-bound\) filled, [1-7] more were served",
         failed_checks(junit)["admission.burst_bounded"],
     )
-    # The bound held exactly, refusals judged against a microsecond: every one is too slow. A clean burst is
-    # measured up to three times; one that was not clean (a held request ended early) is judged as it is.
+    # The bound held, refusals judged against a microsecond: every one is too slow. A clean burst is measured up
+    # to three times; one that was not clean (a held request ended early) is judged as it is. vLLM's admission
+    # check races with a burst's arrivals: now and then one request of the seven is served, so fewer are timed.
     run_suites(pytester, "-m", "admission", "-k", "rejection_fast", url=bounded_server.url, profile=INSTANT_PROFILE)
     assert_verdicts(junit, {"admission.rejection_fast": "failed"})
     assert re.search(
-        r"the slowest of 7 refusals took (\d+\.\d{3} s, ){0,2}\d+\.\d{3} s in [1-3] burst\(s\), "
+        r"the slowest of [1-7] refusals took (\d+\.\d{3} s, ){0,2}\d+\.\d{3} s in [1-3] burst\(s\), "
         r"over the bound of 1e-06 s \(profile instant\) \(p50 \d+\.\d{3} s, p99 \d+\.\d{3} s\)",
         failed_checks(junit)["admission.rejection_fast"],
     )
