@@ -59,7 +59,14 @@ def test_any_run_captures_the_observed_profile(pytester, plain_server, tmp_path)
     assert "POST /v1/completions" in observed["routes"]
     assert "vllm:num_requests_running" in observed["metrics"]["names"]
     assert len(observed["tokenizer"]["sha256"]) == 64 and observed["tokenizer"]["chat_sha256"]
-    assert set(observed["wire_extensions"]) == {"completion", "completion_chunk", "chat_completion", "chat_chunk"}
+    assert set(observed["wire_extensions"]) == {
+        "completion",
+        "completion_chunk",
+        "chat_completion",
+        "chat_chunk",
+        "responses",
+        "responses_event",
+    }
     assert "choices.*.token_ids" in observed["wire_extensions"]["completion"]
     assert (profile.get("endpoint", "scale_out"), profile.get("endpoint", "auth")) == ("disabled", "none")
 

@@ -169,9 +169,23 @@ def test_0_29_wire_verdicts_match_its_facts(pytester, server_0_29):
     assert "choices.*.routed_experts: vLLM extension" in reports["wire.completion_shape[/v1/completions plain]"]
 
 
-# What a short greedy answer of each kind carries beyond OpenAI's schema, the same on 0.29 and 0.32
-# "plain" (routed_experts, null without --enable-return-routed-experts, is in both).
-EXTENSIONS_0_29_AND_0_32 = {
+# The Responses answer's vLLM fields, the same in both; its stream events wrap the response in "response".
+RESPONSES_EXTENSIONS = [
+    "ec_transfer_params",
+    "frequency_penalty",
+    "input_messages",
+    "kv_transfer_params",
+    "output_messages",
+    "presence_penalty",
+    "usage.input_tokens_details.cached_tokens_per_turn",
+    "usage.input_tokens_details.input_tokens_per_turn",
+    "usage.output_tokens_details.output_tokens_per_turn",
+    "usage.output_tokens_details.tool_output_tokens",
+    "usage.output_tokens_details.tool_output_tokens_per_turn",
+]
+# What a short greedy answer of each kind carries beyond OpenAI's schema on 0.29 (routed_experts, null
+# without --enable-return-routed-experts, is there already).
+EXTENSIONS_0_29 = {
     "completion": [
         "choices.*.prompt_logprobs",
         "choices.*.prompt_token_ids",
@@ -197,11 +211,19 @@ EXTENSIONS_0_29_AND_0_32 = {
         "prompt_token_ids",
     ],
     "chat_chunk": ["choices.*.stop_reason", "choices.*.token_ids", "prompt_text", "prompt_token_ids"],
+    "responses": RESPONSES_EXTENSIONS,
+    "responses_event": sorted(["item.summary", *(f"response.{name}" for name in RESPONSES_EXTENSIONS)]),
+}
+# 0.32 no longer sends a summary on the message items of Responses stream events (0.28-0.31 did).
+EXTENSIONS_0_32 = {
+    **EXTENSIONS_0_29,
+    "responses_event": [name for name in EXTENSIONS_0_29["responses_event"] if name != "item.summary"],
 }
 
 
 def test_a_0_29_capture_diffed_against_0_32_compares_the_extension_fields(pytester, server_0_29, served, tmp_path):
-    """Both captures hold the extension fields; 0.29 -> 0.32 drops and adds none, so the diff names none."""
+    """Both captures hold the extension fields; 0.29 -> 0.32 drops one, the message items' summary in Responses
+    stream events, and the diff fails exactly that."""
     old, new = tmp_path / "vllm-0.29.yaml", tmp_path / "vllm-0.32.yaml"
     run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={old}", url=server_0_29.url)
     server_0_32 = served("plain")  # the pool stops the 0.29 server first
@@ -209,9 +231,14 @@ def test_a_0_29_capture_diffed_against_0_32_compares_the_extension_fields(pytest
         pytester, "-m", "profile_diff", f"--vllm-baseline={old}", f"--vllm-capture-profile={new}", url=server_0_32.url
     )
     junit = pytester.path / "junit.xml"
-    for capture in (old, new):
-        assert load_profile(capture).data["observed"]["wire_extensions"] == EXTENSIONS_0_29_AND_0_32, capture
+    for capture, expected in ((old, EXTENSIONS_0_29), (new, EXTENSIONS_0_32)):
+        assert load_profile(capture).data["observed"]["wire_extensions"] == expected, capture
     diff = {run.case: run.verdict for run in contract_runs(junit) if run.contract == "profile_diff.serving_unchanged"}
-    assert not [case for case in diff if "extension" in case], diff
-    assert verdicts(junit)["profile_diff.serving_unchanged"] == {"failed": 1, "passed": len(diff) - 1}
-    assert diff["scale-out: enabled -> disabled"] == "failed"
+    removed = "responses_event extension field removed: item.summary"
+    assert [case for case in diff if "extension" in case] == [removed], diff
+    assert verdicts(junit)["profile_diff.serving_unchanged"] == {"failed": 2, "passed": len(diff) - 2}
+    assert diff["scale-out: enabled -> disabled"] == diff[removed] == "failed"
+    assert (
+        "find it gone (baseline item.summary, target None)"
+        in failed_checks(junit)[f"profile_diff.serving_unchanged[{removed}]"]
+    )

@@ -97,11 +97,14 @@ def test_an_invalid_baseline_names_the_option_and_the_field(pytester, tmp_path):
 
 
 class _GenerationServer:
-    """Answers the capture's generation requests with vLLM-shaped bodies; chat is refused (no chat template)."""
+    """Answers the capture's completion requests with vLLM-shaped bodies; chat is refused (no chat template), and
+    there is no Responses API."""
 
     def post(self, path, body):
         if path == "/v1/chat/completions":
             return _response(path, 400, b'{"error": {"message": "no chat template"}}')
+        if path == "/v1/responses":
+            return _response(path, 404, b'{"detail": "Not Found"}')
         choice = {"index": 0, "text": "Red", "finish_reason": None, "logprobs": None, "stop_reason": None}
         chunk = {"id": "c", "object": "text_completion", "created": 1, "model": "m", "choices": [choice]}
         if body.get("stream"):
@@ -125,5 +128,6 @@ def test_extension_fields_are_recorded_per_answer_kind_and_a_refused_kind_is_nam
         "completion_chunk": ["choices.*.stop_reason"],
     }
     assert unobserved["wire_extensions"] == (
-        "/v1/chat/completions capture answered 400; /v1/chat/completions capture stream answered 400"
+        "/v1/chat/completions capture answered 400; /v1/chat/completions capture stream answered 400; "
+        "/v1/responses capture answered 404; /v1/responses capture stream answered 404"
     )

@@ -337,7 +337,8 @@ ASPECTS: dict[str, tuple[Callable[[Observed], bool], str]] = {
     ),
     "wire_extensions": (
         lambda o: not _section(o, "wire_extensions"),
-        "serve POST /v1/completions and /v1/chat/completions to the run (and capture again: older captures lack it)",
+        "serve POST /v1/completions, /v1/chat/completions and /v1/responses to the run "
+        "(and capture again: older captures lack it)",
     ),
 }
 HOW_TO_SEE = {aspect: how for aspect, (_, how) in ASPECTS.items()}

@@ -5,15 +5,16 @@ An upgrade can drop a vLLM extension (``token_ids``, ``stop_reason``,
 profile_diff compares the sets of two captures. The fields are found by the
 wire suite's own judgement (``schemas.judge``): whatever OpenAI's schema of
 the answer does not define, named as the contract data names it
-(``choices.*.token_ids``). Four short greedy requests: a completion and a
-chat completion, each plain and streamed (with the usage chunk).
+(``choices.*.token_ids``). Six short greedy requests: a completion, a chat
+completion and a Responses answer, each plain and streamed (with the usage
+chunk where there is one).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_vllm_conformance.features.wire import Exchange
+from pytest_vllm_conformance.features.wire import RESPONSES, Exchange
 from pytest_vllm_conformance.features.wire import stream as sse
 from pytest_vllm_conformance.features.wire.schemas import judge
 from pytest_vllm_conformance.target.client import BoundedClient, TransportFailure
@@ -23,6 +24,8 @@ EXCHANGES = (
     Exchange("capture stream", "/v1/completions", "completion_chunk", stream=True, include_usage=True),
     Exchange("capture", "/v1/chat/completions", "chat_completion"),
     Exchange("capture stream", "/v1/chat/completions", "chat_chunk", stream=True, include_usage=True),
+    Exchange("capture", RESPONSES, "responses"),
+    Exchange("capture stream", RESPONSES, "responses_event", stream=True),
 )
 
 
@@ -35,7 +38,8 @@ def _bodies(client: BoundedClient, exchange: Exchange, model: str) -> tuple[list
     if response.status != 200 or response.truncated:
         return None, f"{exchange} answered {response.status}{' (truncated)' if response.truncated else ''}"
     if exchange.stream:
-        return [event.payload for event in sse.parse(response.body).chunks()], ""
+        events = sse.parse(response.body, named_events=exchange.path == RESPONSES).chunks()
+        return [event.payload for event in events], ""
     payload = response.json_or_none()
     return ([payload], "") if isinstance(payload, dict) else (None, f"{exchange} answered 200 without JSON")
 
