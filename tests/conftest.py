@@ -131,6 +131,7 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("faults/test_endpoint_faults.py", ("plain", "hardened")),
     ("integration/test_wire_on_real_vllm.py", ("plain",)),
     ("faults/test_wire_faults.py", ("plain",)),
+    ("faults/test_target_faults.py", ("plain",)),
     ("integration/test_operational_suites.py", ("plain", "bounded")),
     ("integration/test_reports_on_real_vllm.py", ("hardened",)),
     # Apart from its module, so its server starts while the report tests run.

@@ -32,6 +32,48 @@ class NoFact(LookupError):
     pass
 
 
+class ReleaseNotCovered(NoFact):
+    """The server's release is older than every release the facts were read from."""
+
+
+@dataclass(frozen=True)
+class Releases:
+    """The vLLM releases the facts were read from (``releases`` in contracts.yaml), oldest and newest series."""
+
+    oldest: Version
+    newest: Version
+
+    @property
+    def span(self) -> str:
+        return f"vLLM {self.oldest} to {self.newest}"
+
+    def is_older(self, version: Version) -> bool:
+        return version < self.oldest
+
+    def is_newer(self, version: Version) -> bool:
+        return version.release[:2] > self.newest.release[:2]
+
+    def refusal(self, version: Version) -> str:
+        return (
+            f"vLLM {version} is older than the contract catalogue, which covers {self.span} "
+            f"(and newer releases by the newest facts): nothing is known of {version}'s contracts"
+        )
+
+    def judgement(self, reported: str | None, version: Version | None) -> str:
+        """How the run judges the reported release, for the header and the report."""
+        if version is None:
+            return f"version unknown: judged by the newest facts ({self.newest}); the catalogue covers {self.span}"
+        base = (
+            str(version) if reported in (None, str(version)) else f"{reported}, judged as {version} (its base release)"
+        )
+        if self.is_newer(version):
+            return (
+                f"{base}: newer than the catalogue ({self.span}), so judged by the newest facts ({self.newest}), "
+                f"which {version} may have changed"
+            )
+        return f"{base}: within the catalogue ({self.span})"
+
+
 @dataclass(frozen=True)
 class Condition:
     """One ``claimed_if`` condition: a declared profile value, or an input the run was given."""
@@ -63,6 +105,8 @@ class Feature:
     unavailable: str = ""
     # Its checks need the server to themselves (run_lock): nothing else may talk to it meanwhile.
     exclusive: bool = False
+    # Where its checks are made when the run has an ingress: "ingress" (what callers get) or "server".
+    judged_at: str = "server"
 
     def has(self, version: Version | None) -> bool:
         return version is None or self.available is None or self.available.contains(version, prereleases=True)
@@ -78,6 +122,7 @@ class Contract:
     versions: SpecifierSet
     statement: str
     conditions: tuple[Condition, ...] = ()
+    judged_at: str | None = None  # None: its feature's
 
     def applies_to(self, version: Version | None) -> bool:
         # An unknown version claims nothing it cannot be held to: the suites
@@ -102,6 +147,7 @@ class Catalogue:
     features: dict[str, Feature]
     contracts: dict[str, Contract]
     facts: dict[str, list[tuple[SpecifierSet, Any]]]
+    releases: Releases
     declarations: dict[str, Declaration] = field(default_factory=dict)
 
     def contract(self, contract_id: str) -> Contract:
@@ -116,6 +162,9 @@ class Catalogue:
         except KeyError:
             raise KeyError(f"profile key {key!r} has no entry under declarations in {CATALOGUE_FILE}") from None
 
+    def judged_at_ingress(self, contract: Contract) -> bool:
+        return (contract.judged_at or self.features[contract.feature].judged_at) == "ingress"
+
     def conditions(self, contract: Contract) -> tuple[Condition, ...]:
         """The feature's conditions, then the contract's own: all must hold for it to be claimed."""
         return self.features[contract.feature].conditions + contract.conditions
@@ -128,6 +177,8 @@ class Catalogue:
             raise NoFact(f"no fact {name!r} in {CATALOGUE_FILE}") from None
         if version is None:
             return ranges[-1][1]
+        if self.releases.is_older(version):
+            raise ReleaseNotCovered(self.releases.refusal(version))
         for specifier, value in ranges:
             if specifier.contains(version, prereleases=True):
                 return value
@@ -191,6 +242,7 @@ def load() -> Catalogue:
             available=SpecifierSet(entry["available"]) if "available" in entry else None,
             unavailable=entry.get("unavailable", ""),
             exclusive=bool(entry.get("exclusive")),
+            judged_at=entry.get("judged_at", "server"),
         )
         for name, entry in raw["features"].items()
     }
@@ -207,12 +259,14 @@ def load() -> Catalogue:
             versions=SpecifierSet(entry["versions"]),
             statement=entry["statement"],
             conditions=_conditions(entry.get("claimed_if"), f"contract {entry['id']}"),
+            judged_at=entry.get("judged_at"),
         )
     facts = {
         name: [(SpecifierSet(item["versions"]), item["value"]) for item in ranges]
         for name, ranges in raw["facts"].items()
     }
-    return Catalogue(features=features, contracts=contracts, facts=facts, declarations=declarations)
+    releases = Releases(Version(raw["releases"]["oldest"]), Version(raw["releases"]["newest"]))
+    return Catalogue(features=features, contracts=contracts, facts=facts, releases=releases, declarations=declarations)
 
 
 def render_catalogue(catalogue: Catalogue) -> str:

@@ -106,6 +106,7 @@ def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record):
         if status is None:
             return False
         vllm_record("ingress_exposure", "not exposed")
+        vllm_record("ingress_hidden", what)
         if report:
             vllm_record("figures", not_exposed_line(what, status))
         return True

@@ -27,6 +27,7 @@ from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
 from pytest_vllm_conformance.plugin.run import STATE, RunState, configure_run, run_state
 from pytest_vllm_conformance.reporting.redaction import scrub_report
+from pytest_vllm_conformance.target.client import display_url
 from pytest_vllm_conformance.target.connect import NO_TARGET, client_for, configured, establish
 from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts
 from pytest_vllm_conformance.target.launcher import LaunchError
@@ -97,10 +98,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         state.target = establish(state.settings, functools.partial(routes.known_routes, state.catalogue))
     except (DiscoveryError, LaunchError) as exc:
         raise pytest.UsageError(state.redactor(str(exc))) from None
+    except contracts.ReleaseNotCovered as exc:
+        # The first fact discovery asks of a release older than the catalogue: nothing in the run could be judged.
+        raise pytest.UsageError(_at_target(state, str(exc))) from None
     state.facts = state.target.facts
+    version = state.facts.parsed_version
+    if version is not None and state.catalogue.releases.is_older(version):
+        raise pytest.UsageError(_at_target(state, state.catalogue.releases.refusal(version)))
     state.base_url = state.target.base_url
     state.serve_log = str(state.target.log_path) if state.target.log_path else None
     _observe_target(state)
+
+
+def _at_target(state: RunState, problem: str) -> str:
+    where = state.settings.url or state.settings.ingress_url
+    return state.redactor(f"{display_url(where)}: {problem}" if where else problem)
 
 
 def _observe_target(state: RunState) -> None:
@@ -201,6 +213,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.user_properties.append(("vllm_feature", contract.feature))
         if state.facts is not None:
             item.user_properties.append(("vllm_version", state.facts.version or "unknown"))
+        if state.separate_ingress and state.catalogue.judged_at_ingress(contract):
+            item.user_properties.append(("vllm_judged_at", "ingress"))
         claim = state.claim(contract.id)
         if claim.status != CLAIMED:
             # Typed: reporting reads these properties, not the skip message.
@@ -263,6 +277,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(
             f"vllm version: {facts.version or 'unknown'}; model: {facts.model}; max_model_len: {facts.max_model_len}"
         )
+        lines.append(f"vllm release: {state.catalogue.releases.judgement(facts.version, facts.parsed_version)}")
         lines.append(f"vllm expectations: {state.expectations().basis}")
         if facts.inventory is not None:
             lines.append(f"vllm routes: {facts.inventory.summary()}")

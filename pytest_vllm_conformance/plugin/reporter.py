@@ -22,6 +22,7 @@ from pytest_vllm_conformance import __version__
 from pytest_vllm_conformance.plugin.run import RunState
 from pytest_vllm_conformance.reporting import junit, report_files
 from pytest_vllm_conformance.reporting.outcomes import (
+    NOT_CLAIMED,
     OUTCOMES,
     PARTIAL,
     FeatureResult,
@@ -100,8 +101,12 @@ class ConformanceReporter:
         if not self.controls_run:
             return
         self.results = feature_results(self.state.catalogue.statements(), self.collector.finished())
-        if self.gate_failures() and session.exitstatus == pytest.ExitCode.OK:
-            # --vllm-gate=strict: a claimed feature that was not fully checked fails the promotion.
+        failed_anyway = any(result.problem for result in self.results)
+        if (
+            failed_anyway or self.gate_failures() or self.nothing_claimed()
+        ) and session.exitstatus == pytest.ExitCode.OK:
+            # --vllm-gate=strict: a claimed feature that was not fully checked fails the promotion;
+            # under any gate, a feature the ingress hid whole, or a run that claimed nothing, judged nothing.
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.report_path is not None and not self.config.option.collectonly:
             report = report_files.build(self._run_info(int(session.exitstatus)), self.results, self.redactor)
@@ -115,6 +120,9 @@ class ConformanceReporter:
         if self.junit_path is not None and self.junit_path.is_file():
             junit.rewrite(self.junit_path, self.config.getini("junit_family"), self.redactor, self._suite_properties())
 
+    def nothing_claimed(self) -> bool:
+        return overall_result(self.results) == NOT_CLAIMED
+
     def gate_failures(self) -> list[FeatureResult]:
         if self.state.settings.gate != "strict":
             return []
@@ -127,6 +135,7 @@ class ConformanceReporter:
         if facts is not None:
             run.url = display_url(facts.url)
             run.vllm_version = facts.version
+            run.release = state.catalogue.releases.judgement(facts.version, facts.parsed_version)
             run.model = facts.model
             run.expectations = state.expectations().basis
             if facts.inventory is not None:
@@ -178,7 +187,15 @@ class ConformanceReporter:
         for result in self.results:
             counts = ", ".join(f"{result.counts[o]} {o}" for o in OUTCOMES if result.counts[o])
             checked = f"{result.coverage}: " if result.claimed else ""
-            lines.append(f"  {result.name:<{width}}  {result.result:<11}  {checked}{counts}".rstrip())
+            hidden = f", {result.not_exposed} not exposed by the ingress" if result.not_exposed else ""
+            lines.append(f"  {result.name:<{width}}  {result.result:<11}  {checked}{counts}{hidden}".rstrip())
+            if result.problem:
+                lines.append(f"  {'':<{width}}  {result.problem}")
+        if self.nothing_claimed():
+            lines.append(
+                "nothing was claimed: no contract of this run applies to this server and profile, "
+                "so nothing was judged, and the run does not pass"
+            )
         failing = self.gate_failures()
         if failing:
             names = ", ".join(f"{result.name} ({result.coverage})" for result in failing)

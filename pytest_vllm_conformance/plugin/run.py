@@ -46,6 +46,12 @@ class RunState:
             raise RuntimeError("the run has no target yet")
         return self.base_url
 
+    @property
+    def separate_ingress(self) -> bool:
+        """An ingress in front of the target (--vllm-ingress-url beside --vllm-url or --vllm-serve)."""
+        ingress = self.settings.ingress_url
+        return bool(ingress) and self.base_url is not None and ingress != self.base_url
+
     clients: list[BoundedClient] = field(default_factory=list)
     # The embedded server's log, also on xdist workers (which have no target of their own).
     serve_log: str | None = None

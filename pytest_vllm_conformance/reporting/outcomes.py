@@ -19,6 +19,11 @@ A feature is:
 
 "Checked" counts the claimed tests that ran to a verdict (passed or failed)
 out of all claimed ones: "auth: 122 of 122 checked".
+
+Behind an ingress, a check the ingress does not expose (its own 404/405
+where the server serves the route) passes as "not exposed": no caller can
+reach that route there. A claimed feature judged at the ingress none of whose
+checks the ingress exposed judged nothing there, and is a ``failure``.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class ContractTest:
     outcome: str | None = None
     reason: str = ""
     figures: str = ""  # what the test measured, in one line (its vllm_figures property), whatever the outcome
+    at_ingress: bool = False  # judged through the run's ingress (the plugin's vllm_judged_at property)
+    hidden: str = ""  # what the ingress did not expose to it (its vllm_ingress_hidden property)
 
 
 def failure_reason(report: Any) -> str:
@@ -101,6 +108,8 @@ def _shorten(text: str) -> str:
 # A test's measurements in one line, shown in the report beside its verdict, passed tests included:
 # a gate that passed is trusted for the margin it passed by.
 FIGURES_PROPERTY = "vllm_figures"
+JUDGED_AT_PROPERTY = "vllm_judged_at"
+HIDDEN_PROPERTY = "vllm_ingress_hidden"
 
 
 class OutcomeCollector:
@@ -117,6 +126,9 @@ class OutcomeCollector:
         test = self.tests.setdefault(report.nodeid, ContractTest(report.nodeid, str(contract), str(feature)))
         if properties.get(FIGURES_PROPERTY):
             test.figures = _shorten(str(properties[FIGURES_PROPERTY]))
+        test.at_ingress = properties.get(JUDGED_AT_PROPERTY) == "ingress"
+        if properties.get(HIDDEN_PROPERTY):
+            test.hidden = str(properties[HIDDEN_PROPERTY])
         if report.failed:
             if test.outcome != FAILED:  # the first failure is the one that explains
                 test.outcome, test.reason = FAILED, failure_reason(report)
@@ -142,6 +154,10 @@ class FeatureResult:
     skipped: list[ContractTest] = field(default_factory=list)
     not_claimed: list[ContractTest] = field(default_factory=list)
     measured: list[ContractTest] = field(default_factory=list)
+    # Claimed tests judged through the ingress: those it exposed, and what it did not expose.
+    exposed: int = 0
+    not_exposed: int = 0
+    hidden: list[str] = field(default_factory=list)
 
     @property
     def claimed(self) -> bool:
@@ -162,8 +178,20 @@ class FeatureResult:
         return f"{self.checked} of {self.applicable} checked"
 
     @property
+    def nothing_exposed(self) -> bool:
+        """Judged at an ingress that exposed none of its checks: the ingress judged nothing of it."""
+        return bool(self.hidden) and not self.exposed
+
+    @property
+    def problem(self) -> str:
+        """Why a feature with no failed test fails anyway ('' when none)."""
+        if not self.nothing_exposed:
+            return ""
+        return f"the ingress exposes none of the routes this feature checks there: {', '.join(sorted(self.hidden))}"
+
+    @property
     def result(self) -> str:
-        if self.counts[FAILED]:
+        if self.counts[FAILED] or self.nothing_exposed:
             return FAILURE
         if self.counts[SKIPPED]:
             return PARTIAL
@@ -181,6 +209,13 @@ class FeatureResult:
             listing.append(test)
         if test.figures and test.outcome != NOT_CLAIMED:
             self.measured.append(test)
+        if test.at_ingress and test.outcome in (PASSED, FAILED):
+            if test.hidden:
+                self.not_exposed += 1
+                if test.hidden not in self.hidden:
+                    self.hidden.append(test.hidden)
+            else:
+                self.exposed += 1
 
     def not_claimed_by_contract(self) -> list[tuple[str, str, int]]:
         """(contract, reason, number of tests): not-claimed tests repeat one reason per case."""

@@ -41,6 +41,8 @@ class RunInfo:
     plugin_version: str
     url: str | None = None
     vllm_version: str | None = None
+    # How the release was judged: its base release, within the catalogue or by the newest facts.
+    release: str | None = None
     model: str | None = None
     embedded_server: bool = False
     profile_name: str | None = None
@@ -72,6 +74,7 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         "target": {
             "url": run.url,
             "vllm_version": run.vllm_version,
+            "release": run.release,
             "model": run.model,
             "server": "embedded" if run.embedded_server else "given",
             "profile": run.profile_name,
@@ -112,6 +115,10 @@ def _feature(feature: FeatureResult) -> dict[str, Any]:
         entry["figures"] = [
             {"contract": t.contract, "test": t.test_id, "outcome": t.outcome, "figures": t.figures} for t in ordered
         ]
+    if feature.not_exposed:
+        entry["not_exposed_by_ingress"] = {"tests": feature.not_exposed, "routes": sorted(feature.hidden)}
+    if feature.problem:
+        entry["problem"] = feature.problem
     if feature.not_claimed:
         entry[_key(NOT_CLAIMED)] = [
             {"contract": contract, "tests": count, "reason": reason}
@@ -163,6 +170,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     rows = [
         ("result", f"**{report['result']}**"),
         ("vLLM version", _md(target["vllm_version"] or "unknown")),
+        ("judged as", _md(target.get("release") or "unknown")),
         ("model", _code(target["model"] or "unknown")),
         ("URL", _code(target["url"] or "none") + (" (embedded server)" if target["server"] == "embedded" else "")),
         ("serving profile", _md(profile)),
@@ -202,6 +210,11 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def _feature_details(feature: dict[str, Any]) -> list[str]:
     lines: list[str] = []
+    if feature.get("problem"):
+        lines += ["", f"**Fails**: {_md(feature['problem'])}"]
+    hidden = feature.get("not_exposed_by_ingress")
+    if hidden:
+        lines += ["", f"**Not exposed by the ingress**: {hidden['tests']} check(s), {len(hidden['routes'])} route(s)"]
     for outcome, title in ((FAILED, "Failed"), (SKIPPED, "Skipped")):
         if feature.get(outcome):
             lines += ["", f"**{title}**", ""]

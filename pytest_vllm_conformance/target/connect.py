@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vllm_conformance.target.client import AsyncBoundedClient, BoundedClient
-from pytest_vllm_conformance.target.discovery import KnownRoutes, ServerFacts, discover
+from pytest_vllm_conformance.target.discovery import DiscoveryError, KnownRoutes, ServerFacts, discover
+from pytest_vllm_conformance.target.ingress import unreached_model
 from pytest_vllm_conformance.target.launcher import VllmServer
 from pytest_vllm_conformance.target.secrets import Secret
 from pytest_vllm_conformance.target.settings import Settings
@@ -114,6 +115,11 @@ def establish(settings: Settings, known_routes: KnownRoutes | None = None) -> Ta
     try:
         with client_for(settings, base_url, target_key(settings)) as client:
             facts = discover(client, settings.model, known_routes)
+        if settings.ingress_url and settings.ingress_url != base_url:
+            with client_for(settings, settings.ingress_url, ingress_key(settings)) as ingress:
+                unreached = unreached_model(ingress, facts.model)
+            if unreached:
+                raise DiscoveryError(unreached)
     except BaseException:
         if server is not None:
             server.stop()

@@ -130,14 +130,18 @@ class ServerFacts:
 
 
 def parse_version(text: str | None) -> Version | None:
-    """``0.32.0+cpu`` -> 0.32.0; the local part (+cpu) does not change the contract."""
+    """The base release the contracts are judged by: ``0.32.0+cpu`` -> 0.32.0, ``0.32.1.dev3+g1a2b`` -> 0.32.1.
+
+    A pre-release or dev build is judged as the release it leads to: under
+    PEP 440 ``0.28.0rc1`` falls outside ``>=0.28``, yet it serves 0.28's contracts.
+    """
     if not text:
         return None
     try:
         version = Version(text)
     except InvalidVersion:
         return None
-    return Version(version.public)
+    return Version(version.base_version)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure
+from pytest_vllm_conformance.target.client import (
+    BoundedClient,
+    RequestTimeout,
+    Response,
+    TransportFailure,
+    display_url,
+)
 
 NOT_EXPOSED = (404, 405)  # a gateway's answer for a route it does not forward
 
@@ -65,3 +71,29 @@ class IngressExposure:
         except (TransportFailure, RequestTimeout):
             return None  # nothing to compare with: the route is judged as exposed
         return answer.status if hidden_by_ingress(answer, direct) else None
+
+
+def unreached_model(ingress: BoundedClient, model: str) -> str | None:
+    """None when the ingress reaches the server's ``model``, else why not, in one line.
+
+    The ingress's model list naming the model proves it; a gateway that
+    hides /v1/models (or lists aliases) proves it with one completion for the
+    model answered 200. Nothing is judged through an ingress that does
+    neither: its 404 to everything would read as "not exposed" everywhere.
+    """
+    where = display_url(ingress.base_url)
+    try:
+        listing = ingress.get("/v1/models")
+        payload = listing.json_or_none() if listing.status == 200 else None
+        cards = payload.get("data") if isinstance(payload, dict) else None
+        ids = [card.get("id") for card in cards if isinstance(card, dict)] if isinstance(cards, list) else []
+        if model in ids:
+            return None
+        completion = ingress.post("/v1/completions", {"model": model, "prompt": "ping", "max_tokens": 1})
+        choices = (completion.json_or_none() or {}).get("choices") if completion.status == 200 else None
+        if isinstance(choices, list) and choices:
+            return None
+    except (TransportFailure, RequestTimeout) as exc:
+        return f"cannot reach vLLM through the ingress at {where}: {exc}"
+    listed = f"GET /v1/models -> {listing.status} listing {ids}" if ids else listing.describe()
+    return f"the ingress at {where} does not reach vLLM's model {model!r}: {listed}; {completion.describe()}"

@@ -8,9 +8,12 @@ import pytest
 from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.target.discovery import parse_version
 
 SUITES = Path(__file__).resolve().parents[2] / "suites"
 COVERED_RELEASES = [Version(f"0.{minor}.0") for minor in range(28, 34)]
+# Newer than the newest facts: judged by them, so every fact's last range must be open-ended.
+NEWER_RELEASES = [Version("0.33.4"), Version("0.34.0"), Version("1.0.0")]
 CONTRACT_USE = re.compile(r"""@contract\(\s*["']([\w.]+)["']""")
 
 
@@ -19,8 +22,12 @@ def catalogue():
     return contracts.load()
 
 
-@pytest.mark.parametrize("version", COVERED_RELEASES, ids=str)
-def test_every_fact_answers_for_every_covered_release(catalogue, version):
+def test_the_covered_releases_are_the_catalogues(catalogue):
+    assert (catalogue.releases.oldest, catalogue.releases.newest) == (COVERED_RELEASES[0], Version("0.33"))
+
+
+@pytest.mark.parametrize("version", COVERED_RELEASES + NEWER_RELEASES, ids=str)
+def test_every_fact_answers_for_every_covered_or_newer_release(catalogue, version):
     missing = []
     for name in catalogue.facts:
         try:
@@ -28,6 +35,42 @@ def test_every_fact_answers_for_every_covered_release(catalogue, version):
         except contracts.NoFact:
             missing.append(name)
     assert not missing, f"contracts.yaml has no value for vLLM {version} of: {missing}"
+
+
+def test_a_release_older_than_the_catalogue_has_no_facts_and_says_what_is_covered(catalogue):
+    with pytest.raises(contracts.ReleaseNotCovered) as raised:
+        catalogue.fact("route_table", Version("0.27.1"))
+    assert str(raised.value) == (
+        "vLLM 0.27.1 is older than the contract catalogue, which covers vLLM 0.28 to 0.33 "
+        "(and newer releases by the newest facts): nothing is known of 0.27.1's contracts"
+    )
+
+
+@pytest.mark.parametrize(
+    ("reported", "judgement"),
+    [
+        ("0.32.0", "0.32.0: within the catalogue (vLLM 0.28 to 0.33)"),
+        ("0.32.0+cpu", "0.32.0+cpu, judged as 0.32.0 (its base release): within the catalogue (vLLM 0.28 to 0.33)"),
+        ("0.28.0rc1", "0.28.0rc1, judged as 0.28.0 (its base release): within the catalogue (vLLM 0.28 to 0.33)"),
+        (
+            "0.32.1.dev3+g1a2b3c",
+            "0.32.1.dev3+g1a2b3c, judged as 0.32.1 (its base release): within the catalogue (vLLM 0.28 to 0.33)",
+        ),
+        (
+            "0.34.0",
+            "0.34.0: newer than the catalogue (vLLM 0.28 to 0.33), so judged by the newest facts (0.33), "
+            "which 0.34.0 may have changed",
+        ),
+        (None, "version unknown: judged by the newest facts (0.33); the catalogue covers vLLM 0.28 to 0.33"),
+    ],
+)
+def test_a_release_is_judged_by_its_base_release_and_a_newer_one_by_the_newest_facts(catalogue, reported, judgement):
+    assert catalogue.releases.judgement(reported, parse_version(reported)) == judgement
+
+
+def test_a_pre_release_of_a_covered_release_is_claimed_like_the_release(catalogue):
+    contract = catalogue.contract("discovery.version_parses")
+    assert all(contract.applies_to(parse_version(text)) for text in ("0.28.0rc1", "0.28.0.dev1", "0.32.1.dev3+g1a2b"))
 
 
 def test_every_contract_is_checked_by_exactly_one_suite_test(catalogue):

@@ -6,7 +6,7 @@ import httpx
 
 from pytest_vllm_conformance.target.client import Response
 from pytest_vllm_conformance.target.connect import ingress_key, target_key
-from pytest_vllm_conformance.target.ingress import IngressExposure, hidden_by_ingress
+from pytest_vllm_conformance.target.ingress import IngressExposure, hidden_by_ingress, unreached_model
 from pytest_vllm_conformance.target.secrets import Secret
 from pytest_vllm_conformance.target.settings import Settings
 
@@ -64,3 +64,46 @@ def test_the_gateway_key_goes_to_the_ingress_and_the_server_key_to_the_server():
     assert (ingress_key(own), target_key(own)) == (gateway_key, server_key)
     gateway_alone = Settings(ingress_url="http://gw:4000", ingress_api_key=gateway_key)
     assert target_key(gateway_alone) is gateway_key  # given alone, the ingress is the target
+
+
+class Entry:
+    """An ingress answering GET /v1/models and POST /v1/completions with fixed answers."""
+
+    base_url = "http://gw:4000"
+
+    def __init__(self, models: tuple[int, bytes], completion: tuple[int, bytes] = (404, b"")) -> None:
+        self.answers = {"/v1/models": models, "/v1/completions": completion}
+        self.asked: list[str] = []
+
+    def _answer(self, method: str, path: str) -> Response:
+        self.asked.append(path)
+        status, body = self.answers[path]
+        return Response(method, path, status, httpx.Headers(), body, len(body), False, 0.0)
+
+    def get(self, path: str) -> Response:
+        return self._answer("GET", path)
+
+    def post(self, path: str, body: object) -> Response:
+        return self._answer("POST", path)
+
+
+LISTING = b'{"object": "list", "data": [{"id": "tiny-llama"}]}'
+COMPLETION = b'{"choices": [{"text": "x", "index": 0}]}'
+
+
+def test_an_ingress_listing_the_model_or_completing_for_it_reaches_the_server():
+    listed = Entry((200, LISTING))
+    assert unreached_model(listed, "tiny-llama") is None  # type: ignore[arg-type]
+    assert listed.asked == ["/v1/models"]
+    hides_models = Entry((404, b""), (200, COMPLETION))  # a gateway that hides /v1/models but routes the model
+    assert unreached_model(hides_models, "tiny-llama") is None  # type: ignore[arg-type]
+
+
+def test_an_ingress_that_answers_404_to_everything_reaches_nothing_and_says_so_in_one_line():
+    problem = unreached_model(Entry((404, b"")), "tiny-llama")  # type: ignore[arg-type]
+    assert problem == (
+        "the ingress at http://gw:4000 does not reach vLLM's model 'tiny-llama': GET /v1/models -> 404 (0 B in 0 ms); "
+        "POST /v1/completions -> 404 (0 B in 0 ms)"
+    )
+    other = unreached_model(Entry((200, b'{"data": [{"id": "gpt-4o"}]}')), "tiny-llama")  # type: ignore[arg-type]
+    assert other is not None and "GET /v1/models -> 200 listing ['gpt-4o']" in other

@@ -111,7 +111,7 @@ def test_report_judges_every_catalogue_feature(pytester, clean_env):
     assert features["embedding_limits"]["result"] == "not run"
     assert report["counts"] == {"passed": 5, "failed": 1, "skipped": 1, "not_claimed": 2}
     assert report["plugin"]["version"] and report["date"]
-    assert set(report["target"]) == {"url", "vllm_version", "model", "server", "profile", "profile_file"}
+    assert set(report["target"]) == {"url", "vllm_version", "release", "model", "server", "profile", "profile_file"}
     assert report["gate"] == "report"
 
 
@@ -199,6 +199,25 @@ def test_strict_gate_fails_a_partial_run(pytester, clean_env):
     result.stdout.fnmatch_lines(["--vllm-gate=strict: partial feature(s) fail the run: auth (0 of 1 checked)"])
     report = read_report(pytester.path / "r.yaml")
     assert (report["gate"], report["exit_status"]) == ("strict", 1)
+
+
+@pytest.mark.parametrize("gate", ["report", "strict"])
+def test_a_run_that_claimed_nothing_does_not_pass_under_any_gate(pytester, clean_env, gate):
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_vllm_conformance import contract
+
+        @contract("scale_out.enabled_routes_served")
+        def test_served():
+            raise AssertionError("a contract that is not claimed never runs")
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--vllm-gate={gate}", "--vllm-report=r.yaml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*nothing was claimed: no contract of this run applies*the run does not pass"])
+    report = read_report(pytester.path / "r.yaml")
+    assert (report["result"], report["exit_status"]) == ("not claimed", 1)
 
 
 def test_gate_takes_only_its_two_values(pytester, clean_env):
@@ -461,6 +480,36 @@ def test_report_entries_do_not_depend_on_the_order_tests_ended():
         "auth.guarded_route_accepts_key",
         "auth.guarded_route_refuses_wrong_key",
     ]
+
+
+def test_a_feature_whose_every_ingress_check_was_not_exposed_fails_and_one_exposed_check_is_enough():
+    from pytest_vllm_conformance.reporting.outcomes import ContractTest, feature_results
+
+    def at_ingress(name, hidden="", outcome="passed"):
+        return ContractTest(
+            f"t.py::{name}",
+            "watermark.opt_out_stripped_at_ingress",
+            "watermark",
+            outcome,
+            "",
+            "",
+            at_ingress=True,
+            hidden=hidden,
+        )
+
+    control = ContractTest("t.py::control", "watermark.opt_out_control", "watermark", "passed")
+    hidden = [
+        at_ingress("chat", "chat (POST /v1/chat/completions)"),
+        at_ingress("resp", "responses (POST /v1/responses)"),
+    ]
+    (result,) = feature_results({"watermark": "..."}, [*hidden, control])
+    assert (result.result, result.not_exposed) == ("failure", 2)
+    assert result.problem == (
+        "the ingress exposes none of the routes this feature checks there: "
+        "chat (POST /v1/chat/completions), responses (POST /v1/responses)"
+    )
+    (result,) = feature_results({"watermark": "..."}, [*hidden, control, at_ingress("completions")])
+    assert (result.result, result.problem, result.not_exposed) == ("success", "", 2)
 
 
 def test_a_report_that_cannot_be_written_fails_the_run(pytester, clean_env):

