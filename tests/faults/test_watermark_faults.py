@@ -14,6 +14,7 @@ import pytest
 from fixtures.fault_proxy import FaultProxy, Respond, StripJsonField
 from tests.conftest import (
     WATERMARK_APIS,
+    assert_verdicts,
     contract_runs,
     failed_checks,
     requires_vllm,
@@ -23,15 +24,24 @@ from tests.conftest import (
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 
+SAMPLED, STRIPPED, CONTROL = (
+    "watermark.sampled_output_watermarked",
+    "watermark.opt_out_stripped_at_ingress",
+    "watermark.opt_out_control",
+)
 
-def _run(pytester, monkeypatch, server_url, rules):
+
+def _run(pytester, monkeypatch, server_url, rules, verdicts):
+    """The watermark suite through a proxy with ``rules``: every contract's verdict pinned, the failures returned."""
     with FaultProxy(server_url, rules=rules) as ingress:
         _, junit, _ = run_watermark_through(pytester, monkeypatch, ingress.url, server_url)
+    assert_verdicts(junit, verdicts)
     return failed_checks(junit)
 
 
 def test_a_passthrough_ingress_fails_every_api_by_name(pytester, monkeypatch, watermark_server):
-    failed = _run(pytester, monkeypatch, watermark_server.url, rules=[])
+    verdicts = {SAMPLED: "passed", STRIPPED: "failed", CONTROL: "passed"}
+    failed = _run(pytester, monkeypatch, watermark_server.url, [], verdicts)
     assert set(failed) == {f"watermark.opt_out_stripped_at_ingress[{api}]" for api in WATERMARK_APIS}
     for api in WATERMARK_APIS:
         message = failed[f"watermark.opt_out_stripped_at_ingress[{api}]"]
@@ -47,7 +57,8 @@ def test_a_passthrough_ingress_fails_every_api_by_name(pytester, monkeypatch, wa
 
 def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypatch, watermark_server):
     with FaultProxy(watermark_server.url, rules=watermark_ingress_rules()) as ignoring_opt_out:
-        failed = _run(pytester, monkeypatch, ignoring_opt_out.url, rules=watermark_ingress_rules())
+        verdicts = {SAMPLED: "passed", STRIPPED: "passed", CONTROL: "failed"}
+        failed = _run(pytester, monkeypatch, ignoring_opt_out.url, watermark_ingress_rules(), verdicts)
     assert set(failed) == {f"watermark.opt_out_control[{api}]" for api in WATERMARK_APIS}
     message = failed["watermark.opt_out_control[completions (POST /v1/completions)]"]
     assert (
@@ -72,6 +83,7 @@ def test_an_ingress_that_forgets_chat_fails_that_api_only_and_hidden_apis_are_re
     ]
     with FaultProxy(watermark_server.url, rules=[hidden, *everywhere_but_chat]) as ingress:
         result, junit, markdown = run_watermark_through(pytester, monkeypatch, ingress.url, watermark_server.url)
+    assert_verdicts(junit, {SAMPLED: "passed", STRIPPED: {"failed": 1, "passed": 6}, CONTROL: "passed"})
     failed = failed_checks(junit)
     name = "watermark.opt_out_stripped_at_ingress[chat completions (POST /v1/chat/completions)]"
     assert list(failed) == [name]
@@ -96,3 +108,23 @@ def test_an_ingress_that_forgets_chat_fails_that_api_only_and_hidden_apis_are_re
     }
     assert "SageMaker invocations (POST /invocations): not exposed by the ingress (it answered 404" in markdown
     assert result.ret == 1
+
+
+def test_an_ingress_that_exposes_no_watermarked_api_fails_the_feature_naming_them(
+    pytester, monkeypatch, watermark_server
+):
+    """It lists the model, so it reaches vLLM, but answers its own 404 on every generation API: every check
+    passes as "not exposed", and the feature, judged at the ingress on nothing, fails."""
+    paths = r"/v1/(chat/)?completions(/batch)?|/v1/responses|/v1/messages|/invocations|/inference/v1/generate"
+    with FaultProxy(watermark_server.url, rules=[Respond(404, {"detail": "Not Found"}, path=paths)]) as ingress:
+        result, junit, markdown = run_watermark_through(pytester, monkeypatch, ingress.url, watermark_server.url)
+    assert_verdicts(junit, {SAMPLED: "passed", STRIPPED: "passed", CONTROL: "passed"})
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*watermark*failure*21 of 21 checked: 21 passed, 14 not exposed by the ingress",
+            "*the ingress exposes none of the routes this feature checks there: Anthropic messages (POST*",
+        ]
+    )
+    assert "## watermark: failure" in markdown
+    assert "**Not exposed by the ingress**: 14 check(s), 7 route(s)" in markdown
