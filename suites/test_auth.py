@@ -59,12 +59,6 @@ def refusals(vllm_expect, through_ingress):
 
 
 @pytest.fixture(scope="module")
-def key_required(vllm_ingress_client):
-    if not vllm_ingress_client.has_api_key:
-        pytest.skip("no API key given (--vllm-api-key or VLLM_API_KEY): guarded routes cannot be checked")
-
-
-@pytest.fixture(scope="module")
 def entry_requires_key(vllm_ingress_client, entry):
     response = vllm_ingress_client.get("/v1/models", auth=False)
     if 200 <= response.status < 300:
@@ -117,21 +111,21 @@ def test_open_server_declared(auth, vllm_ingress_client, refusals, entry):
 
 @contract("auth.guarded_route_refuses_missing_key")
 @each("route", guarded_route_variants)
-def test_guarded_route_refuses_missing_key(route, key_required, vllm_ingress_client, refused, via):
+def test_guarded_route_refuses_missing_key(route, vllm_ingress_client, refused, via):
     response = route.send(vllm_ingress_client, auth=False)
     assert refused(route, response), f"{route} answered without a key{via}: {response.describe()}"
 
 
 @contract("auth.guarded_route_refuses_wrong_key")
 @each("route", guarded_route_variants)
-def test_guarded_route_refuses_wrong_key(route, key_required, vllm_ingress_client, refused, via):
+def test_guarded_route_refuses_wrong_key(route, vllm_ingress_client, refused, via):
     response = route.send(vllm_ingress_client, auth=False, headers={"Authorization": WRONG_KEY})
     assert refused(route, response), f"{route} answered a wrong key{via}: {response.describe()}"
 
 
 @contract("auth.guarded_route_refuses_other_scheme")
 @each("route", guarded_route_variants)
-def test_guarded_route_refuses_other_scheme(route, key_required, vllm_ingress_client, refused, via):
+def test_guarded_route_refuses_other_scheme(route, vllm_ingress_client, refused, via):
     other_scheme = vllm_ingress_client.key_under_scheme("Basic")
     response = route.send(vllm_ingress_client, auth=False, headers=other_scheme)
     assert refused(route, response), f"{route} accepted the key under the Basic scheme{via}: {response.describe()}"
@@ -139,7 +133,7 @@ def test_guarded_route_refuses_other_scheme(route, key_required, vllm_ingress_cl
 
 @contract("auth.guarded_route_accepts_key")
 @each("route", guarded_route_variants)
-def test_guarded_route_accepts_key(route, key_required, vllm_ingress_client, refusals, hidden, via):
+def test_guarded_route_accepts_key(route, vllm_ingress_client, refusals, hidden, via):
     # Reported once per route, here, where the route's own request with the key is what is sent.
     if hidden(route.route, report=route.variant == "exact"):
         return

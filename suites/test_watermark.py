@@ -70,12 +70,7 @@ class Sample:
 
 @pytest.fixture(scope="module")
 def detector(vllm_expect, vllm_watermark_key):
-    """The detector for the declared watermark (claimed only where the profile declares watermark.required: true)."""
-    if not vllm_watermark_key:
-        pytest.skip(
-            "no watermark key: give --vllm-watermark-key or VLLM_CONFORMANCE_WATERMARK_KEY, "
-            "or name the variable that holds it in the profile's watermark.key_env"
-        )
+    """The detector for the declared watermark (claimed where watermark.required is true, and the key given)."""
     algorithm = vllm_expect.declared("watermark", "algorithm").value
     options = {
         "context_width": vllm_expect.declared("watermark", "context_width").value,
@@ -248,8 +243,6 @@ def test_opt_out_stripped_at_ingress(api, sampled, vllm_ingress_client, vllm_dir
 @contract("watermark.opt_out_control")
 @each("api", watermark_opt_out_apis)
 def test_opt_out_control(api, sampled, vllm_direct_client):
-    if vllm_direct_client is None:
-        pytest.skip("cannot run the control: only --vllm-ingress-url was given; give --vllm-url, the server behind it")
     try:
         response, found = sampled(vllm_direct_client, api, watermarking=False)
     except TransportFailure as exc:

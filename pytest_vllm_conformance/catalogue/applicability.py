@@ -11,6 +11,11 @@ skip or a failure, never "not claimed".
 A profile that explicitly requires a feature the server's release does not
 have (watermarking on 0.29, admission control on 0.28) gets one failure per
 contract saying so, instead of a quiet "not claimed".
+
+A claimed contract may need an input to be checked at all (``needs`` in
+``contracts.yaml``: an API key, the watermark key). Without it the contract
+stays claimed and is skipped by the harness, saying what is missing, so its
+feature is ``partial``: the run did not check what the profile promises.
 """
 
 from __future__ import annotations
@@ -34,11 +39,24 @@ INPUTS: dict[str, str] = {
     "eval_task": "--vllm-eval-task=NAME",
 }
 
+# What a claimed contract may need to be checked at all (``needs``), and what its skip says is missing.
+NEEDS: dict[str, str] = {
+    "api_key": "no API key given (--vllm-api-key=KEY or VLLM_API_KEY; a gateway's own: --vllm-ingress-api-key)",
+    "watermark_key": (
+        "no watermark key given (--vllm-watermark-key=KEY or VLLM_CONFORMANCE_WATERMARK_KEY, "
+        "or the variable the profile's watermark.key_env names)"
+    ),
+    "server_behind_ingress": "only --vllm-ingress-url was given: give --vllm-url, the server behind it",
+    "reported_max_model_len": "/v1/models gives no max_model_len for the model, and the boundaries are placed there",
+}
+
 
 @dataclass(frozen=True)
 class Claim:
     status: str  # CLAIMED, NOT_CLAIMED or UNMEETABLE
     reason: str
+    # Claimed, but an input it needs is missing: what (NEEDS); the harness skips it saying so.
+    unchecked: str = ""
 
     @property
     def claimed(self) -> bool:
@@ -96,7 +114,8 @@ def claim(contract: Contract, catalogue: Catalogue, expect: Expectations, inputs
         return Claim(NOT_CLAIMED, missing)
     if not contract.applies_to(version):
         return Claim(NOT_CLAIMED, f"{contract.id} applies to vLLM {contract.versions}; the server is {version}")
-    return Claim(CLAIMED, "; ".join(reasons) or "claimed on every server")
+    lacking = [NEEDS[need] for need in catalogue.needs(contract) if not inputs.get(need)]
+    return Claim(CLAIMED, "; ".join(reasons) or "claimed on every server", "; ".join(lacking))
 
 
 def describe_conditions(contract: Contract, catalogue: Catalogue) -> str:

@@ -107,6 +107,8 @@ class Feature:
     exclusive: bool = False
     # Where its checks are made when the run has an ingress: "ingress" (what callers get) or "server".
     judged_at: str = "server"
+    # Inputs every one of its claimed contracts needs to be checked at all (applicability.NEEDS).
+    needs: tuple[str, ...] = ()
 
     def has(self, version: Version | None) -> bool:
         return version is None or self.available is None or self.available.contains(version, prereleases=True)
@@ -123,6 +125,7 @@ class Contract:
     statement: str
     conditions: tuple[Condition, ...] = ()
     judged_at: str | None = None  # None: its feature's
+    needs: tuple[str, ...] = ()  # besides its feature's
 
     def applies_to(self, version: Version | None) -> bool:
         # An unknown version claims nothing it cannot be held to: the suites
@@ -164,6 +167,9 @@ class Catalogue:
 
     def judged_at_ingress(self, contract: Contract) -> bool:
         return (contract.judged_at or self.features[contract.feature].judged_at) == "ingress"
+
+    def needs(self, contract: Contract) -> tuple[str, ...]:
+        return self.features[contract.feature].needs + contract.needs
 
     def conditions(self, contract: Contract) -> tuple[Condition, ...]:
         """The feature's conditions, then the contract's own: all must hold for it to be claimed."""
@@ -243,6 +249,7 @@ def load() -> Catalogue:
             unavailable=entry.get("unavailable", ""),
             exclusive=bool(entry.get("exclusive")),
             judged_at=entry.get("judged_at", "server"),
+            needs=tuple(entry.get("needs", ())),
         )
         for name, entry in raw["features"].items()
     }
@@ -260,6 +267,7 @@ def load() -> Catalogue:
             statement=entry["statement"],
             conditions=_conditions(entry.get("claimed_if"), f"contract {entry['id']}"),
             judged_at=entry.get("judged_at"),
+            needs=tuple(entry.get("needs", ())),
         )
     facts = {
         name: [(SpecifierSet(item["versions"]), item["value"]) for item in ranges]

@@ -222,6 +222,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             item.user_properties.append(("vllm_claim_reason", claim.reason))
         if claim.status == NOT_CLAIMED:
             item.add_marker(pytest.mark.skip(reason=f"{NOT_CLAIMED}: {claim.reason}"))
+        elif claim.unchecked:
+            # Claimed, so a plain skip: its feature is partial, the report says what the run lacked.
+            item.add_marker(pytest.mark.skip(reason=f"not checked: {claim.unchecked}"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

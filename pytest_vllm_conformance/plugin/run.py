@@ -20,7 +20,7 @@ from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileEr
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.target.client import BoundedClient
-from pytest_vllm_conformance.target.connect import Target
+from pytest_vllm_conformance.target.connect import Target, ingress_key
 from pytest_vllm_conformance.target.discovery import ServerFacts
 from pytest_vllm_conformance.target.run_lock import RunLock
 from pytest_vllm_conformance.target.secrets import Redactor, Secret
@@ -68,7 +68,7 @@ class RunState:
         return Expectations(self.catalogue, version, self.profile, self.baseline)
 
     def inputs(self) -> dict[str, bool]:
-        """Which of the inputs a contract may be claimed on (applicability.INPUTS) this run was given."""
+        """Which inputs a contract may be claimed on (applicability.INPUTS) or need (NEEDS) this run has."""
         settings = self.settings
         return {
             "baseline": bool(settings.baseline),
@@ -76,6 +76,11 @@ class RunState:
             "manifests": bool(settings.manifests),
             "server_log": bool(settings.log or self.serve_log),
             "eval_task": bool(settings.eval_task),
+            # The key callers send where the run's requests go (the ingress's own, else the server's).
+            "api_key": bool(ingress_key(settings)),
+            "watermark_key": self.watermark_key is not None,
+            "server_behind_ingress": not (settings.ingress_url and not (settings.url or settings.serve)),
+            "reported_max_model_len": self.facts is not None and isinstance(self.facts.max_model_len, int),
         }
 
     def claim(self, contract_id: str) -> applicability.Claim:

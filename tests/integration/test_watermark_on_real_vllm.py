@@ -101,7 +101,9 @@ def test_the_suite_is_not_claimed_without_a_declaration_and_skips_without_a_key(
     # Claimed (the profile requires a watermark) but not checkable without the key: skips, never "not claimed".
     runs = {run.key: run for run in contract_runs(junit)}
     skipped = runs["watermark.opt_out_stripped_at_ingress[completions (POST /v1/completions)]"]
-    assert skipped.verdict == "skipped" and "no watermark key: give --vllm-watermark-key" in skipped.message
+    assert skipped.verdict == "skipped" and skipped.message.startswith(
+        "not checked: no watermark key given (--vllm-watermark-key=KEY"
+    )
     assert all(run.verdict == "skipped" for run in runs.values()), runs
 
     undeclared = WATERMARK_PROFILE.split("watermark:")[0]

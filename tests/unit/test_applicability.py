@@ -13,7 +13,7 @@ from pytest_vllm_conformance.catalogue.serving_profile import Profile
 from pytest_vllm_conformance.target.run_lock import RunLock
 
 CATALOGUE = contracts.load()
-NO_INPUTS = dict.fromkeys(applicability.INPUTS, False)
+NO_INPUTS = dict.fromkeys([*applicability.INPUTS, *applicability.NEEDS], False)
 
 
 def claim(contract_id, version="0.32.0", profile=None, **inputs):
@@ -59,6 +59,21 @@ def test_inputs_claim_what_needs_them():
     assert claim("profile_diff.baseline_compared", baseline=True).claimed
     assert not claim("quality.greedy_tokens_match_baseline").claimed
     assert claim("quality.greedy_tokens_match_baseline", quality_baseline=True).claimed
+
+
+def test_a_claimed_contract_missing_an_input_it_needs_stays_claimed_and_says_what_is_missing():
+    profile = {"endpoint": {"auth": "required"}}
+    unchecked = claim("auth.guarded_route_accepts_key", profile=profile)
+    assert unchecked.claimed and unchecked.unchecked.startswith("no API key given (--vllm-api-key=KEY")
+    assert claim("auth.guarded_route_accepts_key", profile=profile, api_key=True).unchecked == ""
+    assert claim("auth.open_server_declared", profile=profile).unchecked == ""  # needs no key
+    off = claim("auth.guarded_route_accepts_key", profile={"endpoint": {"auth": "none"}})
+    assert (off.status, off.unchecked) == ("not claimed", "")  # a declared choice comes first
+
+
+def test_every_need_is_a_known_input():
+    for contract in CATALOGUE.contracts.values():
+        assert set(CATALOGUE.needs(contract)) <= set(applicability.NEEDS), contract.id
 
 
 def test_every_condition_names_a_known_profile_key_or_input():
