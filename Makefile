@@ -65,7 +65,7 @@ $(VENV_0_29)/.installed:
 	touch $@
 
 test-matrix: models $(VENV_0_29)/.installed
-	VLLM_CONFORMANCE_PYTHON_0_29=$(VENV_0_29)/bin/python $(PY) -m pytest tests -m version_matrix $(PYTEST_ARGS)
+	VLLM_CONFORMANCE_PYTHON_0_29=$(abspath $(VENV_0_29))/bin/python $(PY) -m pytest tests -m version_matrix $(PYTEST_ARGS)
 
 # Opt-in: the suites through LiteLLM's proxy in front of a real vLLM server.
 # LiteLLM lives in its own venv: its dependencies are no business of the plugin's.
@@ -77,7 +77,7 @@ $(VENV_LITELLM)/.installed:
 	touch $@
 
 test-gateways: models $(VENV_LITELLM)/.installed
-	VLLM_CONFORMANCE_LITELLM=$(VENV_LITELLM)/bin/litellm $(PY) -m pytest tests -m gateway $(PYTEST_ARGS)
+	VLLM_CONFORMANCE_LITELLM=$(abspath $(VENV_LITELLM))/bin/litellm $(PY) -m pytest tests -m gateway $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV_0_29) $(VENV_LITELLM) .cache

@@ -5,10 +5,9 @@ context shrinks, when /v1/models over-advertises, and when a clamp is
 forbidden.
 """
 
-import os
-
 import pytest
 
+from fixtures import executable_from_env
 from fixtures.fault_proxy import FaultProxy, Respond
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import (
@@ -148,7 +147,7 @@ def test_a_yarn_checkpoint_shows_its_derived_length_in_capture_and_context(pytes
     assert_context_suite_passed(pytester.path / "junit.xml")
 
 
-PYTHON_0_29 = os.environ.get("VLLM_CONFORMANCE_PYTHON_0_29")
+PYTHON_0_29 = executable_from_env("VLLM_CONFORMANCE_PYTHON_0_29")
 
 
 @pytest.mark.version_matrix

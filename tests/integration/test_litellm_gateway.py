@@ -26,11 +26,11 @@ VLLM_CONFORMANCE_LITELLM to its ``litellm``).
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
+from fixtures import executable_from_env
 from fixtures.litellm_proxy import LITELLM_ENV_VAR, LiteLLMProxy
 from tests.conftest import (
     GATED_PROFILE,
@@ -45,7 +45,7 @@ from tests.conftest import (
     run_watermark_through,
 )
 
-LITELLM = os.environ.get(LITELLM_ENV_VAR)
+LITELLM = executable_from_env(LITELLM_ENV_VAR)
 
 pytestmark = [
     pytest.mark.server,

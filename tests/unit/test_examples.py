@@ -24,3 +24,15 @@ def test_the_litellm_recipe_in_the_docs_is_the_one_our_tests_run():
     (yaml,) = code_blocks(doc, section, "yaml")
     config = without_comments((EXAMPLES / "config-strip-watermarking.yaml").read_text())
     assert all(line in config for line in without_comments(yaml)), (without_comments(yaml), config)
+
+
+def test_a_gateway_or_old_release_named_relative_to_the_checkout_is_found_from_any_directory(monkeypatch, tmp_path):
+    from fixtures import executable_from_env
+
+    monkeypatch.chdir(REPO)  # where make runs the tests
+    monkeypatch.setenv("VLLM_CONFORMANCE_LITELLM", ".venv-litellm/bin/litellm")
+    found = executable_from_env("VLLM_CONFORMANCE_LITELLM")  # read at import, before any test moves
+    monkeypatch.chdir(tmp_path)  # as pytester does, and as LiteLLM is started from examples/litellm
+    assert found == str(REPO / ".venv-litellm" / "bin" / "litellm")
+    monkeypatch.delenv("VLLM_CONFORMANCE_LITELLM")
+    assert executable_from_env("VLLM_CONFORMANCE_LITELLM") is None
