@@ -66,7 +66,12 @@ def test_error_body_bounded(malformed, observe, max_bytes, bounds, vllm_expect):
 @each("malformed", malformed_list_requests)
 def test_error_entries_bounded(malformed, observe, bounds):
     response = observe(malformed)
-    assert not response.truncated, f"{malformed}: body truncated, entries cannot be counted{_unbounded_note(bounds)}"
+    if response.truncated:
+        # A release whose listing is unbounded amplifies to this; otherwise the size is error_body_bounded's verdict.
+        assert bounds["bounded"], f"{malformed}: body truncated, entries cannot be counted{_unbounded_note(bounds)}"
+        pytest.skip(
+            f"cannot be judged: {response.describe()}, so its entries cannot be counted (see error_body_bounded)"
+        )
     message = error_message(response)
     assert message, f"{malformed}: expected an error message, got {response.text[:200]!r}"
     listing = validation_listing(message)

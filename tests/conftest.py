@@ -9,6 +9,7 @@ tiny models built here, shared per flag set through the plugin's
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -549,19 +550,46 @@ def verdicts(path: Path) -> dict[str, dict[str, int]]:
     return {contract: dict(counts) for contract, counts in counted.items()}
 
 
-def assert_verdicts(path: Path, expected: dict[str, str | dict[str, int]]) -> None:
-    """Every contract of the run is pinned: a verdict all its tests share, or {verdict: count}."""
+def assert_verdicts(
+    path: Path, expected: dict[str, str | dict[str, int]], failed: Collection[str] | None = None
+) -> None:
+    """Every contract of the run is pinned: a verdict all its tests share, or {verdict: count}.
+
+    ``failed``: the exact set of tests (``contract[case]``) that must fail; each
+    contract's verdict in ``expected`` is then that of its other tests.
+    """
     seen = verdicts(path)
     assert set(seen) == set(expected), (
         f"contracts run but not pinned: {sorted(set(seen) - set(expected))}; "
         f"pinned but not run: {sorted(set(expected) - set(seen))}"
     )
+    if failed is not None:
+        failed_now = set(failed_checks(path))
+        assert failed_now == set(failed), (
+            f"failed but not expected to: {sorted(failed_now - set(failed))}; "
+            f"expected to fail but did not: {sorted(set(failed) - failed_now)}"
+        )
+        for key in failed:
+            counts = seen[key.split("[", 1)[0]]
+            counts["failed"] -= 1
+            if not counts["failed"]:
+                del counts["failed"]
     wrong = {}
     for contract, want in expected.items():
         got = seen[contract]
-        if (set(got) != {want}) if isinstance(want, str) else (got != want):
+        if isinstance(want, str):
+            # Every test of a contract may be among ``failed``: nothing is left to share the verdict.
+            agrees = set(got) == {want} or (failed is not None and not got)
+        else:
+            agrees = got == want
+        if not agrees:
             wrong[contract] = (want, got)
     assert not wrong, "verdicts differ (expected, seen): " + "; ".join(f"{c}: {w}" for c, w in sorted(wrong.items()))
+
+
+def of_features(expected: dict[str, str | dict[str, int]], *features: str) -> dict[str, str | dict[str, int]]:
+    """The verdicts of ``expected`` for the contracts of ``features`` only (a run with ``-m feature``)."""
+    return {contract: want for contract, want in expected.items() if contract.split(".", 1)[0] in features}
 
 
 def failed_checks(path: Path) -> dict[str, str]:

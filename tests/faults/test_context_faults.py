@@ -9,7 +9,8 @@ profile that forbids it.
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
-from tests.conftest import failed_checks, requires_vllm, run_suites
+from tests.conftest import assert_verdicts, failed_checks, of_features, requires_vllm, run_suites
+from tests.integration.test_suites_on_real_vllm import PLAIN_VERDICTS
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 
@@ -22,11 +23,16 @@ def test_a_shorter_context_than_the_baseline_fails_diff_and_context(pytester, pl
 
     short = served("short_context")
     run_suites(pytester, "-m", "context or profile_diff", f"--vllm-baseline={baseline}", url=short.url)
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        {
+            **of_features(PLAIN_VERDICTS, "context"),
+            "profile_diff.baseline_compared": "passed",
+            "profile_diff.serving_unchanged": "passed",
+        },
+        failed={"profile_diff.serving_unchanged[max_model_len: 512 -> 256]", "context.max_model_len_as_declared"},
+    )
     failed = failed_checks(pytester.path / "junit.xml")
-    assert set(failed) == {
-        "profile_diff.serving_unchanged[max_model_len: 512 -> 256]",
-        "context.max_model_len_as_declared",
-    }, failed
     assert (
         "max_model_len: 512 -> 256: prompts that fitted before are now refused or get their max_tokens clamped"
         in (failed["profile_diff.serving_unchanged[max_model_len: 512 -> 256]"])
@@ -43,16 +49,20 @@ def test_a_server_advertising_more_than_it_enforces_fails_context(pytester, plai
     advertise_1024 = RewriteJsonResponse(json_path=("data", "*", "max_model_len"), value=1024, path="/v1/models")
     with FaultProxy(plain_server.url, rules=[advertise_1024]) as proxy:
         run_suites(pytester, "-m", "context", url=proxy.url)
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        {**of_features(PLAIN_VERDICTS, "context"), "context.max_model_len_as_declared": "not claimed"},  # no profile
+        failed={
+            f"{contract}[{endpoint}]"
+            for contract in (
+                "context.request_at_limit_served",
+                "context.request_over_limit_refused_or_clamped",
+                "context.prompt_over_limit_refused",
+            )
+            for endpoint in ENDPOINTS
+        },
+    )
     failed = failed_checks(pytester.path / "junit.xml")
-    assert set(failed) == {
-        f"{contract}[{endpoint}]"
-        for contract in (
-            "context.request_at_limit_served",
-            "context.request_over_limit_refused_or_clamped",
-            "context.prompt_over_limit_refused",
-        )
-        for endpoint in ENDPOINTS
-    }, failed
     at_limit = failed["context.request_at_limit_served[POST /v1/completions]"]
     assert "prompt + max_tokens = max_model_len 1024 (from /v1/models) must be served" in at_limit
     assert "with a prompt of 1022 tokens and max_tokens 2 -> 400" in at_limit
@@ -64,8 +74,12 @@ def test_a_server_advertising_more_than_it_enforces_fails_context(pytester, plai
 def test_a_clamp_fails_context_where_the_profile_forbids_it(pytester, plain_server):
     forbid = "profile: 1\nname: no-clamp\ncontext:\n  max_model_len: 512\n  max_tokens_clamp: forbidden\n"
     run_suites(pytester, "-m", "context", url=plain_server.url, profile=forbid)
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        of_features(PLAIN_VERDICTS, "context"),
+        failed={f"context.request_over_limit_refused_or_clamped[{e}]" for e in ENDPOINTS},
+    )
     failed = failed_checks(pytester.path / "junit.xml")
-    assert set(failed) == {f"context.request_over_limit_refused_or_clamped[{e}]" for e in ENDPOINTS}
     message = failed["context.request_over_limit_refused_or_clamped[POST /v1/completions]"]
     assert (
         "the server clamped max_tokens from 2 to 1 instead of refusing prompt + max_tokens one token over "

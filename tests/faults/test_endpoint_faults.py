@@ -28,11 +28,16 @@ from tests.conftest import (
     assert_verdicts,
     contract_runs,
     failed_checks,
+    of_features,
     requires_vllm,
     run_suites,
 )
+from tests.integration.test_suites_on_real_vllm import GATED_VERDICTS, PLAIN_VERDICTS
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+
+# The routes the plain server serves malformed requests on, and the list field each is malformed in.
+MALFORMED = (("/v1/completions", "prompt"), ("/v1/chat/completions", "messages"), ("/v1/responses", "input"))
 
 
 def test_a_leaked_scale_out_route_fails_scale_out(pytester, plain_server, gated_server):
@@ -43,8 +48,13 @@ def test_a_leaked_scale_out_route_fails_scale_out(pytester, plain_server, gated_
     ]
     with FaultProxy(plain_server.url, rules=leak) as proxy:
         run_suites(pytester, "-m", "scale_out", url=proxy.url, profile=PLAIN_PROFILE)
+    leaked = "scale_out.disabled_routes_refused[POST /v1/completions/render]"
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        {**of_features(PLAIN_VERDICTS, "scale_out"), "scale_out.disabled_routes_refused": {"passed": 7}},
+        failed={leaked},
+    )
     failed = failed_checks(pytester.path / "junit.xml")
-    assert list(failed) == ["scale_out.disabled_routes_refused[POST /v1/completions/render]"]
     message = failed["scale_out.disabled_routes_refused[POST /v1/completions/render]"]
     assert "scale-out is disabled (profile plain): POST /v1/completions/render should be refused with 403" in message
     assert "-> 400" in message
@@ -56,13 +66,16 @@ def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_serv
         gated_server.url, rules=[InjectAuth(path="/v1/models", header_value=f"Bearer {TEST_KEY}")]
     ) as proxy:
         run_suites(pytester, "-m", "auth", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE)
-    failed = failed_checks(pytester.path / "junit.xml")
     # The ingress authenticates every method on the path, so the other-method variant leaks too.
-    assert set(failed) == {
+    leaks = {
         f"auth.guarded_route_refuses_{check}[GET /v1/models ({variant})]"
         for check in ("missing_key", "wrong_key", "other_scheme")
         for variant in ("exact", "other method")
     } | {"auth.open_server_declared"}
+    # With /v1/models open, the unguarded routes cannot be told from an open server (auth.open_server_declared).
+    auth = {**of_features(GATED_VERDICTS, "auth"), "auth.unguarded_route_is_public": "skipped"}
+    assert_verdicts(pytester.path / "junit.xml", auth, failed=leaks)
+    failed = failed_checks(pytester.path / "junit.xml")
     assert (
         "GET /v1/models (exact) answered without a key: GET /v1/models -> 200"
         in (failed["auth.guarded_route_refuses_missing_key[GET /v1/models (exact)]"])
@@ -88,7 +101,7 @@ def test_routes_a_gateway_does_not_expose_are_reported_not_failed_by_auth(pytest
             profile=GATED_PROFILE,
         )
     junit = pytester.path / "junit.xml"
-    assert failed_checks(junit) == {}  # vLLM's own 401s come back through the gateway
+    assert_verdicts(junit, of_features(GATED_VERDICTS, "auth"))  # vLLM's own 401s come back through the gateway
     unexposed = {
         run.key
         for run in contract_runs(junit)
@@ -117,9 +130,14 @@ def test_routes_a_gateway_does_not_expose_are_reported_not_failed_by_auth(pytest
 def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server):
     with FaultProxy(plain_server.url, rules=[AmplifyErrors(factor_bytes=5_000_000)]) as proxy:
         run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
-    failed = failed_checks(pytester.path / "junit.xml")
-    bounded = {name: msg for name, msg in failed.items() if name.startswith("validation_bounds.error_body_bounded")}
-    assert len(bounded) == 12, sorted(failed)  # three served routes, four sizes each
+    sizes = [f"{route} {field}x{n}" for route, field in MALFORMED for n in (10, 100, 800, 5000)]
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        # A body cut at the byte cap cannot have its entries counted: undecided, the size already failed.
+        {**of_features(PLAIN_VERDICTS, "validation_bounds"), "validation_bounds.error_entries_bounded": "skipped"},
+        failed={f"validation_bounds.error_body_bounded[{size}]" for size in sizes},  # every served route and size
+    )
+    bounded = failed_checks(pytester.path / "junit.xml")
     message = bounded["validation_bounds.error_body_bounded[/v1/completions promptx800]"]
     assert "the error body passed the bound of 32768 bytes (profile plain)" in message
     assert "truncated at 32,769 bytes" in message
@@ -128,10 +146,12 @@ def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server)
 def test_a_file_path_in_an_error_fails_validation_bounds(pytester, plain_server):
     with FaultProxy(plain_server.url, rules=[LeakInternals(path="/v1/chat/completions")]) as proxy:
         run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        of_features(PLAIN_VERDICTS, "validation_bounds"),
+        failed={f"validation_bounds.no_internals[/v1/chat/completions messagesx{n}]" for n in (10, 100, 800, 5000)},
+    )
     failed = failed_checks(pytester.path / "junit.xml")
-    assert set(failed) == {
-        f"validation_bounds.no_internals[/v1/chat/completions messagesx{n}]" for n in (10, 100, 800, 5000)
-    }
     assert (
         "the error shows a server file path '/usr/lib/python3/dist-packages/vllm/entrypoints/serve.py'"
         in (failed["validation_bounds.no_internals[/v1/chat/completions messagesx10]"])
@@ -157,11 +177,15 @@ def test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits(pytester, ser
     server = served("unbounded_embeds")
     profile = "profile: 1\nname: embeds\nendpoint: {prompt_embeds: enabled, auth: none}\n"
     run_suites(pytester, "-m", "embedding_limits", url=server.url, profile=profile)
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        of_features(GATED_VERDICTS, "embedding_limits"),  # prompt embeds enabled, as on the hardened server
+        failed={
+            "embedding_limits.oversized_declaration_refused[declares 4 TiB 1048576x1048576]",
+            "embedding_limits.oversized_declaration_refused[declares just over 2 GiB 4194305x128]",
+        },
+    )
     failed = failed_checks(pytester.path / "junit.xml")
-    assert set(failed) == {
-        "embedding_limits.oversized_declaration_refused[declares 4 TiB 1048576x1048576]",
-        "embedding_limits.oversized_declaration_refused[declares just over 2 GiB 4194305x128]",
-    }
     huge = failed["embedding_limits.oversized_declaration_refused[declares 4 TiB 1048576x1048576]"]
     assert "a payload that declares 4 TiB 1048576x1048576 was not refused with 400 naming 'prompt_embeds'" in huge
     assert "-> 500" in huge
@@ -180,8 +204,12 @@ def test_answers_the_sdk_cannot_use_fail_sdk(pytester, plain_server):
     ]
     with FaultProxy(plain_server.url, rules=rules) as proxy:
         run_suites(pytester, "-m", "sdk", url=proxy.url, profile=PLAIN_PROFILE)
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        of_features(PLAIN_VERDICTS, "sdk"),
+        failed={"sdk.lists_model", "sdk.completion_parses", "sdk.chat_parses", "sdk.chat_stream_parses"},
+    )
     failed = failed_checks(pytester.path / "junit.xml")
-    assert set(failed) == {"sdk.lists_model", "sdk.completion_parses", "sdk.chat_parses", "sdk.chat_stream_parses"}
     assert "the OpenAI SDK sees ['another-model']" in failed["sdk.lists_model"]
     assert "the completion reports 99 completion tokens for max_tokens=8" in failed["sdk.completion_parses"]
     assert "the answer's role is 'user', not 'assistant'" in failed["sdk.chat_parses"]
