@@ -11,7 +11,6 @@ with vLLM's ErrorResponse. Nothing else may talk to the server meanwhile:
 under pytest-xdist the other workers wait (``vllm_exclusive``).
 """
 
-import dataclasses
 import functools
 import time
 
@@ -22,9 +21,8 @@ from pytest_vllm_conformance.catalogue.vllm_answers import error
 from pytest_vllm_conformance.features import admission
 from pytest_vllm_conformance.features.metrics import ExpositionError, parse
 
-# A held request that ends before the burst is answered makes the measurement void; a clean burst whose
-# slowest refusal is over the bound may be the machine's noise (on a small CPU box the held generations
-# starve the API server). Either is measured again, up to this many times each.
+# A void burst, a slow clean one, or one that let a single request past the bound is measured again, up to
+# this many times each (features/admission.py: measure).
 ATTEMPTS = 3
 IDLE_WITHIN = 30.0
 FIRST_TOKEN_WITHIN = 60.0
@@ -73,41 +71,31 @@ def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive
     }
     call = ("POST", request["path"], {"json_body": {"model": vllm_facts.model, **request["body"]}})
     counter = vllm_expect.fact("admission_rejection_counter")
-    limit = vllm_expect.declared("admission", "max_rejection_seconds").value
-    void, valid, slower = None, None, []
+
+    def attempt():
+        _wait_until_idle(vllm_client, vllm_expect)
+        return vllm_client.run(
+            functools.partial(
+                admission.exact_burst,
+                bound=bound.value,
+                hold_path=hold["path"],
+                hold_body=hold_body,
+                burst_calls=[call] * size,
+                rejection_status=rejection["status"],
+                counted_before=_metric(vllm_client, vllm_expect, counter),
+                first_chunk_within=FIRST_TOKEN_WITHIN,
+            )
+        )
+
     with vllm_exclusive():
         # A first generation is slow (warm-up): one tiny request first keeps the burst's arrivals close together.
         warm_up = vllm_expect.fact("tiny_completion")
         vllm_client.post(warm_up["path"], {"model": vllm_facts.model, **warm_up["body"]})
-        voids = 0
-        for attempt in range(1, 2 * ATTEMPTS + 1):
-            _wait_until_idle(vllm_client, vllm_expect)
-            counted_before = _metric(vllm_client, vllm_expect, counter)
-            try:
-                measured = vllm_client.run(
-                    functools.partial(
-                        admission.exact_burst,
-                        bound=bound.value,
-                        hold_path=hold["path"],
-                        hold_body=hold_body,
-                        burst_calls=[call] * size,
-                        rejection_status=rejection["status"],
-                        counted_before=counted_before,
-                        first_chunk_within=FIRST_TOKEN_WITHIN,
-                    )
-                )
-            except admission.BoundNotHeld as exc:
-                void, voids = exc, voids + 1
-                if voids == ATTEMPTS:
-                    break
-                continue
-            valid = dataclasses.replace(measured, attempts=attempt, slower_tries=tuple(slower))
-            if not (valid.cleanly_refused and max(valid.rejection_seconds()) > limit) or len(slower) + 1 == ATTEMPTS:
-                return valid
-            slower.append(max(valid.rejection_seconds()))
-    if valid is not None:
-        return valid
-    pytest.skip(f"could not run: {void} ({voids} attempts)")
+        limit = vllm_expect.declared("admission", "max_rejection_seconds").value
+        try:
+            return admission.measure(attempt, max_rejection_seconds=limit, tries=ATTEMPTS)
+        except admission.BoundNotHeld as void:
+            pytest.skip(f"could not run: {void}")
 
 
 @contract("admission.burst_bounded")

@@ -9,10 +9,11 @@ filled first: N long streamed requests are held open until each has
 streamed its first chunk (it is then certainly unfinished), the burst goes
 out while they still run, and only then are they hung up on. Every request
 of the burst must be refused, and the bound's requests must all have been
-admitted. If one of the held requests ends before the burst is answered, a
-request of the burst served before that moment still proves the server
-queues past its bound; otherwise the measurement says nothing, and is
-repeated.
+admitted. If one of the held requests ends before the burst is answered, or
+just after, the measurement says nothing, and is repeated: the client sees a
+stream end only after the server freed its slot, by a delay a busy machine
+stretches (on a 2-core box under load, a burst request was served in that
+gap, and read as the server queueing past its bound).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_vllm_conformance.target.client import (
@@ -51,8 +52,10 @@ class Burst:
     held: tuple[HeldRequest, ...] = ()
     attempts: int = 1
     # The slowest refusal of each earlier burst that was refused cleanly but slower than the bound (noise is
-    # measured again; see suites/test_admission.py).
+    # measured again: ``measure``).
     slower_tries: tuple[float, ...] = ()
+    # Earlier bursts that let exactly one request past a held bound, measured again before any verdict.
+    overadmitted_tries: int = 0
 
     @property
     def size(self) -> int:
@@ -90,6 +93,11 @@ class Burst:
     def rejection_seconds(self) -> list[float]:
         return [r.elapsed for r in self.rejected]
 
+    @property
+    def overadmitted_once(self) -> bool:
+        """The bound's requests all admitted, and exactly one request of the burst served besides."""
+        return len(self.served) == 1 and not self.held_refused
+
     def summary(self) -> str:
         parts = [f"{len(self.served)} served", f"{len(self.rejected)} refused with {self.rejection_status}"]
         if self.other:
@@ -97,7 +105,12 @@ class Burst:
         if self.unanswered:
             parts.append(f"{len(self.unanswered)} unanswered ({self.unanswered[0]})")
         filled = f" with {len(self.held)} request(s) holding the bound" if self.held else ""
-        return f"a burst of {self.size} concurrent requests{filled}: " + ", ".join(parts)
+        again = (
+            f" (after {self.overadmitted_tries} burst(s) that let one request past the bound, measured again)"
+            if self.overadmitted_tries
+            else ""
+        )
+        return f"a burst of {self.size} concurrent requests{filled}: " + ", ".join(parts) + again
 
 
 @dataclass(frozen=True)
@@ -145,6 +158,11 @@ def _stream_error(first_chunk: bytes) -> dict[str, Any] | None:
     return error if isinstance(error, dict) else {"message": str(error)} if error is not None else None
 
 
+# A held stream seen ending within this long after the burst's last answer may have freed its slot before it:
+# the server frees a slot before the client reads the stream's end.
+SETTLE_SECONDS = 0.5
+
+
 def _describe(stream: OpenStream | BaseException, answered_by: float) -> HeldRequest:
     if isinstance(stream, BaseException):
         return HeldRequest(None, False, False, str(stream))
@@ -153,7 +171,7 @@ def _describe(stream: OpenStream | BaseException, answered_by: float) -> HeldReq
     admitted = stream.status == 200 and stream.first_chunk_at is not None and error is None
     status = error.get("code", stream.status) if error else stream.status
     detail = "" if admitted else stream.first_chunk[:200].decode("utf-8", "replace")
-    return HeldRequest(status, admitted, admitted and stream.running_at(answered_by), detail)
+    return HeldRequest(status, admitted, admitted and stream.running_at(answered_by + SETTLE_SECONDS), detail)
 
 
 async def exact_burst(
@@ -170,12 +188,16 @@ async def exact_burst(
     """Fill the bound with held streams, send the burst, then hang up on the held ones."""
     held = await _hold(client, hold_path, hold_body, bound, first_chunk_within)
     try:
-        timed = await asyncio.gather(*(_timed(client.request(method, path, **kw)) for method, path, kw in burst_calls))
+        outcomes = await asyncio.gather(
+            *(_outcome(client.request(method, path, **kw)) for method, path, kw in burst_calls)
+        )
         answered_by = time.perf_counter()
+        # Seen before hanging up: a held stream that ends in this while may have freed its slot earlier.
+        await asyncio.sleep(SETTLE_SECONDS)
+        described = tuple(_describe(stream, answered_by) for stream in held.streams)
     finally:
         await _release(held)
-    described = tuple(_describe(stream, answered_by) for stream in held.streams)
-    burst = Burst(tuple(outcome for outcome, _ in timed), rejection_status, counted_before, described)
+    burst = Burst(tuple(outcomes), rejection_status, counted_before, described)
     # Only an admitted request that ended frees a slot; a refused one never held any.
     ended_early = [
         stream
@@ -183,25 +205,56 @@ async def exact_burst(
         if isinstance(stream, OpenStream) and described_as.admitted and not described_as.ran_throughout
     ]
     if ended_early:
-        freed = min(stream.ended_at or answered_by for stream in ended_early)
-        # A slot freed early may have let the rest of the burst in; only a request served before then met a
-        # full bound, and one such proves the server queues past it.
-        if not any(_served(outcome) and at <= freed for outcome, at in timed):
-            raise BoundNotHeld(
-                "a request holding the bound finished before the burst was answered "
-                f"({_how_it_ended(ended_early, answered_by)}): make the held requests longer "
-                "(a larger max_model_len) or the burst smaller"
-            )
+        # When the server freed that slot is not known (only that it was before the client saw the end), so
+        # no request of the burst can be shown to have met a full bound.
+        raise BoundNotHeld(
+            "a request holding the bound finished before the burst was answered, or too soon after to tell "
+            f"({_how_it_ended(ended_early, answered_by)}): make the held requests longer "
+            "(a larger max_model_len) or the burst smaller"
+        )
     return burst
 
 
-async def _timed(call: Awaitable[Response]) -> tuple[Response | BaseException, float]:
-    """An outcome, and when it was known."""
+def measure(attempt: Callable[[], Burst], *, max_rejection_seconds: float, tries: int) -> Burst:
+    """The burst a verdict is made on, each kind of doubtful measurement taken again up to ``tries`` times.
+
+    A void one (a held request ended before the burst was answered: ``BoundNotHeld``) says nothing. A clean
+    one whose slowest refusal is over the bound may be the machine's noise: on a small CPU box the held
+    generations starve the API server. One that let exactly one request past a held bound may be a race
+    between vLLM's count of unfinished requests and the burst's arrivals (seen once in 50 CI runs); a
+    server that queues past its bound does it again, and by more. Raises ``BoundNotHeld`` when every
+    attempt was void.
+    """
+    voids, overadmitted = 0, 0
+    slower: list[float] = []
+    last_void: BoundNotHeld | None = None
+    doubtful: Burst | None = None  # the last burst measured again, judged when no better one comes
+    for number in range(1, 3 * tries + 1):
+        try:
+            burst = replace(attempt(), attempts=number, slower_tries=tuple(slower), overadmitted_tries=overadmitted)
+        except BoundNotHeld as exc:
+            voids, last_void = voids + 1, exc
+            if voids == tries:
+                break
+            continue
+        if burst.overadmitted_once and overadmitted + 1 < tries:
+            overadmitted, doubtful = overadmitted + 1, burst
+            continue
+        slow = burst.cleanly_refused and max(burst.rejection_seconds()) > max_rejection_seconds
+        if not slow or len(slower) + 1 == tries:
+            return burst
+        slower.append(max(burst.rejection_seconds()))
+        doubtful = burst
+    if doubtful is not None:
+        return doubtful
+    raise BoundNotHeld(f"{last_void} ({voids} attempts)")
+
+
+async def _outcome(call: Awaitable[Response]) -> Response | BaseException:
     try:
-        outcome: Response | BaseException = await call
+        return await call
     except Exception as exc:  # an unanswered request is an outcome of the burst, not an error of the run
-        outcome = exc
-    return outcome, time.perf_counter()
+        return exc
 
 
 def _how_it_ended(ended_early: Sequence[OpenStream], answered_by: float) -> str:
@@ -211,10 +264,6 @@ def _how_it_ended(ended_early: Sequence[OpenStream], answered_by: float) -> str:
         f"ending {s.last_bytes[-120:]!r}"
         for s in ended_early
     )
-
-
-def _served(outcome: Response | BaseException) -> bool:
-    return isinstance(outcome, Response) and 200 <= outcome.status < 300
 
 
 async def wait_until_served(client: AsyncBoundedClient, path: str, body: dict[str, Any], within: float) -> Response:
