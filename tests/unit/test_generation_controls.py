@@ -5,7 +5,7 @@ import json
 import httpx
 import pytest
 
-from pytest_vllm_conformance.features.generation.answers import ToolCall, read_answer
+from pytest_vllm_conformance.features.generation.answers import ToolCall, Unreadable, read_answer
 from pytest_vllm_conformance.features.generation.defaults import completions_max_tokens
 from pytest_vllm_conformance.features.generation.structured import CONSTRAINTS
 from pytest_vllm_conformance.features.generation.tool_calls import argument_problem
@@ -48,6 +48,46 @@ def test_a_whole_completion_reads_its_text_and_calls():
     assert read_answer(response(json.dumps(body)), streamed=False).text == "quokka"
     chat = {"choices": [{"message": {"content": None, "tool_calls": [{"function": {"name": "f", "arguments": "1"}}]}}]}
     assert read_answer(response(json.dumps(chat)), streamed=False).tool_calls == [ToolCall("f", "1")]
+
+
+@pytest.mark.parametrize(
+    ("body", "streamed", "says"),
+    [
+        (sse(), True, "no streamed event carries choice 0"),
+        (sse({"choices": [], "usage": {"completion_tokens": 1}}), True, "no streamed event carries choice 0"),
+        (json.dumps({"choices": []}), False, "the answer carries no choice"),
+        ("{}", False, "the answer carries no choice"),
+    ],
+)
+def test_an_answer_without_choice_0_is_unreadable_not_empty(body, streamed, says):
+    with pytest.raises(Unreadable, match=says):
+        read_answer(response(body), streamed=streamed)
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_truncated_body_is_never_read_as_if_whole(streamed):
+    whole = sse(chunk({"content": "ab"}, "stop")) if streamed else json.dumps({"choices": [{"text": "ab"}]})
+    cut = Response("POST", "/v1/completions", 200, httpx.Headers(), whole.encode(), 2 * len(whole), True, 0.01)
+    with pytest.raises(Unreadable, match="truncated at .* bytes .*: the body passed the byte cap"):
+        read_answer(cut, streamed=streamed)
+
+
+def test_constraints_judge_answers_and_tell_a_cut_answer_from_an_ignored_one():
+    schema = CONSTRAINTS[("response_format", "json_schema")]
+    assert schema.violation('{"answer": "alpha", "confirmed": true}') is None
+    assert "breaks the schema at answer" in schema.violation('{"answer": "gamma", "confirmed": true}')
+    assert schema.could_continue('{"answer": "al') and not schema.could_continue("random words")
+    choice = CONSTRAINTS[("structured_outputs", "choice")]
+    assert choice.violation("quokka") is None and choice.could_continue("zebra cro")
+    assert CONSTRAINTS[("structured_outputs", "regex")].violation("aab-12") is None
+    assert CONSTRAINTS[("structured_outputs", "regex")].violation("aab-123") is not None
+
+
+def test_tool_arguments_are_judged_against_the_named_function():
+    assert argument_problem(ToolCall("get_time", '{"zone": "cet"}')) is None
+    assert "are not JSON" in argument_problem(ToolCall("get_time", "{not json"))
+    assert "breaks the schema" in argument_problem(ToolCall("get_time", "85359113786238663"))
+    assert "not a declared function" in argument_problem(ToolCall("get_date", "{}"))
 
 
 class _StreamingCompletions:
