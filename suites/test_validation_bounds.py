@@ -97,6 +97,8 @@ def test_no_internals(malformed, observe):
         f"{malformed}: the error shows a server {'file path' if leak['path'] else 'memory address'} "
         f"{leak.group(0)!r}: {response.describe()}"
     )
+    # What was not read was not searched: a cut body is no proof of a clean one.
+    assert not response.truncated, f"{malformed}: body truncated, the rest was not searched: {response.describe()}"
 
 
 @contract("validation_bounds.answered_fast")

@@ -117,7 +117,21 @@ def test_routes_a_gateway_does_not_expose_are_reported_not_failed_by_auth(pytest
 def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server):
     with FaultProxy(plain_server.url, rules=[AmplifyErrors(factor_bytes=5_000_000)]) as proxy:
         run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
+    # Each body is cut at the bound: too large, its entries uncountable, and the rest not searched for internals.
+    assert_verdicts(
+        pytester.path / "junit.xml",
+        {
+            "validation_bounds.error_body_bounded": {"failed": 12},
+            "validation_bounds.error_entries_bounded": {"failed": 12},
+            "validation_bounds.no_internals": {"failed": 12},
+            "validation_bounds.answered_fast": {"passed": 12},
+        },
+    )
     failed = failed_checks(pytester.path / "junit.xml")
+    assert (
+        "body truncated, the rest was not searched"
+        in failed["validation_bounds.no_internals[/v1/completions promptx10]"]
+    )
     bounded = {name: msg for name, msg in failed.items() if name.startswith("validation_bounds.error_body_bounded")}
     assert len(bounded) == 12, sorted(failed)  # three served routes, four sizes each
     message = bounded["validation_bounds.error_body_bounded[/v1/completions promptx800]"]
