@@ -1,7 +1,9 @@
 """What changed since a captured baseline: one test per difference.
 
 Capture a known-good server with ``--vllm-capture-profile=base.yaml``, then
-run a canary with ``--vllm-baseline=base.yaml``. A difference that matters for
+run a canary with ``--vllm-baseline=base.yaml``. The comparison must hold the
+same model on both sides (``baseline_compared`` fails a baseline of another
+model, and records what was compared). A difference that matters for
 serving (max_model_len, a route or model removed, the auth posture, the
 scale-out state, the tokenizer) fails; any other (the vLLM version, routes or
 metric names added, ...) passes and is reported in its test id and as a
@@ -12,6 +14,7 @@ metric names added, ...) passes and is reported in its test id and as a
 import pytest
 
 from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.profile.coverage import coverage
 from pytest_vllm_conformance.features.profile.diff import profile_differences
 
 
@@ -21,10 +24,15 @@ def baseline(vllm_expect):
 
 
 @contract("profile_diff.baseline_compared")
-def test_baseline_compared(baseline, vllm_facts, vllm_record):
+def test_baseline_compared(baseline, vllm_facts, vllm_expect, vllm_record):
     assert vllm_facts.observed is not None, "the target was not observed, so it cannot be compared with the baseline"
     vllm_record("baseline", str(baseline.path))
     vllm_record("baseline_version", baseline.data["observed"].get("vllm_version") or "unknown")
+    ignore = vllm_expect.declared("profile_diff", "ignore").value
+    covered = coverage(baseline.data["observed"], vllm_facts.observed, ignore)
+    vllm_record("compared", covered.summary())
+    problem = covered.problem()
+    assert problem is None, f"{baseline.path}: {problem}"
 
 
 @contract("profile_diff.serving_unchanged")

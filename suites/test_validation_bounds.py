@@ -102,6 +102,9 @@ def test_no_internals(malformed, observe):
         f"{malformed}: the error shows a server {'file path' if leak['path'] else 'memory address'} "
         f"{leak.group(0)!r}: {response.describe()}"
     )
+    if response.truncated:
+        # What was not read was not searched: a cut body is no proof of a clean one, nor of a leak.
+        pytest.skip(f"cannot be judged: {response.describe()}, the rest was not searched (see error_body_bounded)")
 
 
 @contract("validation_bounds.answered_fast")

@@ -175,8 +175,15 @@ class AsyncBoundedClient:
         auth: bool = True,
         timeout: float | None = None,
         max_body: int | None = None,
+        enough: Callable[[bytes], bool] | None = None,
     ) -> Response:
-        """One exchange. ``auth=False`` sends no Authorization header of ours."""
+        """One exchange. ``auth=False`` sends no Authorization header of ours.
+
+        ``enough(body so far)``, when given, is asked after each chunk: once it
+        says so, reading stops and the connection is closed (a server takes
+        that as the caller gone, and stops generating); the response is then
+        ``truncated``, like one cut at the byte cap, so it is never read as whole.
+        """
         deadline = self.timeout if timeout is None else timeout
         cap = self.max_body if max_body is None else max_body
         send_headers = dict(headers or {})
@@ -194,7 +201,7 @@ class AsyncBoundedClient:
                 for attempt in (1, 2):
                     try:
                         return await self._exchange(
-                            method, path, content, send_headers, cap, started, summary, retried, progress
+                            method, path, content, send_headers, cap, started, summary, retried, progress, enough
                         )
                     except httpx.TimeoutException:
                         raise TimeoutError from None
@@ -221,6 +228,7 @@ class AsyncBoundedClient:
         summary: str,
         retried: str | None,
         progress: dict[str, int],
+        enough: Callable[[bytes], bool] | None = None,
     ) -> Response:
         chunks: list[bytes] = []
         seen = 0
@@ -235,6 +243,9 @@ class AsyncBoundedClient:
                     truncated = True
                     break
                 chunks.append(chunk)
+                if enough is not None and enough(b"".join(chunks)):
+                    truncated = True
+                    break
             return Response(
                 method=method,
                 path=path,

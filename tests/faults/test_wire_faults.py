@@ -5,7 +5,10 @@ a required field nulled, ``[DONE]`` dropped or sent twice, a choice finished
 twice, the usage chunk carrying choices, a validation error sent as 200 and
 an error event, an error body without its type, a Responses answer or event
 with a required field nulled, a Responses stream without its terminal event,
-a continuous usage chunk without usage. Every other wire contract must still pass.
+a continuous usage chunk without usage, a stream of nothing but ``[DONE]``, a
+Responses message typed as a function call or as no type OpenAI has. Every
+other wire contract must still pass. A Responses event of a type OpenAI's
+stream lacks is reported, and fails under ``wire.strict_openai``.
 """
 
 import pytest
@@ -20,11 +23,14 @@ from tests.conftest import (
     run_suites,
 )
 from tests.integration.test_suites_on_real_vllm import WIRE_PLAIN
+from tests.integration.test_wire_on_real_vllm import STRICT_PROFILE, STRICT_VERDICTS
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 
 CHAT, COMPLETIONS, RESPONSES = "/v1/chat/completions", "/v1/completions", "/v1/responses"
 WITH_USAGE, WITHOUT_USAGE, CONTINUOUS = "stream usage logprobs", "stream", "stream continuous usage logprobs"
+GENERATION = r"/v1/(chat/)?completions"
+NO_CHOICE = "no event carries a choice (0 JSON event(s) before [DONE]): the stream has no text and no finish_reason"
 
 # fault id -> (the proxy's one rule, the verdicts it changes, {failed test: words its message must hold})
 FAULTS = {
@@ -98,6 +104,38 @@ FAULTS = {
         {"wire.responses_stream_framing": "failed"},
         {f"wire.responses_stream_framing[{RESPONSES} stream]": "$.type: expected exactly one terminal event"},
     ),
+    "a stream replaced by [DONE] only": (
+        RewriteStream(edit="only_done", path=GENERATION),
+        {
+            "wire.completion_stream_shape": {"failed": 2},
+            "wire.completion_stream_framing": {"failed": 2},
+            "wire.chat_stream_shape": {"failed": 2},
+            "wire.chat_stream_framing": {"failed": 2},
+            "wire.stream_continuous_usage": {"failed": 2},
+            # vLLM's 200 and error event for top_logprobs, emptied: no longer the known deviation.
+            "wire.stream_errors_before_streaming": {"failed": 1, "passed": 3},
+        },
+        {
+            f"wire.chat_stream_framing[{CHAT} {WITHOUT_USAGE}]": NO_CHOICE,
+            f"wire.completion_stream_framing[{COMPLETIONS} {WITHOUT_USAGE}]": NO_CHOICE,
+            f"wire.chat_stream_shape[{CHAT} {WITHOUT_USAGE}]": "nothing to judge: the stream carries no JSON event",
+            f"wire.completion_stream_shape[{COMPLETIONS} {WITH_USAGE}]": "nothing to judge",
+        },
+    ),
+    "a Responses message typed as a function call": (
+        RewriteJsonResponse(("output", 0, "type"), "function_call", path=RESPONSES),
+        {"wire.responses_shape": "failed"},
+        {
+            f"wire.responses_shape[{RESPONSES} plain]": (
+                "$.output[0].call_id: expected the field (required by OpenAI), got no such field"
+            )
+        },
+    ),
+    "a Responses output item of a type OpenAI does not define": (
+        RewriteJsonResponse(("output", 0, "type"), "output_message", path=RESPONSES),
+        {"wire.responses_shape": "failed"},
+        {f"wire.responses_shape[{RESPONSES} plain]": '$.output[0].type: expected one of "message", "function_call"'},
+    ),
     "continuous usage dropped from a middle chunk": (
         RewriteStream(edit="drop_mid_stream_usage", path=COMPLETIONS),
         {"wire.stream_continuous_usage": {"failed": 1, "passed": 1}},
@@ -122,6 +160,30 @@ def test_a_broken_body_or_stream_fails_exactly_its_wire_contract(pytester, plain
     for test, words in messages.items():
         assert words in failed[test], failed[test]
         assert "POST /v1/" in failed[test]  # the endpoint and the request, as sent
+
+
+UNKNOWN_EVENT = (
+    '$.type: "response.vendor_progress" is an event type OpenAI\'s stream does not define: clients that dispatch on '
+    "type skip it or stop on it"
+)
+
+
+def test_an_unknown_responses_event_is_reported_and_fails_under_strict(pytester, plain_server):
+    """A Responses stream gains an event of a type OpenAI's union does not have: it cannot be judged by any branch,
+    so it is reported, not passed in silence; under wire.strict_openai it fails. The stream's framing still holds."""
+    rule = RewriteStream(edit="unknown_event", path=RESPONSES)
+    stream_shape = f"wire.responses_stream_shape[{RESPONSES} stream]"
+    with FaultProxy(plain_server.url, rules=[rule]) as proxy:
+        run_suites(pytester, "-m", "wire", url=proxy.url, profile=PLAIN_PROFILE)
+        junit = pytester.path / "junit.xml"
+        assert_verdicts(junit, WIRE_PLAIN)
+        reported = {run.key: run.properties.get("vllm_wire_report", "") for run in contract_runs(junit)}
+        assert f"event 3 {UNKNOWN_EVENT}" in reported[stream_shape], reported[stream_shape]
+        run_suites(pytester, "-m", "wire", url=proxy.url, profile=STRICT_PROFILE)
+    assert proxy.hits[0] > 0, "the fault never happened"
+    assert_verdicts(junit, STRICT_VERDICTS)
+    failed = failed_checks(junit)[stream_shape]
+    assert f"event 3 {UNKNOWN_EVENT} [wire.strict_openai is true (profile plain)]" in failed, failed
 
 
 def test_through_an_ingress_a_broken_body_is_put_on_the_ingress_and_an_unserved_route_is_not_exposed(

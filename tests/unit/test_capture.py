@@ -1,6 +1,7 @@
 """A capture is a valid serving profile, usable as --vllm-profile and --vllm-baseline, and holds no secret."""
 
 import json
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -9,10 +10,13 @@ import yaml
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, load_profile, validate
 from pytest_vllm_conformance.features.profile.capture import (
     captured_profile,
+    metric_names,
     parse_metric_names,
     public_url,
+    validation_error,
     write_profile,
 )
+from pytest_vllm_conformance.features.profile.diff import differences
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
 from pytest_vllm_conformance.target.client import Response
 from pytest_vllm_conformance.target.secrets import Redactor
@@ -131,3 +135,48 @@ def test_extension_fields_are_recorded_per_answer_kind_and_a_refused_kind_is_nam
         "/v1/chat/completions capture answered 400; /v1/chat/completions capture stream answered 400; "
         "/v1/responses capture answered 404; /v1/responses capture stream answered 404"
     )
+
+
+class _AnswersWith:
+    """A client whose every answer is one fixed response."""
+
+    def __init__(self, status, body, truncated=False):
+        self.status, self.body, self.truncated = status, body, truncated
+
+    def answer_or_none(self, method, path, **kw):
+        return Response(method, path, self.status, httpx.Headers(), self.body, len(self.body), self.truncated, 0.0)
+
+
+def test_a_metrics_page_cut_at_the_cap_is_kept_but_not_compared():
+    unobserved = {}
+    page = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n# TYPE vllm:cut"
+    seen = metric_names(_AnswersWith(200, page, truncated=True), unobserved)
+    assert seen == {"names": ["vllm:num_requests_running"], "truncated": True}
+    assert unobserved["metrics"].startswith("GET /metrics passed the byte cap (truncated at")
+    base = observation()
+    cut = observation(metrics=seen, unobserved=unobserved)
+    assert [d.id for d in differences(base, cut)] == ["metrics not compared"]
+
+
+def test_a_malformed_request_answered_without_an_error_message_is_unobserved_not_bounded():
+    unobserved = {}
+    facts = SimpleNamespace(model="m", serves=lambda method, path: True)
+    requests = [{"path": "/v1/completions", "field": "prompt", "item": 1, "base": {}}]
+    seen = validation_error(_AnswersWith(502, b"<html>bad gateway</html>"), facts, requests, unobserved)
+    assert seen["bounded"] is None
+    assert unobserved["validation_error"] == "POST /v1/completions promptx100 answered 502 without an error message"
+    assert [d.id for d in differences(observation(), observation(validation_error=seen))] == [
+        "validation_error not compared"
+    ]
+
+
+def test_a_stream_of_no_event_records_no_extension_field_as_gone():
+    class OnlyDone:
+        def post(self, path, body):
+            text = b"data: [DONE]\n\n" if body.get("stream") else b'{"choices": []}'
+            return Response("POST", path, 200, httpx.Headers(), text, len(text), False, 0.0)
+
+    unobserved = {}
+    observed = observe_extensions(OnlyDone(), "m", unobserved)
+    assert "completion_chunk" not in observed and "responses_event" not in observed
+    assert "/v1/completions capture stream answered 200 with no JSON event" in unobserved["wire_extensions"]

@@ -131,3 +131,11 @@ def test_sync_client_serves_several_threads(hostile):
     with BoundedClient(hostile.url, timeout=2.0, max_body=CAP) as client, ThreadPoolExecutor(4) as pool:
         statuses = list(pool.map(lambda status: client.get(f"/status/{status}").status, range(200, 216)))
     assert statuses == list(range(200, 216))
+
+
+def test_enough_stops_reading_and_marks_the_body_cut(client):
+    """A reader that has what it needs hangs up (the server sees the caller gone); the body is never taken as whole."""
+    response = client.get("/endless", enough=lambda body: len(body) >= 1000)
+    assert response.truncated and 1000 <= len(response.body) < CAP
+    with pytest.raises(NotJSON, match="truncated"):
+        response.json()

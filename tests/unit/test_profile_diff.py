@@ -3,6 +3,7 @@
 import json
 from importlib import resources
 
+from pytest_vllm_conformance.features.profile.coverage import coverage
 from pytest_vllm_conformance.features.profile.diff import (
     ASPECTS,
     default_report_path,
@@ -231,3 +232,19 @@ def test_every_aspect_of_the_diff_can_be_ignored_and_named_unobserved_in_the_sch
     ignorable = schema["properties"]["profile_diff"]["properties"]["ignore"]["items"]["enum"]
     assert set(ignorable) == set(ASPECTS)
     assert set(observed["unobserved"]["propertyNames"]["enum"]) == set(ASPECTS)
+
+
+def test_coverage_says_what_was_compared_and_fails_a_baseline_of_another_model():
+    same = coverage(observation(), observation(), ignore=["metrics"])
+    assert same.problem() is None
+    assert same.summary() == (
+        f"models in both: {MODEL}; compared: routes, auth, scale_out, validation_error, tokenizer, "
+        "generation_defaults, wire_extensions; ignored: metrics"
+    )
+    other = observation(models=[{"id": "other-model", "max_model_len": 2048, "root": "/models/other"}])
+    problem = coverage(other, observation()).problem()
+    assert problem is not None and problem.startswith(
+        f"the baseline and the target share no model (baseline ['other-model'], target ['{MODEL}']): "
+        "max_model_len was compared for none"
+    )
+    assert "none" in coverage(observation(models=[]), observation()).summary()

@@ -263,3 +263,64 @@ def test_a_responses_usage_without_cache_write_tokens_is_a_deviation_before_0_31
         missing = {f.pattern for f in judged.failures}
         assert ("usage.input_tokens_details.cache_write_tokens" in missing) is not deviates, version
         assert len(judged.deviations) == (5 if deviates else 4), version
+
+
+# Output items of the other two kinds the plain sample lacks, as vLLM 0.32 builds them
+# (responses/streaming_events.py: ResponseFunctionToolCall, ResponseReasoningItem with
+# reasoning_text content) and the openai types serialise them, explicit nulls included,
+# but for the function call's namespace and async: the openai package vLLM 0.32 installs
+# sends both as null, out of OpenAI's shape (async is no field of OpenAI's), and the
+# contract data lists neither, since the wire suite asks for no tool call.
+FUNCTION_CALL_ITEM = {
+    "arguments": '{"city": "Paris"}',
+    "call_id": "call_1",
+    "name": "get_weather",
+    "type": "function_call",
+    "id": "fc_1",
+    "caller": None,
+    "status": "completed",
+}
+REASONING_ITEM = {
+    "id": "rs_1",
+    "summary": [],
+    "type": "reasoning",
+    "content": [{"text": "thinking", "type": "reasoning_text"}],
+    "encrypted_content": None,
+    "status": "completed",
+}
+
+
+def _with_items(*items: Any) -> Any:
+    body = json.loads((SAMPLES / "responses.json").read_text())
+    body["output"] = [*body["output"], *items]
+    return body
+
+
+@needs_reference
+@pytest.mark.parametrize(
+    ("item", "place", "value"),
+    [
+        (FUNCTION_CALL_ITEM, None, None),
+        (REASONING_ITEM, None, None),
+        (FUNCTION_CALL_ITEM, ("arguments",), KeyError),
+        (FUNCTION_CALL_ITEM, ("name",), 7),
+        (REASONING_ITEM, ("summary",), None),
+        (REASONING_ITEM, ("content", 0, "text"), None),
+        (FUNCTION_CALL_ITEM, ("type",), "function_call_v2"),
+    ],
+    ids=str,
+)
+def test_each_output_item_is_judged_by_its_type_as_the_reference_judges_it(item, place, value):
+    body = _with_items(_set(item, place, value) if place else item)
+    _agree("responses", body)
+    findings = {f.path for f in schemas.judge("responses", body).failures if f.parts[:2] == ("output", 1)}
+    assert findings == ({schemas.json_path(("output", 1, *place))} if place else set()), findings
+
+
+def test_a_message_renamed_a_function_call_is_judged_as_one():
+    body = json.loads((SAMPLES / "responses.json").read_text())
+    body["output"][0]["type"] = "function_call"
+    judged = schemas.judge("responses", body)
+    missing = sorted({f.pattern for f in judged.failures if f.kind == "missing" and f.pattern.startswith("output.")})
+    assert missing == ["output.*.arguments", "output.*.call_id", "output.*.name"]
+    assert {"output.*.content", "output.*.role"} <= {f.pattern for f in judged.extensions}

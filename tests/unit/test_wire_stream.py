@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from packaging.version import Version
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -21,7 +22,8 @@ from starlette.routing import Route
 
 from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, RewriteStream, UvicornThread, rule_from_dict
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, names_events, split_events
-from pytest_vllm_conformance.features.wire import WireRules, responses_stream
+from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.features.wire import WireRules, responses_stream, schemas
 from pytest_vllm_conformance.features.wire import stream as sse
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
@@ -59,6 +61,7 @@ def _edited(name: str, edit: str) -> bytes:
         ("double_done", "`data: [DONE]` is sent 2 times (events 6, 7)"),
         ("finish_twice", "choice 0 finished 2 times ($.choices[*].finish_reason set in events 1, 4)"),
         ("usage_with_choices", "event 5 $.choices: the usage chunk carries 1 choice(s), not []"),
+        ("only_done", "no event carries a choice (0 JSON event(s) before [DONE])"),
     ],
 )
 def test_each_stream_fault_is_named_by_its_rule(edit, expected):
@@ -73,6 +76,15 @@ def test_a_usage_chunk_unasked_a_first_delta_without_role_and_bare_text_are_name
     assert "event 5 $.usage: usage sent without stream_options.include_usage" in problems
     assert "event 1 $.choices[0].delta.role: choice 0's first delta carries role None, not 'assistant'" in problems
     assert any(p.startswith("event 3 $.choices[0].logprobs.content: text 'al' streamed without") for p in problems)
+
+
+def test_a_stream_of_only_a_usage_chunk_has_no_choice_to_read():
+    body = _sample("chat_stream.sse")
+    usage_only = join_events([p for p in split_events(body) if p == "[DONE]" or '"choices":[]' in p])
+    problems = _all_problems(usage_only, chat=True)
+    assert problems[0] == (
+        "no event carries a choice (1 JSON event(s) before [DONE]): the stream has no text and no finish_reason to read"
+    )
 
 
 def test_lines_that_are_not_data_and_comments():
@@ -151,6 +163,31 @@ def test_each_responses_framing_fault_is_named(broken, expected):
     assert any(failure.startswith(expected) for failure in failures), failures
 
 
+def test_an_unknown_responses_event_is_reported_and_fails_only_under_strict():
+    body = _edited("responses_stream.sse", "unknown_event")
+    events = sse.parse(body, named_events=True)
+    assert _responses_verdict(body)[0] == []  # the framing holds: only the type is new
+    bodies = [(f"event {e.number} ", e.payload) for e in events.chunks()]
+    deviations = schemas.deviations_from(contracts.load().fact("wire_deviations", Version("0.32.0")))
+    judged = WireRules(deviations, {}, False, "plugin policy", "vLLM 0.32.0").verdict("responses_event", bodies)
+    unknown = (
+        'event 3 $.type: "response.vendor_progress" is an event type OpenAI\'s stream does not define: clients '
+        "that dispatch on type skip it or stop on it"
+    )
+    assert judged.failures == [] and unknown in judged.reported
+    strict = WireRules((), {}, strict=True, strict_basis="profile strict", version_label="vLLM 0.32.0")
+    assert (
+        f"{unknown} [wire.strict_openai is true (profile strict)]" in strict.verdict("responses_event", bodies).failures
+    )
+
+
+def test_a_stream_without_any_event_has_no_shape_to_pass():
+    judged = RULES.verdict(
+        "chat_chunk", [(f"event {e.number} ", e.payload) for e in sse.parse(b"data: [DONE]\n\n").chunks()]
+    )
+    assert judged.failures == ["nothing to judge: the stream carries no JSON event, so no chat_chunk shape"]
+
+
 def test_a_responses_stream_names_its_events_and_needs_no_done():
     stream = sse.parse(_sample("responses_stream.sse"), named_events=True)
     assert stream.problems == []
@@ -166,6 +203,7 @@ EDITED_SAMPLES = {
     "drop_terminal": "responses_stream.sse",
     "null_output_item_index": "responses_stream.sse",
     "drop_mid_stream_usage": "chat_stream_continuous_usage.sse",
+    "unknown_event": "responses_stream.sse",
 }
 
 
@@ -203,7 +241,7 @@ def test_the_proxy_rewrites_a_stream_with_one_edit(edit):
             assert proxy.hits == [1]
     assert answer.status_code == 200
     assert answer.content == _edited(sample, edit)  # a Responses stream keeps its `event:` lines
-    assert [json.loads(p) for p in split_events(answer.content) if p != "[DONE]"]
+    assert [json.loads(p) for p in split_events(answer.content) if p != "[DONE]"] or edit == "only_done"
 
 
 def test_an_unknown_edit_is_refused():

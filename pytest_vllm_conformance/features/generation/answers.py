@@ -50,14 +50,29 @@ class Answer:
         return f"{how}: finish_reason {self.finish_reasons or None}, text {self.text[:120]!r}, {calls}"
 
 
+class Unreadable(AssertionError):
+    """An answer that cannot be read as one: cut at the byte cap, or without choice 0. The check it feeds fails."""
+
+
 def read_answer(response: Response, *, streamed: bool) -> Answer:
-    """Choice 0 of a whole or streamed completions / chat answer (an empty Answer when there is none)."""
+    """Choice 0 of a whole or streamed completions / chat answer.
+
+    A body cut at the byte cap, or one with no choice 0 (a stream of nothing
+    but ``[DONE]``, a body without choices), is not an empty answer: a check
+    reading it as one would pass on what it never saw ("no tool call", say),
+    so ``Unreadable`` is raised instead, saying what was answered.
+    """
+    if response.truncated:
+        raise Unreadable(f"{response.describe()}: the body passed the byte cap, so the answer cannot be read whole")
     if streamed:
-        return _read_stream([event.payload for event in stream.parse(response.body).chunks()])
+        payloads = [event.payload for event in stream.parse(response.body).chunks()]
+        if not any(choice.get("index", 0) == 0 for payload in payloads for choice in _choices(payload)):
+            raise Unreadable(f"{response.describe()}: no streamed event carries choice 0: {response.text[:200]!r}")
+        return _read_stream(payloads)
     payload = response.json_or_none()
-    choices = payload.get("choices") if isinstance(payload, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return Answer()
+    choices = _choices(payload)
+    if not choices:
+        raise Unreadable(f"{response.describe()}: the answer carries no choice: {response.text[:200]!r}")
     choice = choices[0]
     message = choice["message"] if isinstance(choice.get("message"), dict) else {}
     text = choice.get("text") if "text" in choice else message.get("content")
@@ -68,6 +83,11 @@ def read_answer(response: Response, *, streamed: bool) -> Answer:
     ]
     reason = choice.get("finish_reason")
     return Answer(text or "", [reason] if reason else [], calls)
+
+
+def _choices(payload: Any) -> list[dict[str, Any]]:
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    return [choice for choice in choices if isinstance(choice, dict)] if isinstance(choices, list) else []
 
 
 def _read_stream(payloads: list[Any]) -> Answer:

@@ -6,15 +6,19 @@ API, and an upgrade may change them too. Where the render routes answer
 (vLLM 0.28/0.29 always, 0.30+ with --enable-scale-out) they show the
 resolved sampling parameters of a bare request. Elsewhere only what answers
 show is recorded: the completions max_tokens default (``ignore_eos`` makes
-the answer run to it) and whether sampling is greedy by default (two bare
-requests give the greedy tokens; with sampling on, an open prompt does not).
+the answer run to it; streamed, and hung up on after 16 tokens, so a server
+whose default is the rest of the context generates no long answer for a
+capture: that default reads "more than 16") and whether sampling is greedy by
+default (two bare requests give the greedy tokens; with sampling on, an open
+prompt does not).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_vllm_conformance.target.client import BoundedClient, Response
+from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.target.client import BoundedClient, Response, TransportFailure
 
 PROMPT = "Write a story about"
 MESSAGES = [{"role": "user", "content": PROMPT}]
@@ -30,6 +34,10 @@ SAMPLING_KEYS = (
     "max_tokens",
 )
 REST_OF_CONTEXT = "the rest of the context"
+# The bare completion is read this far and no further: vLLM's completions default is 16
+# (CompletionRequest.max_tokens), and a capture promises short generation requests.
+BARE_TOKENS_READ = 16
+LONGER_DEFAULT = f"more than {BARE_TOKENS_READ}"
 
 
 def _render(client: BoundedClient, model: str, max_model_len: Any) -> dict[str, Any] | None:
@@ -62,14 +70,45 @@ def _text(response: Response | None) -> str | None:
         return None
 
 
+def _unfinished_past_the_read(body: bytes) -> bool:
+    """The bare stream carried BARE_TOKENS_READ text chunks (a token or more each) and no finish_reason yet."""
+    choices = [choice for event in sse.parse(body).chunks() for choice in event.choices()]
+    texts = sum(1 for choice in choices if choice.get("text"))
+    return texts >= BARE_TOKENS_READ and not any(choice.get("finish_reason") for choice in choices)
+
+
+def completions_max_tokens(client: BoundedClient, model: str) -> int | str | None:
+    """The completions max_tokens default: what a bare streamed request (``ignore_eos``) runs to.
+
+    Its usage chunk counts the tokens when the stream ends within
+    BARE_TOKENS_READ; a stream still going after them is hung up on (vLLM
+    stops generating for a caller gone) and reads LONGER_DEFAULT. None when
+    it was not served or carried no usage.
+    """
+    body = {"model": model, "prompt": PROMPT, "ignore_eos": True, "stream": True}
+    body["stream_options"] = {"include_usage": True}
+    try:
+        response = client.post("/v1/completions", body, enough=_unfinished_past_the_read)
+    except TransportFailure:  # RequestTimeout is one
+        return None
+    if response.status != 200:
+        return None
+    if response.truncated:
+        return LONGER_DEFAULT if _unfinished_past_the_read(response.body) else None
+    usage = [event.payload.get("usage") for event in sse.parse(response.body).chunks()]
+    counted = [u.get("completion_tokens") for u in usage if isinstance(u, dict)]
+    return counted[-1] if counted and isinstance(counted[-1], int) else None
+
+
 def observe_defaults(
     client: BoundedClient, model: str, max_model_len: Any, unobserved: dict[str, str]
 ) -> dict[str, Any] | None:
     """The ``generation_defaults`` section of a capture, or None (and why, in ``unobserved``)."""
-    bare = _completion(client, model)
-    usage = (bare.json_or_none() or {}).get("usage") if bare is not None and bare.status == 200 else None
-    if not isinstance(usage, dict) or not isinstance(usage.get("completion_tokens"), int):
-        unobserved["generation_defaults"] = "POST /v1/completions without max_tokens was not served"
+    max_tokens = completions_max_tokens(client, model)
+    if max_tokens is None:
+        unobserved["generation_defaults"] = (
+            "POST /v1/completions without max_tokens, streamed with include_usage, was not served with its usage"
+        )
         return None
     chat_sampling = _render(client, model, max_model_len)
     if chat_sampling is not None:
@@ -80,7 +119,7 @@ def observe_defaults(
         greedy = greedy_text is not None and all(text == greedy_text for text in bare_texts)
     return {
         "source": "render" if chat_sampling is not None else "answers",
-        "completions_max_tokens": usage["completion_tokens"],
+        "completions_max_tokens": max_tokens,
         "greedy": greedy,
         "chat_sampling": chat_sampling,
     }

@@ -251,6 +251,7 @@ def validation_error(
     response = client.answer_or_none("POST", entry["path"], json_body=body)
     summary = f"POST {entry['path']} {entry['field']}x{MALFORMED_ITEMS}"
     if response is None:
+        unobserved["validation_error"] = f"{summary} got no answer"
         return {
             "request": summary,
             "status": None,
@@ -263,7 +264,12 @@ def validation_error(
     message = None if response.truncated else error_message(response)
     listing = validation_listing(message) if message else None
     reported, listed = (listing.reported, listing.listed) if listing else (None, None)
-    bounded = not response.truncated and (reported is None or listed is None or listed < reported)
+    # Cut at the byte cap is unbounded; whole without vLLM's error message says nothing either way.
+    bounded: bool | None = False if response.truncated else None
+    if message is not None:
+        bounded = reported is None or listed is None or listed < reported
+    elif not response.truncated:
+        unobserved["validation_error"] = f"{_answered(response, summary)} without an error message"
     return {
         "request": summary,
         "status": response.status,
@@ -290,6 +296,8 @@ def metric_names(client: BoundedClient, unobserved: dict[str, str]) -> dict[str,
     if response is None or response.status != 200:
         unobserved["metrics"] = _answered(response, "GET /metrics")
         return None
+    if response.truncated:  # the names seen are kept, but a cut page is not compared as if whole
+        unobserved["metrics"] = f"GET /metrics passed the byte cap ({response.size_text}): its names are partial"
     return {"names": parse_metric_names(response.text), "truncated": response.truncated}
 
 

@@ -326,10 +326,13 @@ ASPECTS: dict[str, tuple[Callable[[Observed], bool], str]] = {
         "let the scale-out routes through to vLLM (the probe sends {} and triggers nothing)",
     ),
     "validation_error": (
-        lambda o: not _section(o, "validation_error"),
+        lambda o: _section(o, "validation_error").get("bounded") is None,
         "serve one of the malformed-request routes (POST /v1/completions, ...) to the run",
     ),
-    "metrics": (lambda o: not _section(o, "metrics"), "serve GET /metrics to the run"),
+    "metrics": (
+        lambda o: not _section(o, "metrics") or _section(o, "metrics").get("truncated") is True,
+        "serve GET /metrics to the run, whole (raise --vllm-max-body if the page passes it)",
+    ),
     "tokenizer": (lambda o: not _section(o, "tokenizer"), "allow POST /tokenize for the key the run uses"),
     "generation_defaults": (
         lambda o: not _section(o, "generation_defaults"),
@@ -352,7 +355,7 @@ def _unseen(observed: Observed, aspect: str) -> str | None:
     return _section(observed, "unobserved").get(aspect) or "not in its capture"
 
 
-def _blind(baseline: Observed, target: Observed, aspect: str) -> Difference | None:
+def not_compared(baseline: Observed, target: Observed, aspect: str) -> Difference | None:
     before, after = _unseen(baseline, aspect), _unseen(target, aspect)
     if before is None and after is None:
         return None
@@ -406,7 +409,7 @@ def differences(baseline: Observed, target: Observed, ignore: Iterable[str] = ()
         aspect = ASPECT_OF.get(compare)
         if aspect in ignored:
             continue
-        blind = _blind(baseline, target, aspect) if aspect else None
+        blind = not_compared(baseline, target, aspect) if aspect else None
         for difference in [blind] if blind else compare(baseline, target):
             found.setdefault(difference.id, difference)
     return sorted(found.values(), key=lambda d: not d.matters)

@@ -150,7 +150,8 @@ class Verdict:
     """One answer judged: what breaks OpenAI's shape, what is only reported, and where it departs from OpenAI.
 
     ``departures``: field pattern -> how the answer leaves OpenAI's schema there
-    (``extension`` for a field OpenAI does not define, else the deviation's
+    (``extension`` for a field OpenAI does not define, ``undefined`` for a
+    value outside OpenAI's union, keyed by pattern and value, else the deviation's
     kind: ``null``, ``integer``, ``missing``), whether reported or, under
     strict, failed; comparing two answers' departures says what an ingress
     changed. ``headline`` opens the failure message (the request and answer).
@@ -179,12 +180,15 @@ class WireRules:
     def verdict(
         self, answer: str, bodies: Sequence[tuple[str, Any]], headline: str = "", status: int | None = None
     ) -> Verdict:
-        """Judge each (label, body) as ``answer``.
+        """Judge each (label, body) as ``answer``; no body at all is a failure, never a pass.
 
         Deviations and extensions are report lines, once per field whatever
         the event; under strict they fail instead.
         """
         judged = Verdict(headline, status)
+        if not bodies:  # a stream of nothing but [DONE]: no event has the shape, so none can be said to
+            judged.failures.append(f"nothing to judge: the stream carries no JSON event, so no {answer} shape")
+            return judged
         reported: dict[str, str] = {}
         known = self.extension_fields.get(answer, ())
         for label, body in bodies:
@@ -199,6 +203,10 @@ class WireRules:
                 note = "vLLM extension" if listed else f"extension not in the contract data for {self.version_label}"
                 reported.setdefault(finding.pattern, f"{finding.pattern}: {note}")
                 judged.departures.setdefault(finding.pattern, finding.kind)
+            for finding in judgement.undefined:  # once per value: each unknown event type is its own line
+                place = f"{finding.pattern} {finding.seen}"
+                reported.setdefault(place, f"{label}{finding}")
+                judged.departures.setdefault(place, finding.kind)
         # A body that breaks several branches of one union breaks each the same way: say it once.
         judged.failures = list(dict.fromkeys(judged.failures))
         lines = list(reported.values())

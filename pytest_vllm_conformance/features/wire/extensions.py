@@ -38,8 +38,9 @@ def _bodies(client: BoundedClient, exchange: Exchange, model: str) -> tuple[list
     if response.status != 200 or response.truncated:
         return None, f"{exchange} answered {response.status}{' (truncated)' if response.truncated else ''}"
     if exchange.stream:
-        events = sse.parse(response.body, named_events=exchange.path == RESPONSES).chunks()
-        return [event.payload for event in events], ""
+        events = [event.payload for event in sse.parse(response.body, named_events=exchange.path == RESPONSES).chunks()]
+        # No event shows no field: recorded as unobserved, never as every field gone.
+        return (events, "") if events else (None, f"{exchange} answered 200 with no JSON event")
     payload = response.json_or_none()
     return ([payload], "") if isinstance(payload, dict) else (None, f"{exchange} answered 200 without JSON")
 

@@ -19,7 +19,12 @@ INTRODUCED = "introduced by the ingress: the same request straight to vLLM is co
 NOT_INTRODUCED = "not introduced by the ingress: vLLM's own answer to the same request fails too"
 
 # How a departure from OpenAI's schema reads in a list of changes (else the JSON type sent).
-HOW = {"extension": "extension field", "null": "explicit null", "missing": "left out"}
+HOW = {
+    "extension": "extension field",
+    "undefined": "not in OpenAI's union",
+    "null": "explicit null",
+    "missing": "left out",
+}
 
 
 def attributed(through: Verdict, direct: Verdict) -> str:

@@ -6,6 +6,9 @@ is judged three ways: what breaks OpenAI's shape (a failure), what breaks it
 the way the server's vLLM release is known to on purpose (a deviation, from
 the contract data), and fields OpenAI does not define (extensions). The last
 two are reported, not failed, unless the profile asks for strict OpenAI shapes.
+A union's discriminator that the schema marks ``x-unknown`` (the Responses
+stream's event ``type``) is a fourth way: a value outside OpenAI's union has
+no branch to be judged by, so it is reported (undefined), failed under strict.
 """
 
 from __future__ import annotations
@@ -107,7 +110,9 @@ class Finding:
     """One place where a body leaves OpenAI's shape."""
 
     parts: tuple[str | int, ...]
-    kind: str  # "missing", "extension", or the JSON type seen ("null", "integer", ...) where another was expected
+    # "missing", "extension", "undefined" (a discriminator value outside OpenAI's union),
+    # or the JSON type seen ("null", "integer", ...) where another was expected
+    kind: str
     expected: str
     seen: str
 
@@ -122,6 +127,8 @@ class Finding:
     def __str__(self) -> str:
         if self.kind == "extension":
             return f"{self.path}: a field OpenAI does not define"
+        if self.kind == "undefined":
+            return f"{self.path}: {self.seen} is {self.expected}"
         return f"{self.path}: expected {self.expected}, got {self.seen}"
 
 
@@ -137,7 +144,8 @@ def _expected(error: ValidationError) -> str:
     if error.validator == "const":
         return f"the constant {_shown(rule)}"
     if error.validator == "enum":
-        return "one of " + ", ".join(_shown(item) for item in rule)
+        shown = [_shown(item) for item in rule]
+        return "one of " + ", ".join(shown if len(shown) <= 8 else [*shown[:6], f"... ({len(shown)} in all)"])
     return f"{error.validator} {_shown(rule)}"
 
 
@@ -153,6 +161,8 @@ def _findings(error: ValidationError) -> Iterator[Finding]:
         for name in error.validator_value:
             if name not in instance:
                 yield Finding((*parts, name), "missing", "the field (required by OpenAI)", "no such field")
+    elif error.validator == "enum" and "x-unknown" in error.schema:
+        yield Finding(parts, "undefined", error.schema["x-unknown"], _shown(instance))
     elif error.validator in ("anyOf", "oneOf") and error.context:
         # The null branch of a nullable shape says nothing useful: judge the other one.
         for sub in error.context:
@@ -191,12 +201,13 @@ def deviations_from(raw: Sequence[Any]) -> tuple[Deviation, ...]:
 
 @dataclass
 class Judgement:
-    """What one body does against its schema, sorted into failures, declared deviations and extensions."""
+    """What one body does against its schema: failures, declared deviations, extensions, undefined union members."""
 
     answer: str
     failures: list[Finding] = field(default_factory=list)
     deviations: list[tuple[Finding, Deviation]] = field(default_factory=list)
     extensions: list[Finding] = field(default_factory=list)
+    undefined: list[Finding] = field(default_factory=list)
 
 
 def judge(answer: str, body: Any, deviations: Sequence[Deviation] = ()) -> Judgement:
@@ -207,6 +218,8 @@ def judge(answer: str, body: Any, deviations: Sequence[Deviation] = ()) -> Judge
             covering = next((d for d in deviations if d.covers(answer, finding)), None)
             if finding.kind == "extension":
                 judgement.extensions.append(finding)
+            elif finding.kind == "undefined":
+                judgement.undefined.append(finding)
             elif covering is not None:
                 judgement.deviations.append((finding, covering))
             else:

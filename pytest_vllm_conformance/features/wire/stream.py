@@ -88,7 +88,11 @@ def parse(body: bytes, *, named_events: bool = False) -> Stream:
 
 
 def finish_problems(stream: Stream) -> list[str]:
-    """Each choice gets exactly one finish_reason."""
+    """At least one choice is streamed, and each choice gets exactly one finish_reason.
+
+    A stream without any choice (only ``data: [DONE]``, or only a usage
+    chunk) gives a client nothing to read: it is not a well-framed empty answer.
+    """
     finished: dict[int, list[int]] = {}
     for event in stream.chunks():
         for position, choice in enumerate(event.choices()):
@@ -96,6 +100,11 @@ def finish_problems(stream: Stream) -> list[str]:
             finished.setdefault(index, [])
             if choice.get("finish_reason") is not None:
                 finished[index].append(event.number)
+    if not finished:
+        return [
+            f"no event carries a choice ({len(list(stream.chunks()))} JSON event(s) before [DONE]): "
+            "the stream has no text and no finish_reason to read"
+        ]
     problems = []
     for index, events in sorted(finished.items()):
         if len(events) != 1:
