@@ -76,6 +76,15 @@ def not_exposed(junit) -> set[str]:
 
 def test_litellm_defaults_let_the_opt_out_through(pytester, monkeypatch, watermark_server):
     result, junit, report = run_through(pytester, monkeypatch, "config.yaml", watermark_server)
+    assert_verdicts(
+        junit,
+        {
+            "watermark.sampled_output_watermarked": "passed",
+            # Three leak, three are not exposed (passed), and /v1/responses is rebuilt without the opt-out.
+            STRIPPED: {"failed": len(LEAKING_THROUGH_LITELLM), "passed": 7 - len(LEAKING_THROUGH_LITELLM)},
+            "watermark.opt_out_control": "passed",
+        },
+    )
     failed = failed_checks(junit)
     leaking = {key.removeprefix(f"{STRIPPED}[").removesuffix("]") for key in failed if key.startswith(STRIPPED)}
     assert set(failed) == {f"{STRIPPED}[{api}]" for api in leaking}, failed
@@ -90,10 +99,14 @@ def test_litellm_defaults_let_the_opt_out_through(pytester, monkeypatch, waterma
 
 def test_the_shipped_hook_keeps_every_caller_watermarked(pytester, monkeypatch, watermark_server):
     result, junit, _ = run_through(pytester, monkeypatch, "config-strip-watermarking.yaml", watermark_server)
-    assert failed_checks(junit) == {}
+    # The opt-out straight to vLLM is still honoured on every API (the control): the ingress checks have power.
+    assert_verdicts(
+        junit,
+        {"watermark.sampled_output_watermarked": "passed", STRIPPED: "passed", "watermark.opt_out_control": "passed"},
+    )
     assert not_exposed(junit) == NOT_SERVED_BY_LITELLM
     controls = {run.case for run in contract_runs(junit) if run.contract == "watermark.opt_out_control"}
-    assert controls == set(WATERMARK_APIS)  # the opt-out straight to vLLM is still honoured: the checks have power
+    assert controls == set(WATERMARK_APIS)
     assert result.ret == 0
 
 
