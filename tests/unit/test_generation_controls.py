@@ -13,6 +13,7 @@ from pytest_vllm_conformance.features.generation.structured import (
     OBJECT_SCHEMA,
     ConstraintCase,
     constraint_cases,
+    invalid_constraints,
     padding_note,
 )
 from pytest_vllm_conformance.features.generation.tool_calls import WEATHER, argument_problem
@@ -177,6 +178,21 @@ def _context(version):
     from pytest_vllm_conformance.catalogue.expectations import Expectations
 
     return CaseContext(None, Expectations(contracts.load(), Version(version), None), None)
+
+
+def test_a_refusal_in_any_backends_words_names_the_problem():
+    (missing_ref,) = [case for case in invalid_constraints(_context("0.32.0")) if "$defs" in case.name]
+    auto = "Grammar error: Pointer '/$defs/missing' does not exist"
+    xgrammar = (
+        "Failed to transform json schema into a grammar: [05:14:14] <path>:4950: Cannot find field $defs in #/$defs/x"
+    )
+    assert (missing_ref.worded_by(auto), missing_ref.worded_by(xgrammar)) == ("auto", "xgrammar")
+    assert (
+        missing_ref.worded_by("Failed to transform json schema into a regex: Invalid reference path: $defs")
+        == "outlines"
+    )
+    assert missing_ref.worded_by("Bad Request") is None
+    assert "'Cannot find field $defs' (xgrammar)" in missing_ref.wordings()
 
 
 def test_no_version_lets_a_request_forbid_free_whitespace_and_the_skip_says_what_does():

@@ -215,7 +215,7 @@ class InvalidConstraint:
     name: str
     fields: dict[str, Any]
     endpoint: str
-    message: str
+    messages: Mapping[str, str] = field(hash=False, compare=False)  # backend -> words; "auto" is the default's
 
     @property
     def id(self) -> str:
@@ -223,6 +223,13 @@ class InvalidConstraint:
 
     def __str__(self) -> str:
         return self.name
+
+    def worded_by(self, message: str) -> str | None:
+        """The backend whose words ``message`` holds, or None: the server's backend is not visible over the API."""
+        return next((backend for backend, words in self.messages.items() if words in message), None)
+
+    def wordings(self) -> str:
+        return "; ".join(f"{words!r} ({backend})" for backend, words in self.messages.items())
 
 
 def _nested_schema(depth: int) -> dict[str, Any]:
@@ -241,7 +248,8 @@ def invalid_constraints(ctx: CaseContext) -> list[InvalidConstraint]:
             schema = entry.get("response_format_schema") or _nested_schema(entry["nested_schema_depth"])
             fields = {"response_format": {"type": "json_schema", "json_schema": {"name": "invalid", "schema": schema}}}
             endpoint = "chat"
-        cases.append(InvalidConstraint(entry["name"], fields, endpoint, entry["message"]))
+        messages = {"auto": entry["message"], **entry.get("backend_messages", {})}
+        cases.append(InvalidConstraint(entry["name"], fields, endpoint, messages))
     return cases
 
 
