@@ -5,7 +5,7 @@ import json
 import httpx
 import pytest
 
-from pytest_vllm_conformance.features.generation.answers import HELD, ToolCall, Unreadable, read_answer
+from pytest_vllm_conformance.features.generation.answers import HELD, Answer, ToolCall, Unreadable, read_answer
 from pytest_vllm_conformance.features.generation.defaults import completions_max_tokens
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 from pytest_vllm_conformance.features.generation.structured import (
@@ -16,7 +16,11 @@ from pytest_vllm_conformance.features.generation.structured import (
     invalid_constraints,
     padding_note,
 )
-from pytest_vllm_conformance.features.generation.tool_calls import WEATHER, argument_problem
+from pytest_vllm_conformance.features.generation.tool_calls import (
+    WEATHER,
+    argument_problem,
+    judge_cut_call,
+)
 from pytest_vllm_conformance.target.client import Response
 
 
@@ -168,6 +172,45 @@ def test_the_bare_completion_reads_16_tokens_at_most(default, observed, sent):
     server = _StreamingCompletions(default)
     assert completions_max_tokens(server, "m") == observed
     assert server.sent == sent  # a longer default is hung up on after 16 tokens
+
+
+HERMES = [
+    {"begin": '<tool_call>\n{"name": "{name}", "arguments": ', "end": "}\n</tool_call>"},
+    {"begin": '<tool_call>{"name": "{name}", "arguments": ', "end": "}</tool_call>"},
+]
+
+
+def cut(text="", calls=(), streamed=False):
+    return Answer(text, ["length"], list(calls), streamed)
+
+
+def test_a_cut_call_is_judged_by_what_was_generated():
+    names = ["get_weather"]
+    # A whole answer: its raw text against the parser's envelope and the function's parameters.
+    padded = '<tool_call>{"name": "get_weather", "arguments": {"unit"  :\n \n   \n   \n'
+    assert judge_cut_call(cut(padded), names, "hermes", HERMES) == HELD
+    assert judge_cut_call(cut("<tool_c"), names, "hermes", HERMES) == HELD
+    wrong_value = judge_cut_call(
+        cut('<tool_call>{"name": "get_weather", "arguments": {"unit": "f'), names, "hermes", HERMES
+    )
+    assert "get_weather's arguments at character 10" in wrong_value.problem
+    assert "does not start a call" in judge_cut_call(cut("The weather is"), names, "hermes", HERMES).problem
+    other = judge_cut_call(cut('<tool_call>{"name": "get_time", "arguments": {'), names, "hermes", HERMES)
+    assert "does not start a call" in other.problem
+    # Streamed: the last call may stop inside its arguments; the ones before it must be whole.
+    assert (
+        judge_cut_call(cut(calls=[ToolCall("get_weather", '{"unit"  :\n ')], streamed=True), names, "hermes", HERMES)
+        == HELD
+    )
+    broken = cut(calls=[ToolCall("get_weather", '{"zone"')], streamed=True)
+    assert "'z' does not start any of ['unit']" in judge_cut_call(broken, names, "hermes", HERMES).problem
+    assert (
+        "names 'get_time'"
+        in judge_cut_call(cut(calls=[ToolCall("get_time", "{")], streamed=True), names, "hermes", HERMES).problem
+    )
+    # A parser the contract data has no envelope for: the raw text cannot be judged.
+    unknown = judge_cut_call(cut("[TOOL_CALLS]"), names, "mistral", None)
+    assert unknown.undecided == "the contract data has no tool-call envelope for the mistral parser"
 
 
 def _context(version):
