@@ -7,7 +7,8 @@ is the contract: OpenAI guarantees arguments only then, and vLLM 0.31+
 constrains only then (fact ``tool_arguments_constrained_without_strict``).
 A forced call cut by max_tokens (a model padding its arguments with
 whitespace) whose every character is consistent with the call is undecided
-(a skip), never a failure.
+(a skip), never a failure. Every answer must have OpenAI's chat shape, its
+tool calls typed as clients parse them.
 """
 
 import pytest
@@ -23,9 +24,11 @@ from pytest_vllm_conformance.features.generation.tool_calls import (
     argument_problem,
     judge_cut_call,
     named,
+    shape_problems,
     tool_request,
     without_strict,
 )
+from pytest_vllm_conformance.features.wire.schemas import deviations_from
 
 CHAT = "/v1/chat/completions"
 
@@ -49,13 +52,19 @@ def padding(vllm_expect):
 
 
 @pytest.fixture(scope="module")
-def call(vllm_client, vllm_facts):
-    """The answer to ``tool_request(tool_choice, ...)``, asserted served."""
+def call(vllm_client, vllm_facts, vllm_expect):
+    """The answer to ``tool_request(tool_choice, ...)``, asserted served and in OpenAI's chat shape."""
+    deviations = deviations_from(vllm_expect.fact("wire_deviations"))
 
     def call(tool_choice, *, stream=False, **extra):
         response = vllm_client.post(CHAT, tool_request(vllm_facts.model, tool_choice, stream=stream, **extra))
         assert response.status == 200, (
             f"tool_choice {tool_choice!r} was not served: {response.describe()} {response.text[:300]!r}"
+        )
+        problems = shape_problems(response, streamed=stream, deviations=deviations)
+        assert not problems, (
+            f"tool_choice {tool_choice!r}: not OpenAI's chat {'chunk' if stream else 'completion'} shape "
+            f"({response.describe()}):\n  " + "\n  ".join(problems)
         )
         return read_answer(response, streamed=stream)
 

@@ -1,6 +1,7 @@
 """Reading generation answers (whole and streamed) and judging them against a constraint, without a server."""
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,8 +21,11 @@ from pytest_vllm_conformance.features.generation.tool_calls import (
     WEATHER,
     argument_problem,
     judge_cut_call,
+    shape_problems,
 )
 from pytest_vllm_conformance.target.client import Response
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 
 
 def response(body: str) -> Response:
@@ -247,3 +251,21 @@ def test_no_version_lets_a_request_forbid_free_whitespace_and_the_skip_says_what
     # Where a version has such fields, the json cases send them.
     case = ConstraintCase(CONSTRAINTS[("structured_outputs", "json")], "completions", False, {"no_ws": True})
     assert case.request("m")[1]["structured_outputs"] == {"json": OBJECT_SCHEMA, "no_ws": True}
+
+
+def test_tool_call_answers_are_judged_in_openais_chat_shape():
+    from pytest_vllm_conformance.features.wire.schemas import deviations_from
+
+    deviations = deviations_from(_context("0.32.0").expect.fact("wire_deviations"))
+    whole = json.loads((SAMPLES / "chat_tool_call.json").read_text())
+    assert shape_problems(response(json.dumps(whole)), streamed=False, deviations=deviations) == []
+    whole["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = {"unit": "kelvin"}
+    assert shape_problems(response(json.dumps(whole)), streamed=False, deviations=deviations) == [
+        '$.choices[0].message.tool_calls[0].function.arguments: expected string, got {"unit": "kelvin"}'
+    ]
+    streamed = (SAMPLES / "chat_tool_call_stream.sse").read_text()
+    assert shape_problems(response(streamed), streamed=True, deviations=deviations) == []
+    dropped = streamed.replace('"type":"function","index":0,', '"type":"function",')
+    assert shape_problems(response(dropped), streamed=True, deviations=deviations) == [
+        "event 2 $.choices[0].delta.tool_calls[0].index: expected the field (required by OpenAI), got no such field"
+    ]

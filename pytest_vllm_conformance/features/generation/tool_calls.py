@@ -8,6 +8,9 @@ there: fact ``json_whitespace_control``). Such a call is judged by what was
 generated: the raw text of a whole answer against the parser's envelope
 (fact ``tool_call_envelopes``), a streamed call's arguments against its
 function's parameters (``json_prefix``).
+
+Every answer is also judged against our wire schemas of OpenAI's chat
+answers, whose tool-call items are typed: a client parses them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from typing import Any
 from pytest_vllm_conformance.features.generation.answers import HELD, Answer, Judgement, ToolCall
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 from pytest_vllm_conformance.features.generation.structured import schema_problem
+from pytest_vllm_conformance.features.wire import stream
+from pytest_vllm_conformance.features.wire.schemas import Deviation, judge
+from pytest_vllm_conformance.target.client import Response
 
 WEATHER = {
     "type": "function",
@@ -104,6 +110,17 @@ def argument_problem(call: ToolCall, tools: tuple[dict[str, Any], ...] = TOOLS) 
         return f"{call.name!r} is not a declared function"
     problem = schema_problem(schema, arguments)
     return f"{call.name}'s arguments {call.arguments!r} {problem}" if problem else None
+
+
+def shape_problems(response: Response, *, streamed: bool, deviations: Sequence[Deviation]) -> list[str]:
+    """Where a chat answer (each event of a streamed one) leaves OpenAI's shape, vLLM's known deviations aside."""
+    if streamed:
+        answer = "chat_chunk"
+        bodies = [(f"event {event.number} ", event.payload) for event in stream.parse(response.body).chunks()]
+    else:
+        answer, bodies = "chat_completion", [("", response.json_or_none())]
+    found = [f"{label}{finding}" for label, body in bodies for finding in judge(answer, body, deviations).failures]
+    return list(dict.fromkeys(found))
 
 
 Envelope = Mapping[str, str]  # begin (with {name}) and end of a call's generated text, from fact tool_call_envelopes
