@@ -61,12 +61,15 @@ def call(vllm_client, vllm_facts, vllm_expect):
         assert response.status == 200, (
             f"tool_choice {tool_choice!r} was not served: {response.describe()} {response.text[:300]!r}"
         )
+        answer = read_answer(
+            response, streamed=stream
+        )  # first: a body cut at the byte cap is unreadable, not misshapen
         problems = shape_problems(response, streamed=stream, deviations=deviations)
         assert not problems, (
             f"tool_choice {tool_choice!r}: not OpenAI's chat {'chunk' if stream else 'completion'} shape "
             f"({response.describe()}):\n  " + "\n  ".join(problems)
         )
-        return read_answer(response, streamed=stream)
+        return answer
 
     return call
 
