@@ -2,7 +2,10 @@
 
 The fault proxy in front of the hermes-parser server (tests/conftest.py
 "generation") removes or corrupts exactly one control; the contract that
-depends on it must fail, the others still pass.
+depends on it must fail, the others still pass. In front of the server
+whose model pads its JSON until max_tokens ("padding"), where those answers
+are undecided, a dropped constraint still fails: what the model generates
+then starts no answer that meets it.
 """
 
 import pytest
@@ -29,10 +32,10 @@ def generation_server(served):
     return served("generation")
 
 
-def run_through(pytester, server, rule, marker):
-    with FaultProxy(server.url, rules=[rule]) as proxy:
+def run_through(pytester, server, rule, marker, *more_rules):
+    with FaultProxy(server.url, rules=[rule, *more_rules]) as proxy:
         run_suites(pytester, "-m", marker, url=proxy.url, profile=GENERATION_PROFILE)
-        assert proxy.hits[0] > 0, "the fault was never injected"
+        assert all(proxy.hits), f"a fault was never injected: {proxy.hits}"
     return pytester.path / "junit.xml"
 
 
@@ -125,3 +128,112 @@ def test_an_answer_cut_at_the_byte_cap_fails_every_check_that_reads_it(pytester,
             "bytes in" in failed[check]
             and "the body passed the byte cap, so the answer cannot be read whole" in (failed[check])
         ), failed[check]
+
+
+def test_tool_call_arguments_sent_as_an_object_fail_the_shape(pytester, generation_server):
+    # A relay that decodes the arguments: OpenAI's clients expect the JSON text, a string.
+    decoded = RewriteJsonResponse(
+        json_path="choices.*.message.tool_calls.*.function.arguments", value={"unit": "kelvin"}
+    )
+    junit = run_through(pytester, generation_server, decoded, "tool_calls")
+    assert_verdicts(
+        junit,
+        tool_call_verdicts(
+            "tool_calls.named_function_called",
+            "tool_calls.required_function_called",
+            "tool_calls.stream_reassembles_to_the_same_calls",
+        ),
+    )
+    message = failed_checks(junit)["tool_calls.required_function_called"]
+    assert "tool_choice 'required': not OpenAI's chat completion shape" in message
+    assert '$.choices[0].message.tool_calls[0].function.arguments: expected string, got {"unit": "kelvin"}' in message
+
+
+def test_a_streamed_tool_call_without_its_index_fails_the_shape(pytester, generation_server):
+    unindexed = RewriteStream(path="/v1/chat/completions", edit="drop_tool_call_index")
+    junit = run_through(pytester, generation_server, unindexed, "tool_calls")
+    assert_verdicts(junit, tool_call_verdicts("tool_calls.stream_reassembles_to_the_same_calls"))
+    message = failed_checks(junit)["tool_calls.stream_reassembles_to_the_same_calls"]
+    assert "not OpenAI's chat chunk shape" in message
+    assert ".delta.tool_calls[0].index: expected the field (required by OpenAI), got no such field" in message
+
+
+def test_answers_without_any_tool_call_compare_nothing_and_fail(pytester, generation_server):
+    # Calls dropped from whole and streamed answers alike: equal streams of nothing are no pass.
+    no_calls = RewriteJsonResponse(json_path="choices.*.message.tool_calls", value=[])
+    text_only = RewriteStream(path="/v1/chat/completions", edit="drop_tool_calls")
+    junit = run_through(pytester, generation_server, no_calls, "tool_calls", text_only)
+    assert_verdicts(
+        junit,
+        tool_call_verdicts(
+            "tool_calls.named_function_called",
+            "tool_calls.required_function_called",
+            "tool_calls.stream_reassembles_to_the_same_calls",
+        ),
+    )
+    message = failed_checks(junit)["tool_calls.stream_reassembles_to_the_same_calls"]
+    assert "nothing to compare: a named tool_choice gave no tool call" in message
+
+
+def test_a_refusal_that_does_not_name_the_problem_fails(pytester, generation_server):
+    vague = RewriteJsonResponse(json_path="error.message", value="Bad Request")
+    junit = run_through(pytester, generation_server, vague, "structured_outputs")
+    assert_verdicts(
+        junit,
+        {
+            "structured_outputs.constraint_enforced": {"passed": 8},
+            "structured_outputs.invalid_constraint_refused": {"failed": 4},
+            "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
+        },
+    )
+    message = failed_checks(junit)["structured_outputs.invalid_constraint_refused[a $ref to a missing $defs entry]"]
+    assert "expected 400 with a message naming the problem, in the words of one of the version's" in message
+    assert "'does not exist' (auto); 'Cannot find field $defs' (xgrammar)" in message
+
+
+# In front of the padding model's server: its cut answers are undecided, but one whose constraint
+# never reached vLLM starts no answer that meets it.
+DROPPED_CONSTRAINTS = {
+    "response_format": {
+        "structured_outputs.constraint_enforced": {"failed": 3, "passed": 4, "skipped": 1},
+        "structured_outputs.invalid_constraint_refused": {"failed": 2, "passed": 2},
+        "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
+    },
+    "structured_outputs": {
+        "structured_outputs.constraint_enforced": {"failed": 5, "skipped": 3},
+        "structured_outputs.invalid_constraint_refused": {"failed": 2, "passed": 2},
+        "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
+    },
+}
+
+
+@pytest.mark.parametrize("dropped", sorted(DROPPED_CONSTRAINTS))
+def test_a_dropped_constraint_fails_where_the_model_pads(pytester, served, dropped):
+    junit = run_through(pytester, served("padding"), StripJsonField(field=dropped), "structured_outputs")
+    assert_verdicts(junit, DROPPED_CONSTRAINTS[dropped])
+    failed = failed_checks(junit)
+    case = "json_schema on completions" if dropped == "response_format" else "json on completions"
+    message = failed[f"structured_outputs.constraint_enforced[{dropped} {case}]"]
+    assert f"{dropped} {case} was not applied" in message
+    assert "cannot become JSON that meets the schema" in message and "cannot start a JSON value" in message
+
+
+def test_a_dropped_tool_choice_fails_where_the_model_pads(pytester, served):
+    # Without tool_choice vLLM picks auto: the model writes text, which starts no call.
+    junit = run_through(pytester, served("padding"), StripJsonField(field="tool_choice"), "tool_calls")
+    assert_verdicts(
+        junit,
+        tool_call_verdicts(
+            "tool_calls.named_function_called",
+            "tool_calls.required_function_called",
+            "tool_calls.stream_reassembles_to_the_same_calls",
+            "tool_calls.cut_call_ends_length",
+        ),
+    )
+    failed = failed_checks(junit)
+    assert (
+        "a named tool_choice: cut by max_tokens, and not a call of ['get_weather']"
+        in failed["tool_calls.named_function_called"]
+    )
+    assert "does not start a call ('<tool_call>" in failed["tool_calls.named_function_called"]
+    assert "the text cut at max_tokens 4 is no forced call" in failed["tool_calls.cut_call_ends_length"]

@@ -4,7 +4,9 @@ On a server with the hermes tool-call parser (tiny model, whose template
 ignores tools: the strict grammar alone makes the calls), structured
 outputs and tool calls pass, and the default profile fails each guided_*
 field vLLM 0.32 accepts and ignores; an ingress that refuses those fields
-passes. On a server without a parser, forced tool choices are refused.
+passes. On a server without a parser, forced tool choices are refused. A
+model that pads its JSON with whitespace until max_tokens, on the xgrammar
+backend, leaves those answers undecided, never failed.
 """
 
 import pytest
@@ -49,9 +51,49 @@ def test_generation_controls_hold_and_ignored_legacy_fields_fail(pytester, gener
     message = failed["structured_outputs.legacy_fields_not_silently_dropped[guided_regex]"]
     assert "guided_regex was accepted with 200 and ignored" in message
     assert "it should send structured_outputs: {regex: ...}" in message
-    named = next(run for run in contract_runs(junit) if run.contract == "tool_calls.named_function_called")
+    runs = {run.key: run for run in contract_runs(junit)}
     # vLLM 0.31+ constrain a function's arguments only when it is strict (the tiny model writes a bare number).
-    assert named.properties["vllm_tool_arguments_without_strict"].startswith("not valid")
+    assert (
+        runs["tool_calls.named_function_called"]
+        .properties["vllm_tool_arguments_without_strict"]
+        .startswith("not valid")
+    )
+    refused = runs["structured_outputs.invalid_constraint_refused[a $ref to a missing $defs entry]"]
+    assert refused.properties["vllm_structured_output_refusal_words"] == "auto"
+
+
+def test_a_model_padding_its_json_is_undecided_never_failed(pytester, served):
+    # tiny-llama-other-seed fills every JSON-schema answer and both forced calls with whitespace until
+    # max_tokens; regex, choice and grammar leave it no room, and none nor the 4-token cut need any.
+    run_suites(pytester, *GENERATION.split(" ", 1), url=served("padding").url, profile=GENERATION_PROFILE)
+    junit = pytester.path / "junit.xml"
+    padded = ("named_function_called", "required_function_called", "stream_reassembles_to_the_same_calls")
+    assert_verdicts(
+        junit,
+        {
+            "structured_outputs.constraint_enforced": {"passed": 4, "skipped": 4},
+            "structured_outputs.invalid_constraint_refused": {"passed": 4},
+            "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
+            **tool_call_verdicts(undecided=tuple(f"tool_calls.{name}" for name in padded)),
+        },
+    )
+    runs = {run.key: run for run in contract_runs(junit)}
+    undecided = {key: run.message for key, run in runs.items() if run.verdict == "skipped"}
+    assert sorted(undecided) == [
+        "structured_outputs.constraint_enforced[response_format json_schema on chat streamed]",
+        "structured_outputs.constraint_enforced[response_format json_schema on chat]",
+        "structured_outputs.constraint_enforced[response_format json_schema on completions]",
+        "structured_outputs.constraint_enforced[structured_outputs json on completions]",
+        *(f"tool_calls.{name}" for name in sorted(padded)),
+    ]
+    for key, message in undecided.items():
+        assert message.startswith("undecided: ") and "cut by max_tokens before the" in message, key
+    schema = undecided["structured_outputs.constraint_enforced[structured_outputs json on completions]"]
+    assert "lets no request forbid it, a server started with --structured-outputs-config" in schema
+    assert "has no request field or server flag that forbids it there" in undecided["tool_calls.named_function_called"]
+    # xgrammar words a missing $defs entry its own way: still the version's refusal.
+    refused = runs["structured_outputs.invalid_constraint_refused[a $ref to a missing $defs entry]"]
+    assert refused.properties["vllm_structured_output_refusal_words"] == "xgrammar"
 
 
 def test_an_ingress_refusing_legacy_fields_passes(pytester, generation_server):

@@ -234,3 +234,15 @@ def test_perturbed_model_changes_greedy_output(built):
             logits = model(ids).logits[0, -1]
         next_tokens.append(int(logits.argmax()))
     assert next_tokens[0] != next_tokens[1]
+
+
+def test_other_seed_model_is_tiny_llama_with_other_weights(built):
+    from safetensors.torch import load_file
+
+    other = built["tiny-llama-other-seed"]
+    for shared in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        assert (other / shared).read_bytes() == (built["tiny-llama"] / shared).read_bytes(), shared
+    base, reseeded = load_file(built["tiny-llama"] / "model.safetensors"), load_file(other / "model.safetensors")
+    assert base.keys() == reseeded.keys()
+    drawn = [key for key in base if not key.endswith("norm.weight")]
+    assert drawn and not any(torch.equal(base[key], reseeded[key]) for key in drawn)

@@ -212,6 +212,10 @@ BROKEN = [
     ("chat.json", "chat_completion", ("choices", 0, "finish_reason"), "finished"),
     ("chat_logprobs.json", "chat_completion", ("choices", 0, "logprobs", "content", 0, "logprob"), None),
     ("chat.json", "chat_completion", ("usage", "total_tokens"), "24"),
+    # Tool calls as clients parse them: arguments a string, type function, an id.
+    ("chat_tool_call.json", "chat_completion", ("choices", 0, "message", "tool_calls", 0, "function", "arguments"), {}),
+    ("chat_tool_call.json", "chat_completion", ("choices", 0, "message", "tool_calls", 0, "type"), "func"),
+    ("chat_tool_call.json", "chat_completion", ("choices", 0, "message", "tool_calls", 0, "id"), KeyError),
     ("error_unknown_model.json", "error", ("error", "type"), KeyError),
     ("embeddings.json", "embeddings", ("data", 0, "embedding"), None),
     ("responses.json", "responses", ("output", 0, "content", 0, "text"), None),
@@ -227,6 +231,26 @@ def test_a_broken_body_is_found_by_both_in_the_same_place(sample, answer, place,
     _agree(answer, body)
     expected = schemas.pattern_path(place)
     assert expected in {pattern for pattern, _ in _our_findings(answer, body)}
+
+
+def _event(sample: str, number: int) -> Any:
+    return next(body for name, _, body in _sample_bodies() if name == f"{sample} event {number}")
+
+
+# A real streamed tool-call fragment broken one way (event 2 names the call, event 3 carries arguments).
+BROKEN_FRAGMENTS = [
+    (2, ("choices", 0, "delta", "tool_calls", 0, "index"), KeyError),
+    (2, ("choices", 0, "delta", "tool_calls", 0, "function", "name"), 7),
+    (3, ("choices", 0, "delta", "tool_calls", 0, "function", "arguments"), None),
+]
+
+
+@needs_reference
+@pytest.mark.parametrize(("number", "place", "value"), BROKEN_FRAGMENTS, ids=lambda v: str(v))
+def test_a_broken_tool_call_fragment_is_found_by_both_in_the_same_place(number, place, value):
+    body = _set(_event("chat_tool_call_stream.sse", number), place, value)
+    _agree("chat_chunk", body)
+    assert schemas.pattern_path(place) in {pattern for pattern, _ in _our_findings("chat_chunk", body)}
 
 
 def test_every_schema_is_draft_2020_12_and_compiles():

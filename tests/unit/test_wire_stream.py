@@ -200,6 +200,8 @@ def test_a_responses_stream_names_its_events_and_needs_no_done():
 # The sample each edit has something to edit in (chat_stream.sse unless named here).
 EDITED_SAMPLES = {
     "swap_tool_call_fragments": "chat_tool_call_stream.sse",
+    "drop_tool_call_index": "chat_tool_call_stream.sse",
+    "drop_tool_calls": "chat_tool_call_stream.sse",
     "drop_terminal": "responses_stream.sse",
     "null_output_item_index": "responses_stream.sse",
     "drop_mid_stream_usage": "chat_stream_continuous_usage.sse",

@@ -1,9 +1,13 @@
-"""One generation answer read the same way whether it came whole or streamed.
+"""One generation answer read the same way whether it came whole or streamed, and what it shows.
 
 A streamed answer (its events as the wire feature parses them) is the
 concatenation of its deltas: text pieces joined, tool-call fragments grouped
 by their ``index`` (the name from the first fragment, the arguments joined),
 every ``finish_reason`` kept so a choice that finishes twice is seen. Only choice 0 is read; the suites ask for one.
+
+An answer shows that a control held, that it broke, or neither: an answer
+cut by ``max_tokens`` whose every character so far is consistent with its
+constraint is undecided (a skip, so the feature is partial), never a failure.
 """
 
 from __future__ import annotations
@@ -31,6 +35,17 @@ class ToolCall:
             return None, f"arguments {self.arguments[:120]!r} are not JSON ({exc})"
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """What an answer shows about its control: nothing wrong (both None), ``problem``, or ``undecided`` (why not)."""
+
+    problem: str | None = None
+    undecided: str | None = None
+
+
+HELD = Judgement()
+
+
 @dataclass
 class Answer:
     """What choice 0 of a completion or chat answer says."""
@@ -43,6 +58,11 @@ class Answer:
     @property
     def finish_reason(self) -> str | None:
         return self.finish_reasons[-1] if self.finish_reasons else None
+
+    @property
+    def cut(self) -> bool:
+        """Stopped by max_tokens: what it holds may be the start of more."""
+        return self.finish_reason == "length"
 
     def describe(self) -> str:
         calls = ", ".join(f"{call.name}({call.arguments})" for call in self.tool_calls) or "no tool call"

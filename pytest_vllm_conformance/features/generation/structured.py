@@ -3,20 +3,26 @@
 Every constraint is one a random-weight model never meets by chance (an enum
 inside an object, a fixed-shape regex, two long choices), so an answer that
 meets it shows the constraint was applied, and one that does not shows it
-was dropped. Requests are greedy with room to finish: an answer cut by
-``max_tokens`` is reported as cut, not as unconstrained.
+was dropped. Requests are greedy with room to finish, but a model may pad
+JSON with the whitespace a schema allows until ``max_tokens``: a cut answer
+is judged by what it generated (``json_prefix``). Still the start of an
+answer that meets the constraint, it is undecided; not even that, the
+constraint was not applied.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
+from pytest_vllm_conformance.features.generation.answers import HELD, Judgement
+from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 
 OBJECT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -62,17 +68,37 @@ class Constraint:
             return {"response_format": {"type": self.kind}}
         return {"structured_outputs": {self.kind: self.spec}}
 
-    def could_continue(self, text: str) -> bool:
-        """``text`` could be the start of an answer that meets the constraint (so a cut answer is undecided).
+    @property
+    def schema(self) -> Any:
+        return {"type": "object"} if self.kind == "json_object" else self.spec
 
-        The regex is fixed-length and short, so an answer cut inside it never happens at MAX_TOKENS.
+    def start_problem(self, text: str) -> str | None:
+        """Why no continuation of ``text`` meets the constraint, or None when some does.
+
+        The regex is fixed-length and short: applied, it never reaches MAX_TOKENS, so a cut answer broke it.
         """
         if self.kind in ("json_schema", "json", "json_object"):
-            return text.lstrip()[:1] in ("", "{")
+            problem = prefix_problem(text, self.schema)
+            return f"{text[:200]!r} cannot become JSON that meets the schema: {problem}" if problem else None
         if self.kind in ("choice", "grammar"):
             allowed = self.spec if self.kind == "choice" else list(GRAMMAR_WORDS)
-            return any(option.startswith(text) for option in allowed)
-        return False
+            if any(option.startswith(text) for option in allowed):
+                return None
+            return f"{text[:200]!r} does not start any of {allowed}"
+        return f"{text[:200]!r} ran past the fixed-length {self.spec!r}"
+
+    def judge(self, text: str, *, cut: bool) -> Judgement:
+        """Met, broken, or (cut by max_tokens, every character consistent with it so far) undecided."""
+        violation = self.violation(text)
+        if violation is None:
+            return HELD
+        if not cut:
+            return Judgement(problem=violation)
+        problem = self.start_problem(text)
+        if problem:
+            return Judgement(problem=f"{problem} (and ran to max_tokens)")
+        consistent = f"every character of {text[:120]!r} consistent with it"
+        return Judgement(undecided=f"cut by max_tokens before the constraint closed, {consistent}")
 
     def violation(self, text: str) -> str | None:
         """Why ``text`` does not meet the constraint, or None when it does."""
@@ -130,6 +156,8 @@ class ConstraintCase:
     constraint: Constraint
     endpoint: str
     streamed: bool
+    # structured_outputs fields that forbid free whitespace, where the version has them (fact json_whitespace_control)
+    no_free_whitespace: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -139,17 +167,39 @@ class ConstraintCase:
         return self.id
 
     def request(self, model: str):
-        return generation_request(
-            self.endpoint, model, self.constraint.request_fields(), max_tokens=MAX_TOKENS, stream=self.streamed
+        fields = self.constraint.request_fields()
+        if self.no_free_whitespace:
+            fields["structured_outputs"] = {**fields["structured_outputs"], **self.no_free_whitespace}
+        return generation_request(self.endpoint, model, fields, max_tokens=MAX_TOKENS, stream=self.streamed)
+
+
+def padding_note(whitespace_control: Mapping[str, Any], version_label: str, *, tool_calls: bool = False) -> str:
+    """Why a JSON answer may run to max_tokens, and what would stop it (fact ``json_whitespace_control``)."""
+    if tool_calls and not whitespace_control["flag_reaches_tool_calls"]:
+        return (
+            f"a model may pad tool-call arguments with the whitespace JSON allows; {version_label} has no request "
+            "field or server flag that forbids it there"
         )
+    if whitespace_control.get("request_fields"):
+        return f"though the request forbade free whitespace ({whitespace_control['request_fields']})"
+    return (
+        f"the model pads with the whitespace the constraint allows; {version_label} lets no request forbid it, a "
+        f"server started with {whitespace_control['server_flag']} does"
+    )
 
 
 def constraint_cases(ctx: CaseContext) -> list[ConstraintCase]:
     forms = ctx.expect.fact("structured_output_forms")
+    no_free_whitespace = ctx.expect.fact("json_whitespace_control")["request_fields"] or {}
     served = {("response_format", kind) for kind in forms["response_format"]}
     served |= {("structured_outputs", kind) for kind in forms["structured_outputs"]}
     cases = [
-        ConstraintCase(CONSTRAINTS[(carrier, kind)], endpoint, streamed)
+        ConstraintCase(
+            CONSTRAINTS[(carrier, kind)],
+            endpoint,
+            streamed,
+            no_free_whitespace if (carrier, kind) == ("structured_outputs", "json") else {},
+        )
         for carrier, kind, endpoint, streamed in PLAN
         if (carrier, kind) in served and endpoint in forms["endpoints"]
     ]
@@ -165,7 +215,7 @@ class InvalidConstraint:
     name: str
     fields: dict[str, Any]
     endpoint: str
-    message: str
+    messages: Mapping[str, str] = field(hash=False, compare=False)  # backend -> words; "auto" is the default's
 
     @property
     def id(self) -> str:
@@ -173,6 +223,13 @@ class InvalidConstraint:
 
     def __str__(self) -> str:
         return self.name
+
+    def worded_by(self, message: str) -> str | None:
+        """The backend whose words ``message`` holds, or None: the server's backend is not visible over the API."""
+        return next((backend for backend, words in self.messages.items() if words in message), None)
+
+    def wordings(self) -> str:
+        return "; ".join(f"{words!r} ({backend})" for backend, words in self.messages.items())
 
 
 def _nested_schema(depth: int) -> dict[str, Any]:
@@ -191,7 +248,8 @@ def invalid_constraints(ctx: CaseContext) -> list[InvalidConstraint]:
             schema = entry.get("response_format_schema") or _nested_schema(entry["nested_schema_depth"])
             fields = {"response_format": {"type": "json_schema", "json_schema": {"name": "invalid", "schema": schema}}}
             endpoint = "chat"
-        cases.append(InvalidConstraint(entry["name"], fields, endpoint, entry["message"]))
+        messages = {"auto": entry["message"], **entry.get("backend_messages", {})}
+        cases.append(InvalidConstraint(entry["name"], fields, endpoint, messages))
     return cases
 
 

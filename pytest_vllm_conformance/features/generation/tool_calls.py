@@ -1,18 +1,30 @@
-"""Tool-call requests and what a parsed call must look like.
+"""Tool-call requests, what a parsed call must look like, and how a call cut by max_tokens is judged.
 
 The functions take one enum argument each, so a random-weight model meets
 their schema only when the server constrains the arguments (``strict``).
-Requests are greedy, with room for a model that pads its JSON with
-whitespace: a call is cut by ``max_tokens`` only when the test asks for it.
+Requests are greedy with room to finish, but a model may pad the arguments
+with the whitespace JSON allows until ``max_tokens`` (no vLLM flag forbids it
+there: fact ``json_whitespace_control``). Such a call is judged by what was
+generated: the raw text of a whole answer against the parser's envelope
+(fact ``tool_call_envelopes``), a streamed call's arguments against its
+function's parameters (``json_prefix``).
+
+Every answer is also judged against our wire schemas of OpenAI's chat
+answers, whose tool-call items are typed: a client parses them.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_vllm_conformance.features.generation.answers import ToolCall
+from pytest_vllm_conformance.features.generation.answers import HELD, Answer, Judgement, ToolCall
+from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 from pytest_vllm_conformance.features.generation.structured import schema_problem
+from pytest_vllm_conformance.features.wire import stream
+from pytest_vllm_conformance.features.wire.schemas import Deviation, judge
+from pytest_vllm_conformance.target.client import Response
 
 WEATHER = {
     "type": "function",
@@ -98,3 +110,62 @@ def argument_problem(call: ToolCall, tools: tuple[dict[str, Any], ...] = TOOLS) 
         return f"{call.name!r} is not a declared function"
     problem = schema_problem(schema, arguments)
     return f"{call.name}'s arguments {call.arguments!r} {problem}" if problem else None
+
+
+def shape_problems(response: Response, *, streamed: bool, deviations: Sequence[Deviation]) -> list[str]:
+    """Where a chat answer (each event of a streamed one) leaves OpenAI's shape, vLLM's known deviations aside."""
+    if streamed:
+        answer = "chat_chunk"
+        bodies = [(f"event {event.number} ", event.payload) for event in stream.parse(response.body).chunks()]
+    else:
+        answer, bodies = "chat_completion", [("", response.json_or_none())]
+    found = [f"{label}{finding}" for label, body in bodies for finding in judge(answer, body, deviations).failures]
+    return list(dict.fromkeys(found))
+
+
+Envelope = Mapping[str, str]  # begin (with {name}) and end of a call's generated text, from fact tool_call_envelopes
+
+
+def _envelope_problem(text: str, names: Sequence[str], envelopes: Sequence[Envelope], tools) -> str | None:
+    """Why ``text`` cannot become a call of one of ``names`` in one of the envelopes, or None."""
+    for name in names:
+        for envelope in envelopes:
+            begin = envelope["begin"].replace("{name}", name)
+            if begin.startswith(text):
+                return None
+            if text.startswith(begin):  # the name settles which envelope: at most one begins the text
+                problem = prefix_problem(text[len(begin) :], parameters_of(name, tools), then=envelope["end"])
+                return f"{name}'s arguments {problem}" if problem else None
+    begins = " or ".join(repr(envelope["begin"].replace("{name}", name)) for name in names for envelope in envelopes)
+    return f"{text[:120]!r} does not start a call ({begins})"
+
+
+def judge_cut_call(
+    answer: Answer,
+    names: Sequence[str],
+    parser: str,
+    envelopes: Sequence[Envelope] | None,
+    tools: tuple[dict[str, Any], ...] = TOOLS,
+) -> Judgement:
+    """A forced call's answer cut by max_tokens: HELD when every character is consistent with a call of one of
+    ``names`` (strict functions), a problem when one is not, undecided when nothing says (no envelope for ``parser``).
+
+    Calls parsed whole must be valid; a streamed answer's last call may stop inside its arguments.
+    """
+    calls = list(answer.tool_calls)
+    partial = calls.pop() if answer.streamed and calls else None
+    for call in calls:
+        problem = argument_problem(call, tools) if call.name in names else f"the call names {call.name!r}"
+        if problem:
+            return Judgement(problem=problem)
+    if partial is not None:
+        if partial.name not in names:
+            return Judgement(problem=f"the call names {partial.name!r}, not one of {list(names)}")
+        problem = prefix_problem(partial.arguments or "", parameters_of(partial.name, tools))
+        return Judgement(problem=f"{partial.name}'s arguments {problem}") if problem else HELD
+    if not answer.text:
+        return HELD
+    if envelopes is None:
+        return Judgement(undecided=f"the contract data has no tool-call envelope for the {parser} parser")
+    problem = _envelope_problem(answer.text, names, envelopes, tools)
+    return Judgement(problem=problem) if problem else HELD
