@@ -20,7 +20,7 @@ the same requests in this run) or the results an earlier run saved
   chat), multiple choice by loglikelihood, retrieval at 25-100 % of
   max_model_len (the YaRN-sensitive one), and any task of your own. A task
   fails only when the paired interval of target minus baseline lies wholly
-  below -tolerance (pytest_vllm_conformance/evals/paired.py).
+  below -tolerance (pytest_vllm_conformance/features/quality/paired.py).
 
 Random-weight test models score about nothing on these tasks: the tests
 assert contracts (agreement, statistical gates), never wording.
@@ -103,9 +103,11 @@ def assert_not_worse(outcomes, vllm_record):
     """Both scores, the delta, its interval and the minimum detectable drop go to the report.
 
     The test fails when any metric is shown worse. It skips (the feature is
-    then partial, which --vllm-gate=strict fails) when a metric cannot see
-    the drop the profile requires ("underpowered"), or when the interval
-    straddles the tolerance ("undecided": too few items to tell).
+    then partial, which --vllm-gate=strict fails) when a metric could not
+    fail a drop of the size required ("underpowered": too few items, no item
+    the baseline could lose, or both sides at the floor or the ceiling), or
+    when the interval straddles the tolerance ("undecided": too few items to
+    tell).
     """
     worse, underpowered, undecided, notes, figures = [], [], [], [], []
     for outcome in outcomes:
@@ -116,9 +118,9 @@ def assert_not_worse(outcomes, vllm_record):
             if comparison.verdict == "inconclusive":
                 undecided.append(f"{outcome.label} {comparison}")
             if comparison.verdict == "underpowered":
+                requirement = "" if comparison.cannot_discriminate else " (quality.max_detectable_drop)"
                 underpowered.append(
-                    f"{outcome.label} {comparison.metric}: {comparison.items} items, {comparison.power()} "
-                    f"(quality.max_detectable_drop)"
+                    f"{outcome.label} {comparison.metric}: {comparison.items} items, {comparison.power()}{requirement}"
                 )
         worse.extend(f"{outcome.label} {comparison}" for comparison in outcome.worse)
         notes.extend(note for note in outcome.notes if note not in notes)
