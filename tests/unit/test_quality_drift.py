@@ -105,6 +105,28 @@ def test_without_top_logprobs_a_divergence_is_never_a_near_tie():
     assert not found.near_tie and "not judged as a near-tie" in str(found)
 
 
+def test_near_ties_that_end_every_prompt_early_leave_the_comparison_undecided():
+    from pytest_vllm_conformance.features.quality.session import GreedyOutcome
+
+    tie = {7: -2.00, 8: -2.04}, {8: -2.01, 7: -2.03}
+    early = [divergence(*tie)] * 8  # every prompt parts at a near-tie at position 1
+    outcome = GreedyOutcome(early, [], min_compared_tokens=64)
+    assert not outcome.diverging and outcome.compared_tokens == 8 and outcome.undecided
+    assert "8 tokens compared (at least 64 required)" in outcome.figures()
+    # Agreeing prompts count every compared token.
+    agreeing = greedy.compare([greedy.Continuation([1], [5] * 16)] * 4, [greedy.Continuation([1], [5] * 16)] * 4, 16)
+    assert GreedyOutcome(agreeing + early, [], min_compared_tokens=64).compared_tokens == 72
+    assert not GreedyOutcome(agreeing + early, [], min_compared_tokens=64).undecided
+
+
+def test_a_minimum_no_comparison_could_meet_is_refused():
+    from pytest_vllm_conformance.features.quality import session
+
+    session.check_greedy(16, 128)
+    with pytest.raises(ValueError, match="greedy_min_compared_tokens 129 can never be met: 8 prompts x greedy_tokens"):
+        session.check_greedy(16, 129)
+
+
 def test_the_completions_top_logprobs_are_read_by_token_id():
     top = greedy._top_logprobs({"top_logprobs": [{"token_id:12": -1.5, "token_id:7": -2.0}]}, 1)
     assert top == [{12: -1.5, 7: -2.0}]
