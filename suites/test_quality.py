@@ -9,9 +9,10 @@ the same requests in this run) or the results an earlier run saved
 (--vllm-eval-save, read back with --vllm-eval-baseline-file).
 
 * Logprob drift: long fixed texts, scored token by token by both servers
-  (teacher forcing), move no more than the baseline's own noise and a floor,
-  in each bucket of the context (to 25/50/90/100 % of max_model_len): an
-  ignored g_idx moves every bucket, a wrong YaRN factor the far ones most.
+  (teacher forcing), stay within limits on the mean, the tail and the
+  perplexity ratio, in each bucket of the context (to 25/50/90/100 % of
+  max_model_len): an ignored g_idx moves every bucket, a wrong YaRN factor
+  the far ones most; a baseline too noisy to judge against is undecided.
 * Greedy equivalence: fixed token-id prompts continued at temperature 0 give
   the baseline's tokens, except at a near-tie (each side's token in the
   other's top-k, within a small logprob gap); the failure names the first
@@ -146,9 +147,11 @@ def test_logprob_drift_within_noise(quality, bucket, vllm_record):
         vllm_record(name, value)
     vllm_record("figures", drift.figures())
     assert not drift.drifted, (
-        f"the target's logprobs moved from the baseline's ({quality.baseline_label}) by more than the threshold: "
-        f"{drift}; moved most: " + "; ".join(str(moved) for moved in drift.moved_most)
+        f"the target's logprobs moved from the baseline's ({quality.baseline_label}) past the limits: "
+        f"{drift.why()}. {drift}; moved most: " + "; ".join(str(moved) for moved in drift.moved_most)
     )
+    if drift.verdict == "undecided":
+        pytest.skip(f"undecided: the baseline is too noisy to judge drift against: {drift.why()}. {drift}")
 
 
 @contract("quality.greedy_tokens_match_baseline")

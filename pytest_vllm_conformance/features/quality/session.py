@@ -139,7 +139,7 @@ class GreedyOutcome:
 
 @dataclass
 class DriftScores:
-    """The fixed texts and each side's scores: the target once, the baseline twice (the second all at once)."""
+    """The fixed texts and each side's scores: the target once, the baseline twice (the second among decoys)."""
 
     texts: list[list[int]]
     target: list[logprob_drift.Scored]
@@ -147,11 +147,11 @@ class DriftScores:
     baseline_again: list[list[float | None]] | None  # the actual tokens' logprobs only: enough for the noise
     baseline_max_model_len: int | None
 
-    def noise(self, bucket: logprob_drift.Bucket) -> float | None:
+    def noise(self, bucket: logprob_drift.Bucket, tail_abs: float) -> logprob_drift.Movement | None:
         if self.baseline_again is None:
             return None
         again = [logprob_drift.Scored(actual, []) for actual in self.baseline_again]
-        return logprob_drift.mean_abs_drift(again, self.baseline, bucket)
+        return logprob_drift.movement(again, self.baseline, bucket, tail_abs)
 
 
 def check_greedy(greedy_tokens: int, min_compared_tokens: int) -> None:
@@ -436,12 +436,12 @@ class QualityRun:
             if self.baseline is not None:
                 model = self.baseline.endpoint.model
                 baseline_scores = logprob_drift.score(self.baseline.client, model, texts)
-                again_scored = logprob_drift.score(self.baseline.client, model, texts, together=True)
+                again_scored = logprob_drift.score(self.baseline.client, model, texts, among_others=True)
                 again = [scored.actual for scored in again_scored]
         target_scores = logprob_drift.score(target.client, target.endpoint.model, texts)
         if self.save_path is not None:
             # The recording carries its own noise, for runs that judge against it when this server is gone.
-            target_again = logprob_drift.score(target.client, target.endpoint.model, texts, together=True)
+            target_again = logprob_drift.score(target.client, target.endpoint.model, texts, among_others=True)
             self.recording.drift = DriftRecording(
                 texts, target_scores, [scored.actual for scored in target_again], target.endpoint.max_model_len
             )
@@ -465,8 +465,9 @@ class QualityRun:
                 f"{bucket}: the baseline ({self.baseline_label}) serves max_model_len {scores.baseline_max_model_len}, "
                 "shorter than these positions"
             )
+        thresholds = self.drift_thresholds
         outcome = logprob_drift.compare(
-            scores.target, scores.baseline, bucket, self.drift_thresholds, scores.noise(bucket)
+            scores.target, scores.baseline, bucket, thresholds, scores.noise(bucket, thresholds.tail_abs)
         )
         if outcome is None:
             raise DriftFailed(f"{bucket}: no position was scored by both servers")
