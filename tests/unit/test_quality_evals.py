@@ -34,7 +34,8 @@ def test_a_set_both_sides_score_zero_on_is_wide_not_certain():
     zeros = items([0] * 40)
     comparison = paired.compare("exact_match", zeros, zeros, higher_is_better=True, tolerance=0.05, confidence=0.95)
     assert comparison.interval == pytest.approx((-0.0876, 0.0876), abs=1e-3)
-    assert comparison.verdict == "inconclusive"
+    # Wide, and at the floor on both sides: the task cannot discriminate, whatever the interval.
+    assert comparison.verdict == "underpowered" and comparison.cannot_discriminate
 
 
 def test_a_collapse_on_eight_items_is_shown_worse():
@@ -96,10 +97,14 @@ def test_lower_is_better_metrics_fail_upwards():
 
 
 def test_non_binary_items_use_a_paired_bootstrap():
-    target = items([0.5, 0.4, 0.45, 0.5, 0.42] * 6)
+    target = items([0.9, 0.1, 0.45, 0.7, 0.3] * 40)
     comparison = paired.compare("f1", target, target, higher_is_better=True, tolerance=0.05, confidence=0.95)
     assert comparison.method.startswith("paired bootstrap")
     assert comparison.interval == (0.0, 0.0) and comparison.verdict == "not worse"
+    # Items that could each fall by 0.1 at most cannot take the mean 0.05 below: no drop would fail the gate.
+    narrow = items([0.5, 0.4, 0.45, 0.5, 0.42] * 6)
+    blind = paired.compare("f1", narrow, narrow, higher_is_better=True, tolerance=0.05, confidence=0.95)
+    assert blind.detectable_drop is None and blind.verdict == "underpowered"
 
 
 def test_only_items_both_sides_answered_are_paired():

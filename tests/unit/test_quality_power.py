@@ -28,94 +28,125 @@ def compare(target, baseline, **kwargs):
     "right, n, drop",
     [
         # Only discordant items move the paired interval, so the drop hardly depends on the score.
-        (20, 40, 0.125),
-        (40, 40, 0.125),
-        (5, 40, 0.125),
-        (200, 400, 0.0125),
-        (100, 200, 0.025),
-        (50, 100, 0.05),
+        (20, 40, 0.2),
+        (40, 40, 0.175),
+        (200, 400, 0.0775),
+        (100, 200, 0.095),
+        (180, 200, 0.09),
+        (50, 100, 0.12),
         (4, 8, 0.5),
     ],
 )
-def test_the_detectable_drop_is_the_first_loss_the_interval_shows(right, n, drop):
-    assert paired.newcombe_detectable_drop(right, n, 0.95) == drop
+def test_the_detectable_drop_is_the_first_loss_the_gate_fails(right, n, drop):
+    assert paired.newcombe_detectable_drop(right, n, 0.95, 0.05) == drop
     lost = round(drop * n)
-    # The definition itself: losing that many right items is shown below 0, one fewer is not.
-    assert paired.newcombe_paired_interval(right - lost, 0, lost, n - right, 0.95)[1] < 0
-    assert paired.newcombe_paired_interval(right - lost + 1, 0, lost - 1, n - right, 0.95)[1] >= 0
+    # The gate's own rule: losing that many right items puts the interval wholly below -tolerance, one fewer not.
+    assert paired.newcombe_paired_interval(right - lost, 0, lost, n - right, 0.95)[1] < -0.05
+    assert paired.newcombe_paired_interval(right - lost + 1, 0, lost - 1, n - right, 0.95)[1] >= -0.05
 
 
-def test_ten_times_the_items_detect_about_a_tenth_of_the_drop():
-    # In the best case the interval needs about as many lost items at any n: 5 of 40, 6 of 400.
-    assert paired.newcombe_detectable_drop(10, 40, 0.95) == 0.125
-    assert paired.newcombe_detectable_drop(100, 400, 0.95) == 0.015
+def test_the_drop_is_judged_below_the_tolerance_not_below_zero():
+    # Below 0, 100 items would see 0.05; the gate fails nothing under 0.12 at a 0.05 tolerance.
+    assert paired.newcombe_detectable_drop(50, 100, 0.95, 0.0) == 0.05
+    assert paired.newcombe_detectable_drop(50, 100, 0.95, 0.05) == 0.12
+    drops = {t: compare([1] * 30 + [0] * 10, [1] * 30 + [0] * 10, tolerance=t).detectable_drop for t in (0, 0.05, 0.1)}
+    assert drops[0] < drops[0.05] < drops[0.1]
+
+
+def test_five_right_items_of_forty_cannot_fail_a_005_tolerance_gate_at_all():
+    # Losing all five is a drop of 0.125, but the interval of so few discordant items still reaches above -0.05.
+    assert paired.newcombe_detectable_drop(5, 40, 0.95, 0.0) == 0.125
+    assert paired.newcombe_detectable_drop(5, 40, 0.95, 0.05) is None
+    comparison = compare([0] * 35 + [1] * 5, [0] * 35 + [1] * 5)
+    assert comparison.verdict == "underpowered"
+    assert "even losing all 5 items the baseline got right would not fail it" in str(comparison)
 
 
 def test_a_baseline_that_got_nothing_right_can_show_no_drop():
-    comparison = compare([0] * 40, [0] * 40)
-    assert comparison.detectable_drop is None
+    comparison = compare([0] * 40 + [1], [0] * 41)
+    assert comparison.detectable_drop is None and not comparison.cannot_discriminate
     assert comparison.properties()["vllm_quality_detectable_drop"] == "none possible"
     assert "minimum detectable drop: none possible (the baseline got no item right, so no drop can show)" in str(
         comparison
     )
+    assert comparison.verdict == "underpowered"
 
 
-def test_too_few_right_items_can_show_no_drop_either():
-    comparison = compare([0] * 8, [1] + [0] * 7)
-    assert comparison.detectable_drop is None
-    assert "even losing all 1 items the baseline got right would not show" in str(comparison)
-
-
-def test_the_drop_is_stated_in_the_message_and_the_properties_whatever_the_verdict():
-    comparison = compare([1] * 20 + [0] * 20, [1] * 20 + [0] * 20)
-    assert comparison.properties()["vllm_quality_detectable_drop"] == 0.125
-    assert "vllm_quality_max_detectable_drop" not in comparison.properties()
-    # A pass on 40 items, blind to any drop under 0.125: what the statement makes visible.
-    assert "tolerance 0.05; minimum detectable drop 0.1250): not worse" in str(comparison)
-
-
-def test_the_drop_does_not_depend_on_the_tolerance():
-    drops = {compare([1] * 30 + [0] * 10, [1] * 30 + [0] * 10, tolerance=t).detectable_drop for t in (0, 0.05, 0.3)}
-    assert drops == {0.125}
+def test_the_statement_is_in_the_message_and_the_properties_whatever_the_verdict():
+    comparison = compare([1] * 100 + [0] * 100, [1] * 100 + [0] * 100)
+    properties = comparison.properties()
+    assert properties["vllm_quality_detectable_drop"] == 0.095
+    assert properties["vllm_quality_required_detectable_drop"] == 0.1
+    assert properties["vllm_quality_cannot_discriminate"] is False
+    # 200 items can fail a drop of 0.095, within the default requirement: twice the tolerance.
+    assert (
+        "tolerance 0.05; minimum detectable drop 0.0950, required at most 0.1 (tolerance 0.05 + 0.05)): not worse"
+        in (str(comparison))
+    )
 
 
 def test_a_lower_is_better_metric_counts_its_zeros_as_right():
-    assert compare([1] * 40, [1] * 40, higher_is_better=False).detectable_drop is None
-    assert compare([0] * 40, [0] * 40, higher_is_better=False).detectable_drop == 0.125
+    assert compare([1] * 200, [1] * 200, higher_is_better=False).detectable_drop is None
+    assert (
+        compare([0] * 199 + [1], [0] * 199 + [1], higher_is_better=False).detectable_drop == 0.09
+    )  # 199 of 200 losable
 
 
 def test_a_bootstrapped_metric_drops_its_best_items_to_its_worst_value():
     values = np.array([1.0] * 20 + [0.0] * 20)
-    drop = paired.bootstrap_detectable_drop(values, 0.95)
-    assert drop is not None and 0 < drop <= 0.125
-    half = paired.bootstrap_detectable_drop(values / 2, 0.95)
-    assert half == pytest.approx(drop / 2)  # the same items lost, each losing half as much
-    assert paired.bootstrap_detectable_drop(np.full(40, 0.7), 0.95) is None
+    drop = paired.bootstrap_detectable_drop(values, 0.95, 0.05)
+    assert drop is not None and 0.05 < drop <= 0.2
+    # The same items lost, each losing half as much, against half the tolerance: half the drop.
+    assert paired.bootstrap_detectable_drop(values / 2, 0.95, 0.025) == pytest.approx(drop / 2)
+    assert paired.bootstrap_detectable_drop(np.full(40, 0.7), 0.95, 0.05) is None
     scored = paired.compare(
         "f1", items([0.5] * 40), items([0.5] * 40), higher_is_better=True, tolerance=0.05, confidence=0.95
     )
-    assert scored.detectable_drop is None and "none possible" in str(scored)
+    assert scored.detectable_drop is None and scored.verdict == "underpowered"
 
 
 # ---- the requirement --------------------------------------------------------------
 
 
-def test_forty_items_cannot_meet_a_requirement_of_005():
-    comparison = compare([1] * 20 + [0] * 20, [1] * 20 + [0] * 20, max_detectable_drop=0.05)
-    assert comparison.verdict == "underpowered"
-    assert comparison.properties()["vllm_quality_max_detectable_drop"] == 0.05
-    assert "minimum detectable drop 0.1250, required at most 0.05): underpowered" in str(comparison)
+def test_by_default_a_comparison_must_fail_a_drop_of_twice_the_tolerance():
+    # 100 items can fail 0.12 at best: blind past 0.10, so underpowered with no requirement declared.
+    hundred = compare([1] * 50 + [0] * 50, [1] * 50 + [0] * 50)
+    assert hundred.verdict == "underpowered"
+    assert "minimum detectable drop 0.1200, required at most 0.1 (tolerance 0.05 + 0.05)" in hundred.power()
+    # The requirement follows the tolerance: at 0.1, 100 items must fail 0.2, and can (0.17).
+    assert compare([1] * 50 + [0] * 50, [1] * 50 + [0] * 50, tolerance=0.1).verdict == "not worse"
 
 
-def test_four_hundred_items_meet_it_and_are_judged_on_the_interval():
-    comparison = compare([1] * 200 + [0] * 200, [1] * 200 + [0] * 200, max_detectable_drop=0.05)
-    assert comparison.detectable_drop == 0.0125
+def test_a_declared_requirement_is_how_far_past_the_tolerance_the_gate_may_stay_blind():
+    strict = compare([1] * 100 + [0] * 100, [1] * 100 + [0] * 100, max_detectable_drop=0.02)
+    assert strict.verdict == "underpowered" and strict.required_drop == pytest.approx(0.07)
+    loose = compare([1] * 50 + [0] * 50, [1] * 50 + [0] * 50, max_detectable_drop=0.1)
+    assert loose.verdict == "not worse" and loose.properties()["vllm_quality_required_detectable_drop"] == 0.15
+
+
+def test_four_hundred_items_meet_a_requirement_of_003():
+    comparison = compare([1] * 200 + [0] * 200, [1] * 200 + [0] * 200, max_detectable_drop=0.03)
+    assert comparison.detectable_drop == 0.0775
     assert comparison.verdict == "not worse"
 
 
-def test_no_drop_possible_is_underpowered_against_any_requirement():
-    assert compare([0] * 400, [0] * 400, max_detectable_drop=0.99).verdict == "underpowered"
-    assert compare([0] * 400, [0] * 400).verdict == "not worse"  # no requirement: the interval decides
+@pytest.mark.parametrize(
+    "value, higher_is_better, extreme",
+    [(0, True, "the floor"), (1, True, "the ceiling"), (1, False, "the floor"), (0, False, "the ceiling")],
+)
+def test_both_sides_at_the_floor_or_the_ceiling_cannot_discriminate(value, higher_is_better, extreme):
+    # 0 of 100 on both sides is [-0.037, +0.037], inside the tolerance: not a judgement of anything.
+    comparison = compare([value] * 100, [value] * 100, higher_is_better=higher_is_better, max_detectable_drop=0.5)
+    assert comparison.cannot_discriminate and comparison.verdict == "underpowered"
+    assert comparison.power() == (
+        f"the task cannot discriminate on this model: both sides score {value} on every item ({extreme})"
+    )
+    assert comparison.properties()["vllm_quality_cannot_discriminate"] is True
+
+
+def test_agreeing_on_every_item_is_no_floor_when_the_items_differ():
+    comparison = compare([1] * 100 + [0] * 100, [1] * 100 + [0] * 100)
+    assert not comparison.cannot_discriminate and comparison.verdict == "not worse"
 
 
 def test_a_drop_already_shown_stays_worse():
@@ -205,8 +236,8 @@ def outcome(right, n, **gate):
     return session.Outcome("task_{}".format(n), [paired.compare("acc,none", same, same, **options)], [])
 
 @contract("quality.multiple_choice_not_worse")
-def test_forty_items(vllm_record):
-    assert_not_worse([outcome(20, 40, max_detectable_drop=0.05)], vllm_record)
+def test_a_hundred_items(vllm_record):
+    assert_not_worse([outcome(50, 100)], vllm_record)
 
 @contract("quality.short_answer_not_worse")
 def test_four_hundred_items(vllm_record):
@@ -214,7 +245,7 @@ def test_four_hundred_items(vllm_record):
 
 @contract("quality.long_context_not_worse")
 def test_nothing_right(vllm_record):
-    assert_not_worse([outcome(0, 8, max_detectable_drop=0.05)], vllm_record)
+    assert_not_worse([outcome(0, 8)], vllm_record)
 """
 
 
@@ -227,14 +258,14 @@ def test_underpowered_comparisons_skip_naming_task_items_drop_and_requirement(py
     result.assert_outcomes(passed=1, skipped=2)
     result.stdout.fnmatch_lines(
         [
-            "*underpowered: task_40 acc,none: 40 items, minimum detectable drop 0.1250, required at most 0.05 "
-            "(quality.max_detectable_drop)",
-            "*underpowered: task_8 acc,none: 8 items, minimum detectable drop: none possible (the baseline got no "
-            "item right, so no drop can show), required at most 0.05*",
+            "*underpowered: task_100 acc,none: 100 items, minimum detectable drop 0.1200, required at most 0.1 "
+            "(tolerance 0.05 + 0.05) (quality.max_detectable_drop)",
+            "*underpowered: task_8 acc,none: 8 items, the task cannot discriminate on this model: both sides score 0 "
+            "on every item (the floor)",
         ]
     )
     runs = {run.contract: run.properties for run in contract_runs(pytester.path / "junit.xml")}
-    assert runs["quality.short_answer_not_worse"]["vllm_quality_detectable_drop"] == "0.0125"
+    assert runs["quality.short_answer_not_worse"]["vllm_quality_detectable_drop"] == "0.0775"
     assert runs["quality.short_answer_not_worse"]["vllm_quality_verdict"] == "not worse"
     assert runs["quality.long_context_not_worse"]["vllm_quality_detectable_drop"] == "none possible"
     assert runs["quality.multiple_choice_not_worse"]["vllm_quality_verdict"] == "underpowered"
@@ -248,6 +279,8 @@ def test_the_long_context_set_has_the_documents_per_length_asked():
 
     docs = long_context.documents(WordTokenizer(), "m", long_context.Sizing(25, 2048), 30)
     assert len(docs) == 30 and len({doc["depth"] for doc in docs}) == 30
-    assert paired.newcombe_detectable_drop(30, 30, 0.95) < paired.newcombe_detectable_drop(8, 8, 0.95) == 0.5
+    assert (
+        paired.newcombe_detectable_drop(30, 30, 0.95, 0.05) < paired.newcombe_detectable_drop(8, 8, 0.95, 0.05) == 0.5
+    )
     with pytest.raises(ValueError, match="long_context_items must be 1 to 500"):
         session.check_power(None, 40, 0)

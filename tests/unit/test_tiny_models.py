@@ -204,6 +204,12 @@ def test_configs(built):
     # The wrong-factor copy differs from tiny-llama-yarn in the factor alone.
     assert {**config("tiny-llama-yarn512-factor2"), "rope_scaling": yarn_block} == config("tiny-llama-yarn512")
     assert config("tiny-llama-yarn512-factor2")["rope_scaling"]["factor"] == 2.0
+    # The wrong-rotary-base copy differs from tiny-llama in rope_theta alone, with the same weights.
+    assert {**config("tiny-llama-rope-theta500k"), "rope_theta": 10000.0} == config("tiny-llama")
+    assert config("tiny-llama-rope-theta500k")["rope_theta"] == 500000.0
+    assert (built["tiny-llama-rope-theta500k"] / "model.safetensors").read_bytes() == (
+        built["tiny-llama"] / "model.safetensors"
+    ).read_bytes()
 
 
 def test_perturbed_model_permutes_one_down_proj(built):

@@ -18,6 +18,7 @@ from pytest_vllm_conformance.features.quality.session import (
     QualityRun,
     ServerSide,
     check_gate,
+    check_greedy,
     check_power,
 )
 from pytest_vllm_conformance.target.client import BoundedClient
@@ -97,6 +98,7 @@ def open_run(
     confidence: float,
     greedy_tokens: int,
     near_tie_gap: float = greedy.DEFAULT_NEAR_TIE_GAP,
+    greedy_min_compared_tokens: int = greedy.DEFAULT_MIN_COMPARED_TOKENS,
     drift_thresholds: logprob_drift.Thresholds | None = None,
     max_detectable_drop: float | None = None,
     eval_items: int = task_files.HAND_WRITTEN_ITEMS,
@@ -104,6 +106,7 @@ def open_run(
 ) -> QualityRun:
     """The run the quality suite shares: the target, the baseline the options name, the gate."""
     check_gate(tolerance, confidence)  # before a baseline connection is opened
+    check_greedy(greedy_tokens, greedy_min_compared_tokens)
     check_power(max_detectable_drop, eval_items, long_context_items)
     recorded = settings.eval_save or settings.eval_baseline_file
     probe = tokenizer_probe(target_client, target_facts.model) if recorded else None
@@ -115,6 +118,7 @@ def open_run(
         confidence=confidence,
         greedy_tokens=greedy_tokens,
         near_tie_gap=near_tie_gap,
+        greedy_min_compared_tokens=greedy_min_compared_tokens,
         drift_thresholds=drift_thresholds,
         limit=settings.eval_limit,
         include_paths=[Path(path) for path in settings.eval_include_path],

@@ -23,21 +23,28 @@ of the time. An interval that straddles the tolerance is ``inconclusive``
 (too few items to tell either way); the verdict says so rather than calling
 it a pass on the evidence.
 
-Each comparison also states its power as a *minimum detectable drop*: the
-smallest true drop ``d`` such that, had the target lost ``d * n`` of the
-items the baseline got right and changed nothing else (the best case for
-detection: every discordant item points one way), the same interval method
-at the same confidence would lie wholly below 0. It is computed from the
-baseline's observed per-item values and does not depend on the tolerance,
-so it says what the item count can see at all; a real drop mixed with
-noise needs more. For values other than 0 and 1, "lost an item" means the
-item fell from the baseline's value to the baseline's worst value on any
-item, best items first. A baseline with nothing to lose (score 0 on a 0/1
-metric) cannot show any drop, nor can a set too small to clear the interval
-even when every right item is lost: the drop is then ``None``, reported as
-"none possible", and counts as 1.0 against a requirement
-(``quality.max_detectable_drop``): a comparison whose drop exceeds the
-requirement is ``underpowered`` unless it is already shown ``worse``.
+Each comparison also states its power, by the gate's own decision rule, as
+a *minimum detectable drop*: the smallest true drop ``d`` such that, had the
+target lost ``d * n`` of the items the baseline got right and changed nothing
+else (the best case for detection: every discordant item points one way),
+the same interval method at the same confidence would lie wholly below
+``-tolerance``, i.e. the gate would fail it. It is computed from the
+baseline's observed per-item values; a real drop mixed with noise needs
+more. For values other than 0 and 1, "lost an item" means the item fell from
+the baseline's value to the baseline's worst value on any item, best items
+first. A baseline with nothing to lose (score 0 on a 0/1 metric) cannot show
+any drop, nor can a set too small to clear the interval even when every
+right item is lost: the drop is then ``None``, reported as "none possible".
+
+The drop is always above the tolerance (the interval around an observed
+drop of exactly the tolerance reaches above ``-tolerance``), so the
+requirement says how far past it the gate may stay blind:
+``quality.max_detectable_drop`` (default: the tolerance itself), and a
+comparison whose minimum detectable drop is above ``tolerance +
+max_detectable_drop`` is ``underpowered`` (a skip), unless it is already
+shown ``worse``. So is a task on which both sides score the same extreme
+value on every item (0 everywhere: the floor; 1 everywhere: the ceiling):
+the task cannot discriminate on this model, whatever its interval says.
 """
 
 from __future__ import annotations
@@ -124,18 +131,18 @@ def bootstrap_paired_interval(differences: np.ndarray, confidence: float) -> tup
     return float(low), float(high)
 
 
-def newcombe_detectable_drop(baseline_right: int, items: int, confidence: float) -> float | None:
-    """The smallest drop k/items whose best case (k of the baseline's right items lost) the interval shows."""
+def newcombe_detectable_drop(baseline_right: int, items: int, confidence: float, tolerance: float) -> float | None:
+    """The smallest drop k/items whose best case (k of the baseline's right items lost) the gate fails."""
     neither = items - baseline_right
     for lost in range(1, baseline_right + 1):
         _, high = newcombe_paired_interval(baseline_right - lost, 0, lost, neither, confidence)
-        if high < 0:
+        if high < -tolerance:
             return lost / items
     return None
 
 
-def bootstrap_detectable_drop(baseline_values: np.ndarray, confidence: float) -> float | None:
-    """The smallest drop in the mean, best items first falling to the worst value, that the bootstrap shows.
+def bootstrap_detectable_drop(baseline_values: np.ndarray, confidence: float, tolerance: float) -> float | None:
+    """The smallest drop in the mean, best items first falling to the worst value, that the gate fails.
 
     ``baseline_values`` are oriented so that higher is better. With the seeded
     resamples fixed, each added loss only lowers every resampled mean, so the
@@ -151,7 +158,7 @@ def bootstrap_detectable_drop(baseline_values: np.ndarray, confidence: float) ->
     def shown(lost: int) -> bool:
         differences = np.zeros(baseline_values.size)
         differences[:lost] = -gaps[:lost]
-        return bootstrap_paired_interval(differences, confidence)[1] < 0
+        return bootstrap_paired_interval(differences, confidence)[1] < -tolerance
 
     if losable == 0 or not shown(losable):
         return None
@@ -179,11 +186,19 @@ class Comparison:
     baseline_better_items: int
     detectable_drop: float | None = None
     baseline_losable_items: int = 0  # the items a drop could come from: the baseline's right (or not worst) ones
-    max_detectable_drop: float | None = None
+    max_detectable_drop: float | None = None  # past the tolerance; None: the tolerance itself
+    every_item_scored: float | None = None  # the one value both sides gave every item, if they did
+    binary: bool = True
 
     @property
     def delta(self) -> float:
         return self.target_score - self.baseline_score
+
+    @property
+    def required_drop(self) -> float:
+        """The drop the gate must be able to fail: the tolerance, plus how far past it it may stay blind."""
+        past = self.tolerance if self.max_detectable_drop is None else self.max_detectable_drop
+        return self.tolerance + past
 
     @property
     def verdict(self) -> Verdict:
@@ -199,11 +214,22 @@ class Comparison:
         return "not worse" if not_worse else "inconclusive"
 
     @property
+    def cannot_discriminate(self) -> bool:
+        """Both sides at the floor or the ceiling (or any one value) on every item: the task tells nothing here."""
+        return self.every_item_scored is not None
+
+    @property
     def underpowered(self) -> bool:
-        """Blinder than the requirement: no drop possible counts as a drop of 1."""
-        if self.max_detectable_drop is None:
-            return False
-        return (1.0 if self.detectable_drop is None else self.detectable_drop) > self.max_detectable_drop
+        """The gate could not fail a drop of the required size (none possible counts as blind to any drop)."""
+        if self.cannot_discriminate or self.detectable_drop is None:
+            return True
+        return self.detectable_drop > self.required_drop + 1e-9  # k/n against a sum of two decimals
+
+    def _extreme(self) -> str:
+        if not self.binary or self.every_item_scored is None:
+            return "the same value"
+        best = 1.0 if self.higher_is_better else 0.0
+        return "the ceiling" if self.every_item_scored == best else "the floor"
 
     def figures(self) -> str:
         """One line for the report: n, both scores, the interval and what the items can show."""
@@ -214,13 +240,19 @@ class Comparison:
         )
 
     def power(self) -> str:
-        """What the item count can show, for messages: the minimum detectable drop and any requirement."""
-        required = "" if self.max_detectable_drop is None else f", required at most {self.max_detectable_drop:g}"
+        """What the item count can show, for messages: the minimum detectable drop against the requirement."""
+        past = self.required_drop - self.tolerance
+        required = f", required at most {self.required_drop:.4g} (tolerance {self.tolerance:g} + {past:g})"
+        if self.cannot_discriminate:
+            return (
+                f"the task cannot discriminate on this model: both sides score {self.every_item_scored:g} "
+                f"on every item ({self._extreme()})"
+            )
         if self.detectable_drop is None:
             why = (
                 "the baseline got no item right, so no drop can show"
                 if self.baseline_losable_items == 0
-                else f"even losing all {self.baseline_losable_items} items the baseline got right would not show"
+                else f"even losing all {self.baseline_losable_items} items the baseline got right would not fail it"
             )
             return f"minimum detectable drop: {NONE_POSSIBLE} ({why}){required}"
         return f"minimum detectable drop {self.detectable_drop:.4f}{required}"
@@ -239,7 +271,6 @@ class Comparison:
 
     def properties(self) -> dict[str, object]:
         """For record_property: both scores, the delta, its interval and the minimum detectable drop."""
-        required = self.max_detectable_drop
         return {
             "vllm_quality_metric": self.metric,
             "vllm_quality_target_score": round(self.target_score, 6),
@@ -255,7 +286,8 @@ class Comparison:
             "vllm_quality_detectable_drop": (
                 NONE_POSSIBLE if self.detectable_drop is None else round(self.detectable_drop, 6)
             ),
-            **({} if required is None else {"vllm_quality_max_detectable_drop": required}),
+            "vllm_quality_required_detectable_drop": round(self.required_drop, 6),
+            "vllm_quality_cannot_discriminate": self.cannot_discriminate,
             "vllm_quality_verdict": self.verdict,
         }
 
@@ -270,7 +302,10 @@ def compare(
     confidence: float,
     max_detectable_drop: float | None = None,
 ) -> Comparison:
-    """Pair the per-item values by item key; items only one side answered are left out."""
+    """Pair the per-item values by item key; items only one side answered are left out.
+
+    ``max_detectable_drop`` is how far past the tolerance the gate may stay blind (None: the tolerance).
+    """
     import numpy as np  # here, not at the top: every run collects the quality suite, few compare
 
     keys = sorted(set(target) & set(baseline))
@@ -289,12 +324,14 @@ def compare(
         method = "Newcombe paired score interval"
         # Relabelled so that 1 is good: the interval of a lower-is-better 0/1 metric is the mirror image.
         losable = both + only_baseline if higher_is_better else neither + only_target
-        detectable = newcombe_detectable_drop(losable, len(keys), confidence)
+        detectable = newcombe_detectable_drop(losable, len(keys), confidence, tolerance)
     else:
         interval = bootstrap_paired_interval(target_values - baseline_values, confidence)
         method = f"paired bootstrap, {BOOTSTRAP_RESAMPLES} resamples"
         losable = int(np.sum(sign * baseline_values > np.min(sign * baseline_values))) if keys else 0
-        detectable = bootstrap_detectable_drop(sign * baseline_values, confidence)
+        detectable = bootstrap_detectable_drop(sign * baseline_values, confidence, tolerance)
+    values = np.concatenate([target_values, baseline_values])
+    every_item_scored = float(values[0]) if keys and bool((values == values[0]).all()) else None
     return Comparison(
         metric=metric,
         higher_is_better=higher_is_better,
@@ -310,4 +347,6 @@ def compare(
         detectable_drop=detectable,
         baseline_losable_items=losable,
         max_detectable_drop=max_detectable_drop,
+        every_item_scored=every_item_scored,
+        binary=binary,
     )

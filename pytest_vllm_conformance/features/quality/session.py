@@ -103,6 +103,17 @@ class Outcome:
 class GreedyOutcome:
     divergences: list[greedy.Divergence]
     notes: list[str]
+    min_compared_tokens: int = greedy.DEFAULT_MIN_COMPARED_TOKENS
+
+    @property
+    def compared_tokens(self) -> int:
+        """Tokens found equal before each prompt's comparison ended (at its end, or at its first divergence)."""
+        return sum(divergence.compared_tokens for divergence in self.divergences)
+
+    @property
+    def undecided(self) -> bool:
+        """No divergence beyond a near-tie, but near-ties ended the prompts before enough tokens were compared."""
+        return not self.diverging and self.compared_tokens < self.min_compared_tokens
 
     @property
     def diverging(self) -> list[greedy.Divergence]:
@@ -121,13 +132,14 @@ class GreedyOutcome:
         return (
             f"{len(self.divergences)} prompts: {equal} equal over {compared} tokens, "
             f"{len(self.near_ties)} near-tie(s) accepted{f' ({ties})' if ties else ''}, "
-            f"{len(self.diverging)} diverging"
+            f"{len(self.diverging)} diverging; {self.compared_tokens} tokens compared "
+            f"(at least {self.min_compared_tokens} required)"
         )
 
 
 @dataclass
 class DriftScores:
-    """The fixed texts and each side's scores: the target once, the baseline twice (the second all at once)."""
+    """The fixed texts and each side's scores: the target once, the baseline twice (the second among decoys)."""
 
     texts: list[list[int]]
     target: list[logprob_drift.Scored]
@@ -135,11 +147,20 @@ class DriftScores:
     baseline_again: list[list[float | None]] | None  # the actual tokens' logprobs only: enough for the noise
     baseline_max_model_len: int | None
 
-    def noise(self, bucket: logprob_drift.Bucket) -> float | None:
+    def noise(self, bucket: logprob_drift.Bucket, tail_abs: float) -> logprob_drift.Movement | None:
         if self.baseline_again is None:
             return None
         again = [logprob_drift.Scored(actual, []) for actual in self.baseline_again]
-        return logprob_drift.mean_abs_drift(again, self.baseline, bucket)
+        return logprob_drift.movement(again, self.baseline, bucket, tail_abs)
+
+
+def check_greedy(greedy_tokens: int, min_compared_tokens: int) -> None:
+    most = len(greedy.PROMPT_TEXTS) * greedy_tokens
+    if min_compared_tokens > most:
+        raise ValueError(
+            f"the quality greedy_min_compared_tokens {min_compared_tokens} can never be met: "
+            f"{len(greedy.PROMPT_TEXTS)} prompts x greedy_tokens {greedy_tokens} compare at most {most}"
+        )
 
 
 def check_gate(tolerance: float, confidence: float) -> None:
@@ -171,6 +192,7 @@ class QualityRun:
         confidence: float,
         greedy_tokens: int,
         near_tie_gap: float = greedy.DEFAULT_NEAR_TIE_GAP,
+        greedy_min_compared_tokens: int = greedy.DEFAULT_MIN_COMPARED_TOKENS,
         drift_thresholds: logprob_drift.Thresholds | None = None,
         limit: int | None = None,
         include_paths: Sequence[Path] = (),
@@ -191,6 +213,7 @@ class QualityRun:
         self.confidence = confidence
         self.greedy_tokens = greedy_tokens
         self.near_tie_gap = near_tie_gap
+        self.greedy_min_compared_tokens = greedy_min_compared_tokens
         self.drift_thresholds = drift_thresholds or logprob_drift.Thresholds.from_profile(None)
         self._drift: DriftScores | None = None
         self.limit = limit
@@ -383,7 +406,9 @@ class QualityRun:
         self.recording.greedy, self.recording.greedy_max_tokens = target, compared
         if baseline is None:
             raise NoBaseline(self.no_baseline_reason())
-        return GreedyOutcome(greedy.compare(target, baseline, compared, texts, self.near_tie_gap), notes)
+        return GreedyOutcome(
+            greedy.compare(target, baseline, compared, texts, self.near_tie_gap), notes, self.greedy_min_compared_tokens
+        )
 
     # ---- teacher-forced logprob drift ------------------------------------------
 
@@ -411,12 +436,12 @@ class QualityRun:
             if self.baseline is not None:
                 model = self.baseline.endpoint.model
                 baseline_scores = logprob_drift.score(self.baseline.client, model, texts)
-                again_scored = logprob_drift.score(self.baseline.client, model, texts, together=True)
+                again_scored = logprob_drift.score(self.baseline.client, model, texts, among_others=True)
                 again = [scored.actual for scored in again_scored]
         target_scores = logprob_drift.score(target.client, target.endpoint.model, texts)
         if self.save_path is not None:
             # The recording carries its own noise, for runs that judge against it when this server is gone.
-            target_again = logprob_drift.score(target.client, target.endpoint.model, texts, together=True)
+            target_again = logprob_drift.score(target.client, target.endpoint.model, texts, among_others=True)
             self.recording.drift = DriftRecording(
                 texts, target_scores, [scored.actual for scored in target_again], target.endpoint.max_model_len
             )
@@ -440,8 +465,9 @@ class QualityRun:
                 f"{bucket}: the baseline ({self.baseline_label}) serves max_model_len {scores.baseline_max_model_len}, "
                 "shorter than these positions"
             )
+        thresholds = self.drift_thresholds
         outcome = logprob_drift.compare(
-            scores.target, scores.baseline, bucket, self.drift_thresholds, scores.noise(bucket)
+            scores.target, scores.baseline, bucket, thresholds, scores.noise(bucket, thresholds.tail_abs)
         )
         if outcome is None:
             raise DriftFailed(f"{bucket}: no position was scored by both servers")
