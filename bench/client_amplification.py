@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 CLIENTS = {
     "BoundedClient (1 MiB cap)": """
-from pytest_vllm_conformance.target.client import BoundedClient
+from pytest_vllm_conformance.connection.client import BoundedClient
 with BoundedClient(URL, timeout=60) as client:
     response = client.get(PATH)
 kept = len(response.body)
@@ -39,7 +39,7 @@ kept = len(response.content)
 """,
     "openai SDK + CappedTransport": """
 import httpx, openai
-from pytest_vllm_conformance.target.transport import CappedTransport
+from pytest_vllm_conformance.connection.transport import CappedTransport
 sdk = openai.OpenAI(base_url=URL, api_key="none", max_retries=0, timeout=60,
                     http_client=httpx.Client(transport=CappedTransport(1024 * 1024)))
 try:

@@ -42,8 +42,8 @@ sys.path.insert(0, str(REPO))
 from fixtures import tiny_models  # noqa: E402
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse  # noqa: E402
 from fixtures.logprob_damage import PROMPT_LOGPROBS, lower_every_position, shift_positions  # noqa: E402
+from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer  # noqa: E402
 from pytest_vllm_conformance.features.quality import logprob_drift  # noqa: E402
-from pytest_vllm_conformance.target.launcher import LaunchError, VllmServer  # noqa: E402
 from tests.conftest import contract_runs  # noqa: E402
 
 EAGER_F32 = ("--dtype", "float32", "--enforce-eager")

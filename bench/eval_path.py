@@ -31,10 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pytest_vllm_conformance.connection.client import BoundedClient  # noqa: E402
+from pytest_vllm_conformance.connection.discovery import discover  # noqa: E402
 from pytest_vllm_conformance.features.quality import task_files  # noqa: E402
 from pytest_vllm_conformance.features.quality.offline import OFFLINE_ENV  # noqa: E402
-from pytest_vllm_conformance.target.client import BoundedClient  # noqa: E402
-from pytest_vllm_conformance.target.discovery import discover  # noqa: E402
 
 TASKS = {"short_answer": task_files.SHORT_ANSWER, "multiple_choice": task_files.MULTIPLE_CHOICE}
 CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--enable-tokenizer-info-endpoint")
@@ -42,7 +42,7 @@ CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "5
 OUR_PATH = """
 import json, sys
 from pathlib import Path
-from pytest_vllm_conformance.target.client import BoundedClient
+from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.features.quality.runner import Endpoint, evaluate, language_model, task_manager
 url, model, max_model_len, task, include, out = sys.argv[1:7]
 client = BoundedClient(url)
@@ -85,7 +85,7 @@ def main() -> int:
     server = None
     url = args.url
     if url is None:
-        from pytest_vllm_conformance.target.launcher import VllmServer
+        from pytest_vllm_conformance.connection.launcher import VllmServer
 
         model_dir = args.serve
         if model_dir is None:

@@ -43,8 +43,8 @@ sys.path.insert(0, str(REPO))
 
 from fixtures import tiny_models  # noqa: E402
 from fixtures.fault_proxy import FaultProxy, RequestDraft, Rule  # noqa: E402
-from pytest_vllm_conformance.target.launcher import VllmServer  # noqa: E402
-from pytest_vllm_conformance.target.secrets import Secret  # noqa: E402
+from pytest_vllm_conformance.connection.launcher import VllmServer  # noqa: E402
+from pytest_vllm_conformance.connection.secrets import Secret  # noqa: E402
 
 KEY = "sk-bench-overhead"
 MARKERS = "discovery or scale_out or auth or validation_bounds or embedding_limits or context or wire"

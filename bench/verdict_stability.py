@@ -11,7 +11,7 @@ script starts one real vLLM server with a queue bound (``--max-num-queued-reqs
 2. runs every suite ``--agreement-runs`` times (default 10) with ``-n 2`` and
    compares each run's verdict per contract id with a serial run's (target:
    every run agrees). Under -n 2 the admission burst holds the server alone
-   (pytest_vllm_conformance/target/run_lock.py) while the other worker waits.
+   (pytest_vllm_conformance/connection/run_lock.py) while the other worker waits.
 
 Verdicts are read from each run's JUnit file by contract id, as our tests do.
 
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fixtures import tiny_models  # noqa: E402
-from pytest_vllm_conformance.target.launcher import VllmServer  # noqa: E402
+from pytest_vllm_conformance.connection.launcher import VllmServer  # noqa: E402
 from tests.conftest import contract_runs  # noqa: E402
 
 BOUND = 2

@@ -2,7 +2,7 @@
 
 The public face is small: a suite test names the contract it checks with
 ``contract`` and the cases it runs over with ``each``; everything else is
-the plugin's own (``plugin/``, ``target/``, ``catalogue/``, ``features/``,
+the plugin's own (``plugin/``, ``connection/``, ``catalogue/``, ``features/``,
 ``reporting/``).
 """
 

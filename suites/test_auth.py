@@ -23,7 +23,7 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.routes import guarded_route_variants, is_public, unguarded_routes
-from pytest_vllm_conformance.target.ingress import NOT_EXPOSED
+from pytest_vllm_conformance.connection.ingress import NOT_EXPOSED
 
 WRONG_KEY = "Bearer conformance-wrong-key"
 # Plugin policy: a gateway's own refusal of a caller's key (Kong and LiteLLM say 401, Envoy's ext_authz 403).

@@ -6,7 +6,7 @@ These contracts hold what discovery tolerates but a gate should not.
 """
 
 from pytest_vllm_conformance import contract
-from pytest_vllm_conformance.target.discovery import GATEWAY_TARGET, parse_version
+from pytest_vllm_conformance.connection.discovery import GATEWAY_TARGET, parse_version
 
 CORE_ROUTES = ("/v1/completions", "/v1/chat/completions")
 

@@ -33,11 +33,11 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
+from pytest_vllm_conformance.connection.client import TransportFailure
 from pytest_vllm_conformance.features import watermark
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.features.watermark.apis import watermark_opt_out_apis
 from pytest_vllm_conformance.features.watermark.planning import Plan, answer_length
-from pytest_vllm_conformance.target.client import TransportFailure
 
 # A watermarked answer must reach this p-value, an unwatermarked one must not:
 # either verdict is then wrong about once in a million answers.

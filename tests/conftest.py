@@ -62,7 +62,7 @@ CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "5
 def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
     from fixtures import cpu_watermark
     from fixtures.servers import ServerSpec
-    from pytest_vllm_conformance.target.secrets import Secret
+    from pytest_vllm_conformance.connection.secrets import Secret
 
     llama = models["tiny-llama"]
 

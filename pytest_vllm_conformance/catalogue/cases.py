@@ -17,8 +17,8 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.target.discovery import ServerFacts
-from pytest_vllm_conformance.target.settings import Settings
+from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.settings import Settings
 
 
 class NoCases(Exception):

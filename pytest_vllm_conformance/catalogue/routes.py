@@ -16,8 +16,8 @@ from packaging.version import Version
 from pytest_vllm_conformance.catalogue.cases import CaseContext, since
 from pytest_vllm_conformance.catalogue.contracts import Catalogue
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.target.client import BoundedClient, Response
-from pytest_vllm_conformance.target.discovery import KnownRoute, ServerFacts
+from pytest_vllm_conformance.connection.client import BoundedClient, Response
+from pytest_vllm_conformance.connection.discovery import KnownRoute, ServerFacts
 
 PATH_PARAMETER = re.compile(r"\{[^}]+\}")
 PROBE_ID = "conformance-probe"

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_vllm_conformance.target.client import Response
+from pytest_vllm_conformance.connection.client import Response
 
 # A handler that ran answers with its result or refuses the body; a closed
 # route is FastAPI's {"detail": ...} 404/405 or vLLM's 403 stub.

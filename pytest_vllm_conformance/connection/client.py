@@ -27,8 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from pytest_vllm_conformance.target.secrets import Secret
-from pytest_vllm_conformance.target.transport import DIRECT, Connection, tls_context
+from pytest_vllm_conformance.connection.secrets import Secret
+from pytest_vllm_conformance.connection.transport import DIRECT, Connection, tls_context
 
 T = TypeVar("T")
 

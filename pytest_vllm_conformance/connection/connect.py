@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_vllm_conformance.target.client import AsyncBoundedClient, BoundedClient
-from pytest_vllm_conformance.target.discovery import DiscoveryError, KnownRoutes, ServerFacts, discover
-from pytest_vllm_conformance.target.ingress import unreached_model
-from pytest_vllm_conformance.target.launcher import VllmServer
-from pytest_vllm_conformance.target.secrets import Secret
-from pytest_vllm_conformance.target.settings import Settings
-from pytest_vllm_conformance.target.transport import CappedTransport, Connection
+from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient
+from pytest_vllm_conformance.connection.discovery import DiscoveryError, KnownRoutes, ServerFacts, discover
+from pytest_vllm_conformance.connection.ingress import unreached_model
+from pytest_vllm_conformance.connection.launcher import VllmServer
+from pytest_vllm_conformance.connection.secrets import Secret
+from pytest_vllm_conformance.connection.settings import Settings
+from pytest_vllm_conformance.connection.transport import CappedTransport, Connection
 
 NO_TARGET = "no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR to start one"
 

@@ -23,7 +23,13 @@ from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
-from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, Response, TransportFailure, display_url
+from pytest_vllm_conformance.connection.client import (
+    BoundedClient,
+    RequestTimeout,
+    Response,
+    TransportFailure,
+    display_url,
+)
 
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 MOUNTED = "mounted"

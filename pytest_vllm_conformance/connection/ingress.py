@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pytest_vllm_conformance.target.client import (
+from pytest_vllm_conformance.connection.client import (
     BoundedClient,
     RequestTimeout,
     Response,

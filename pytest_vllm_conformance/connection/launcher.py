@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from pytest_vllm_conformance.target.secrets import Secret
+from pytest_vllm_conformance.connection.secrets import Secret
 
 CLI_SHIM = Path(__file__).with_name("vllm_cli.py")
 LOG_TAIL_LINES = 40

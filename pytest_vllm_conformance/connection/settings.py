@@ -14,7 +14,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from pytest_vllm_conformance.target.secrets import Secret
+from pytest_vllm_conformance.connection.secrets import Secret
 
 MIB = 1024 * 1024
 

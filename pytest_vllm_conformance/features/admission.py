@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_vllm_conformance.target.client import (
+from pytest_vllm_conformance.connection.client import (
     AsyncBoundedClient,
     OpenStream,
     RequestTimeout,

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
-from pytest_vllm_conformance.target.client import BoundedClient, Response, TransportFailure
+from pytest_vllm_conformance.connection.client import BoundedClient, Response, TransportFailure
 
 # Tokenized once for the ids of completion prompts (cycled to any length).
 SEED_TEXT = "conformance probe of the context limit"

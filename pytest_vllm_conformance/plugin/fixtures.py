@@ -12,11 +12,8 @@ import pytest
 import pytest_asyncio
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.features import startup_log
-from pytest_vllm_conformance.features.preflight import lint as preflight
-from pytest_vllm_conformance.plugin.run import run_state
-from pytest_vllm_conformance.target.client import BoundedClient
-from pytest_vllm_conformance.target.connect import (
+from pytest_vllm_conformance.connection.client import BoundedClient
+from pytest_vllm_conformance.connection.connect import (
     NO_TARGET,
     async_client_for,
     client_for,
@@ -24,10 +21,13 @@ from pytest_vllm_conformance.target.connect import (
     sdk_client_for,
     target_key,
 )
-from pytest_vllm_conformance.target.discovery import ServerFacts
-from pytest_vllm_conformance.target.ingress import Ask, IngressExposure, not_exposed_line
-from pytest_vllm_conformance.target.secrets import Secret
-from pytest_vllm_conformance.target.settings import Settings
+from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.ingress import Ask, IngressExposure, not_exposed_line
+from pytest_vllm_conformance.connection.secrets import Secret
+from pytest_vllm_conformance.connection.settings import Settings
+from pytest_vllm_conformance.features import startup_log
+from pytest_vllm_conformance.features.preflight import lint as preflight
+from pytest_vllm_conformance.plugin.run import run_state
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +95,7 @@ def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record):
     """``vllm_not_exposed(what, ask, through_ingress=None, report=True)``: the ingress does not expose ``what``.
 
     ``ask(client)`` sends the request ``what`` names to ``client``; the
-    ingress's own 404/405 where the server answers otherwise (target/ingress.py)
+    ingress's own 404/405 where the server answers otherwise (connection/ingress.py)
     is recorded as the property ``vllm_ingress_exposure: not exposed`` and,
     with ``report``, a line in the report. Only with both --vllm-ingress-url
     and --vllm-url: the server's answer is the witness.

@@ -21,17 +21,17 @@ import pytest
 from pytest_vllm_conformance import CONTRACT_MARKER, EACH_MARKER, NOT_CLAIMED
 from pytest_vllm_conformance.catalogue import cases, contracts, routes
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
+from pytest_vllm_conformance.connection.client import display_url
+from pytest_vllm_conformance.connection.connect import NO_TARGET, client_for, configured, establish
+from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts
+from pytest_vllm_conformance.connection.launcher import LaunchError
+from pytest_vllm_conformance.connection.run_lock import RunLock
 from pytest_vllm_conformance.features.profile import capture
 from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
 from pytest_vllm_conformance.plugin.run import STATE, RunState, configure_run, run_state
 from pytest_vllm_conformance.reporting.redaction import scrub_report
-from pytest_vllm_conformance.target.client import display_url
-from pytest_vllm_conformance.target.connect import NO_TARGET, client_for, configured, establish
-from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts
-from pytest_vllm_conformance.target.launcher import LaunchError
-from pytest_vllm_conformance.target.run_lock import RunLock
 
 pytest_plugins = ("pytest_vllm_conformance.plugin.fixtures",)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_vllm_conformance.target.settings import MIB
+from pytest_vllm_conformance.connection.settings import MIB
 
 Kind = Literal["str", "int", "float", "path", "list", "flag", "version", "choice", "url"]
 

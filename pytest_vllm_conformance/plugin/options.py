@@ -19,9 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from packaging.version import Version
 
+from pytest_vllm_conformance.connection.secrets import Secret
+from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.plugin.option_table import OPTIONS, Option
-from pytest_vllm_conformance.target.secrets import Secret
-from pytest_vllm_conformance.target.settings import Settings
 
 Source = Literal["cli", "env", "ini", "default"]
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_vllm_conformance import __version__
+from pytest_vllm_conformance.connection.client import display_url
 from pytest_vllm_conformance.plugin.run import RunState
 from pytest_vllm_conformance.reporting import junit, report_files
 from pytest_vllm_conformance.reporting.outcomes import (
@@ -31,7 +32,6 @@ from pytest_vllm_conformance.reporting.outcomes import (
     overall_result,
 )
 from pytest_vllm_conformance.reporting.redaction import LogRecordRedaction, url_password
-from pytest_vllm_conformance.target.client import display_url
 
 PLUGIN_NAME = "vllm-conformance-reporter"
 SUMMARY_TITLE = "vLLM conformance"

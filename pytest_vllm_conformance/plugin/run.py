@@ -17,14 +17,14 @@ import pytest
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
+from pytest_vllm_conformance.connection.client import BoundedClient
+from pytest_vllm_conformance.connection.connect import Target, ingress_key
+from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.run_lock import RunLock
+from pytest_vllm_conformance.connection.secrets import Redactor, Secret
+from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.plugin import options
-from pytest_vllm_conformance.target.client import BoundedClient
-from pytest_vllm_conformance.target.connect import Target, ingress_key
-from pytest_vllm_conformance.target.discovery import ServerFacts
-from pytest_vllm_conformance.target.run_lock import RunLock
-from pytest_vllm_conformance.target.secrets import Redactor, Secret
-from pytest_vllm_conformance.target.settings import Settings
 
 
 @dataclass

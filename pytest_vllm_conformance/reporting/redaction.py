@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from pytest_vllm_conformance.target.secrets import MASK, Redactor, url_password
+from pytest_vllm_conformance.connection.secrets import MASK, Redactor, url_password
 
 __all__ = [
     "MASK",

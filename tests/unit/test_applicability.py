@@ -10,7 +10,7 @@ from packaging.version import Version
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile
-from pytest_vllm_conformance.target.run_lock import RunLock
+from pytest_vllm_conformance.connection.run_lock import RunLock
 
 CATALOGUE = contracts.load()
 NO_INPUTS = dict.fromkeys([*applicability.INPUTS, *applicability.NEEDS], False)

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_vllm_conformance"
-FLOORS = {"target": 1, "catalogue": 2, "reporting": 2, "features": 3, "plugin": 4}
+FLOORS = {"connection": 1, "catalogue": 2, "reporting": 2, "features": 3, "plugin": 4}
 MAX_LINES = 500
 
 

@@ -8,6 +8,8 @@ import pytest
 import yaml
 
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, load_profile, validate
+from pytest_vllm_conformance.connection.client import Response
+from pytest_vllm_conformance.connection.secrets import Redactor
 from pytest_vllm_conformance.features.profile.capture import (
     captured_profile,
     metric_names,
@@ -18,8 +20,6 @@ from pytest_vllm_conformance.features.profile.capture import (
 )
 from pytest_vllm_conformance.features.profile.diff import differences
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
-from pytest_vllm_conformance.target.client import Response
-from pytest_vllm_conformance.target.secrets import Redactor
 from tests.unit.sample_observation import observation
 
 SECRET = "sk-capture-secret-81c2"

@@ -8,7 +8,7 @@ import pytest
 from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.target.discovery import parse_version
+from pytest_vllm_conformance.connection.discovery import parse_version
 
 SUITES = Path(__file__).resolve().parents[2] / "suites"
 COVERED_RELEASES = [Version(f"0.{minor}.0") for minor in range(28, 34)]

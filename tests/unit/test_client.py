@@ -11,14 +11,14 @@ import time
 import pytest
 
 from fixtures.hostile_server import HostileServer
-from pytest_vllm_conformance.target.client import (
+from pytest_vllm_conformance.connection.client import (
     AsyncBoundedClient,
     BoundedClient,
     NotJSON,
     RequestTimeout,
     TransportFailure,
 )
-from pytest_vllm_conformance.target.secrets import Secret
+from pytest_vllm_conformance.connection.secrets import Secret
 
 CAP = 64 * 1024
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.generation.answers import HELD, Answer, ToolCall, Unreadable, read_answer
 from pytest_vllm_conformance.features.generation.defaults import completions_max_tokens
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
@@ -23,7 +24,6 @@ from pytest_vllm_conformance.features.generation.tool_calls import (
     judge_cut_call,
     shape_problems,
 )
-from pytest_vllm_conformance.target.client import Response
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 

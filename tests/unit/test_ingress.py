@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import httpx
 
-from pytest_vllm_conformance.target.client import Response
-from pytest_vllm_conformance.target.connect import ingress_key, target_key
-from pytest_vllm_conformance.target.ingress import IngressExposure, hidden_by_ingress, unreached_model
-from pytest_vllm_conformance.target.secrets import Secret
-from pytest_vllm_conformance.target.settings import Settings
+from pytest_vllm_conformance.connection.client import Response
+from pytest_vllm_conformance.connection.connect import ingress_key, target_key
+from pytest_vllm_conformance.connection.ingress import IngressExposure, hidden_by_ingress, unreached_model
+from pytest_vllm_conformance.connection.secrets import Secret
+from pytest_vllm_conformance.connection.settings import Settings
 
 
 def answer(status: int) -> Response:

@@ -1,6 +1,6 @@
 """The embedded server's command line, without starting it."""
 
-from pytest_vllm_conformance.target.launcher import VllmServer
+from pytest_vllm_conformance.connection.launcher import VllmServer
 
 
 def _served_name(server: VllmServer) -> list[str]:

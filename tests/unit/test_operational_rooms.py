@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from pytest_vllm_conformance.catalogue import contracts, serving_profile
+from pytest_vllm_conformance.connection.client import OpenStream, Response
 from pytest_vllm_conformance.features import startup_log
 from pytest_vllm_conformance.features.admission import (
     BoundNotHeld,
@@ -26,7 +27,6 @@ from pytest_vllm_conformance.features.admission import (
     percentile,
 )
 from pytest_vllm_conformance.features.metrics import ExpositionError, parse, series_gap
-from pytest_vllm_conformance.target.client import OpenStream, Response
 
 FINDINGS = contracts.load().fact("startup_log_findings", None)
 KINDS = startup_log.finding_kinds(FINDINGS)
@@ -355,8 +355,8 @@ FAKE_EMBEDDED_SERVER = """
 from pathlib import Path
 
 from pytest_vllm_conformance.plugin import hooks
-from pytest_vllm_conformance.target.discovery import ModelCard, ServerFacts
-from pytest_vllm_conformance.target.connect import Target
+from pytest_vllm_conformance.connection.discovery import ModelCard, ServerFacts
+from pytest_vllm_conformance.connection.connect import Target
 
 
 class LoggedServer:

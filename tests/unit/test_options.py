@@ -113,8 +113,8 @@ def test_settings_hold_exactly_the_option_table():
     """One field per option, each typed by the option's kind: the two cannot drift apart."""
     from dataclasses import fields
 
+    from pytest_vllm_conformance.connection.settings import Settings
     from pytest_vllm_conformance.plugin.option_table import OPTIONS
-    from pytest_vllm_conformance.target.settings import Settings
 
     assert {field.name for field in fields(Settings)} == {option.key for option in OPTIONS}
     for option in OPTIONS:

@@ -262,7 +262,7 @@ class BatchRecorder:
     def concurrently(self, calls):
         import httpx
 
-        from pytest_vllm_conformance.target.client import Response
+        from pytest_vllm_conformance.connection.client import Response
 
         self.batch = [kw["json_body"] for _, _, kw in calls]
         answers = []

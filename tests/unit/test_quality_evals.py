@@ -307,8 +307,8 @@ def test_shipped_tasks_load_offline_with_lm_evals_own_metrics(tmp_path, loopback
 
 def test_lm_eval_gets_our_key_as_a_header_and_never_openai_api_key(monkeypatch):
     pytest.importorskip("lm_eval", reason="needs the quality extra")
+    from pytest_vllm_conformance.connection.secrets import Secret
     from pytest_vllm_conformance.features.quality.runner import Endpoint, language_model
-    from pytest_vllm_conformance.target.secrets import Secret
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-someone-elses")
     keyless = language_model(Endpoint("target", "http://127.0.0.1:1", "m", max_model_len=512), "chat", client=None)

@@ -229,8 +229,8 @@ def test_header_masks_the_password_of_a_url(pytester, clean_env):
 
 
 def test_embedded_server_log_tail_shown_in_errors_is_scrubbed(tmp_path):
-    from pytest_vllm_conformance.target.launcher import VllmServer
-    from pytest_vllm_conformance.target.secrets import Secret
+    from pytest_vllm_conformance.connection.launcher import VllmServer
+    from pytest_vllm_conformance.connection.secrets import Secret
 
     log = tmp_path / "vllm-serve.log"
     log.write_text(f"INFO starting\nERROR something echoed {KEY}\n")

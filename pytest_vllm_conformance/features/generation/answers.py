@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.wire import stream
-from pytest_vllm_conformance.target.client import Response
 
 
 @dataclass(frozen=True)

@@ -41,13 +41,13 @@ from pytest_vllm_conformance.catalogue.vllm_answers import (
     tokenized,
     validation_listing,
 )
+from pytest_vllm_conformance.connection import discovery
+from pytest_vllm_conformance.connection.client import BoundedClient, Response, display_url
+from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.secrets import Redactor
 from pytest_vllm_conformance.features.generation.defaults import observe_defaults
 from pytest_vllm_conformance.features.profile import diff as profile_diff
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
-from pytest_vllm_conformance.target import discovery
-from pytest_vllm_conformance.target.client import BoundedClient, Response, display_url
-from pytest_vllm_conformance.target.discovery import ServerFacts
-from pytest_vllm_conformance.target.secrets import Redactor
 
 # Tokenized for the fingerprint; stored in the capture so a later capture can tell it used the same text.
 FINGERPRINT_TEXT = (

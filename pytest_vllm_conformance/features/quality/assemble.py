@@ -10,6 +10,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from pytest_vllm_conformance.connection.client import BoundedClient
+from pytest_vllm_conformance.connection.connect import client_for
+from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts, discover
+from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features.quality import baseline_file, greedy, logprob_drift, long_context, task_files
 from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError
 from pytest_vllm_conformance.features.quality.runner import Endpoint
@@ -21,10 +25,6 @@ from pytest_vllm_conformance.features.quality.session import (
     check_greedy,
     check_power,
 )
-from pytest_vllm_conformance.target.client import BoundedClient
-from pytest_vllm_conformance.target.connect import client_for
-from pytest_vllm_conformance.target.discovery import DiscoveryError, ServerFacts, discover
-from pytest_vllm_conformance.target.settings import Settings
 
 
 def side_for(settings: Settings, role: str, client: BoundedClient, facts: ServerFacts) -> ServerSide:

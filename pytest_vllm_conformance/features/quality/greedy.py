@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
-from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, TransportFailure
+from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, TransportFailure
 
 TOP_K = 5
 DEFAULT_NEAR_TIE_GAP = 0.1  # nats; bfloat16 against float32 moves a logprob by at most about 0.06

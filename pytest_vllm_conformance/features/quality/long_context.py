@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
-from pytest_vllm_conformance.target.client import BoundedClient, TransportFailure
+from pytest_vllm_conformance.connection.client import BoundedClient, TransportFailure
 
 FILLER_SEED = 503
 ITEMS_PER_LENGTH = 8

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, TransportFailure
+from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.features.quality.offline import require_lm_eval
-from pytest_vllm_conformance.target.client import BoundedClient, RequestTimeout, TransportFailure
-from pytest_vllm_conformance.target.secrets import Secret
 
 Backend = Literal["completions", "chat"]
 SEED = 1234

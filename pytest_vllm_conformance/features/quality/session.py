@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_vllm_conformance.connection.client import BoundedClient, display_url
+from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.features.quality import (
     generated,
     greedy,
@@ -36,8 +38,6 @@ from pytest_vllm_conformance.features.quality.runner import (
     language_model,
     task_manager,
 )
-from pytest_vllm_conformance.target.client import BoundedClient, display_url
-from pytest_vllm_conformance.target.discovery import ServerFacts
 
 LONG_CONTEXT_PERCENTS = (25, 50, 90, 100)
 NO_BASELINE = (

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext
+from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.wire import Exchange, Verdict, WireRules
 from pytest_vllm_conformance.features.wire import stream as sse
-from pytest_vllm_conformance.target.client import Response
 
 # Who breaks when a validation error arrives as 200 and an error event, quoted in failures.
 PRESTREAM_BREAKS = (

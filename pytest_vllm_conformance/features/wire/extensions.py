@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_vllm_conformance.connection.client import BoundedClient, TransportFailure
 from pytest_vllm_conformance.features.wire import RESPONSES, Exchange
 from pytest_vllm_conformance.features.wire import stream as sse
 from pytest_vllm_conformance.features.wire.schemas import judge
-from pytest_vllm_conformance.target.client import BoundedClient, TransportFailure
 
 EXCHANGES = (
     Exchange("capture", "/v1/completions", "completion"),
