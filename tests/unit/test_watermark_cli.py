@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -220,3 +221,13 @@ def test_messages_name_the_command_as_it_was_run(
     assert exit_info.value.code == cli.EXIT_USAGE
     usage = " ".join(capsys.readouterr().err.split())  # argparse wraps a long usage line
     assert usage.startswith(f"usage: {prog} detect ")
+
+
+def test_every_argument_is_documented() -> None:
+    """docs/watermark.md is where the command line is documented: a new argument must land there too."""
+    page = (REPO / "docs" / "watermark.md").read_text(encoding="utf-8")
+    commands = next(action for action in cli._build_parser()._actions if isinstance(action.choices, dict))
+    detect = commands.choices["detect"]
+    flags = [flag for action in detect._actions for flag in action.option_strings if flag not in ("-h", "--help")]
+    assert flags and [flag for flag in flags if not re.search(f"`{re.escape(flag)}[` ]", page)] == []
+    assert f"{cli.SCRIPT} detect" in page
