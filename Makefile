@@ -43,14 +43,16 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m pytest_vllm_conformance.catalogue.docs_gen --check docs
+	$(PY) -m pytest_vllm_conformance.plugin.option_docs --check docs
 
 # Two workers: most unit tests are pytester runs of the plugin, a second each.
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
-# The generated references (docs/contracts.md, docs/profile-reference.md).
+# The generated references (docs/contracts.md, docs/profile-reference.md; docs/options.md).
 docs: $(STAMP)
 	$(PY) -m pytest_vllm_conformance.catalogue.docs_gen --write docs
+	$(PY) -m pytest_vllm_conformance.plugin.option_docs --write docs
 
 test: lint unit models
 	$(PY) -m pytest tests --ignore=tests/unit $(PYTEST_ARGS)

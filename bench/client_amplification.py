@@ -2,7 +2,7 @@
 
 vLLM 0.29 answered a 4 KB malformed request with 91 MB; a gate must survive
 such a server. Each client runs in a fresh interpreter (so peak RSS is its
-own), against fixtures/hostile_server.py in another process:
+own), against fixtures/hostile_server/ in another process:
 
 - the plugin's BoundedClient with its default 1 MiB cap;
 - the OpenAI SDK (as an application would call it), for comparison;

@@ -104,7 +104,7 @@ def main() -> int:
                 )
         task = TASKS[args.task]
         work = Path(tempfile.mkdtemp(prefix="eval-path-bench-"))
-        # The 40 hand-written items: the figures in the README were measured on those.
+        # The 40 hand-written items: the figures in docs/benchmarks.md were measured on those.
         include = task_files.write_shipped(work / "tasks", task_files.HAND_WRITTEN_ITEMS)
         env = {**os.environ, **OFFLINE_ENV, "PYTHONPATH": str(REPO)}
         ours_out = work / "ours.json"

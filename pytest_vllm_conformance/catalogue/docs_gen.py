@@ -7,6 +7,8 @@
   profile key takes its value, and where each fact was read.
 
 A unit test (tests/unit/test_docs_gen.py) fails when a committed one is stale.
+``docs/options.md`` has its own generator, ``plugin/option_docs.py``: the
+option table lives on a floor above this room.
 
     python -m pytest_vllm_conformance.catalogue.docs_gen --write docs
     python -m pytest_vllm_conformance.catalogue.docs_gen --check docs
@@ -250,15 +252,26 @@ def rendered() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Render the reference documents from the catalogue and the profile schema."
+    return sync(
+        rendered(),
+        argv,
+        command=COMMAND,
+        about="Render the reference documents from the catalogue and the profile schema.",
     )
+
+
+def sync(documents: dict[str, str], argv: list[str] | None, *, command: str, about: str) -> int:
+    """``--write DIR`` the documents, or ``--check DIR`` that the committed ones are theirs (exit 1 naming the stale).
+
+    Every generator of docs/ shares it, so each command writes and checks alike.
+    """
+    parser = argparse.ArgumentParser(description=about)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--write", metavar="DIR", type=Path, help="write every document into DIR")
     group.add_argument("--check", metavar="DIR", type=Path, help="exit 1 when a document in DIR differs from its data")
     args = parser.parse_args(argv)
     stale = []
-    for name, text in rendered().items():
+    for name, text in documents.items():
         if args.write:
             args.write.mkdir(parents=True, exist_ok=True)
             (args.write / name).write_text(text, encoding="utf-8")
@@ -267,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             stale.append(str(path))
     for path in stale:
-        print(f"{path} is stale: regenerate it with `{COMMAND}`", file=sys.stderr)
+        print(f"{path} is stale: regenerate it with `{command}`", file=sys.stderr)
     return 1 if stale else 0
 
 

@@ -34,6 +34,11 @@ class Option:
         return self.name.replace("-", "_")
 
     @property
+    def has_ini(self) -> bool:
+        """Settings have an ini key; an action flag (``--vllm-list-contracts``) does not."""
+        return self.kind != "flag" or self.env is not None
+
+    @property
     def key(self) -> str:
         """Attribute name on Settings: ``vllm-max-body`` -> ``max_body``."""
         return self.dest.removeprefix("vllm_")
@@ -49,7 +54,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "vllm-api-key",
-        "API key sent as 'Authorization: Bearer'. Never printed; prefer the env variable.",
+        "API key sent as 'Authorization: Bearer'. Never printed; prefer the env variable (other local users "
+        "can read a command line).",
         env="VLLM_API_KEY",
         secret=True,
         metavar="KEY",
@@ -85,7 +91,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "vllm-serve",
-        "Start 'vllm serve MODEL_DIR' on 127.0.0.1 when no --vllm-url is given.",
+        "Start 'vllm serve MODEL_DIR' on 127.0.0.1 when no --vllm-url is given. The model is served under the "
+        "folder's name (--served-model-name, unless a --vllm-serve-arg sets one), so captures from different "
+        "machines compare.",
         kind="path",
         env="VLLM_CONFORMANCE_SERVE",
         metavar="MODEL_DIR",
@@ -115,15 +123,15 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "vllm-serve-log",
-        "File for the embedded server's log (default: in pytest's temporary directory).",
+        "File for the embedded server's log, named in the report header (default: in pytest's temporary directory).",
         kind="path",
         env="VLLM_CONFORMANCE_SERVE_LOG",
         metavar="PATH",
     ),
     Option(
         "vllm-ingress-url",
-        "Public entry (gateway, proxy) in front of --vllm-url; the watermark and auth suites send callers' "
-        "requests here.",
+        "Public entry (gateway, proxy) in front of --vllm-url; the watermark, auth and wire suites send callers' "
+        "requests here. Given without --vllm-url, it is the server under test.",
         kind="url",
         env="VLLM_CONFORMANCE_INGRESS_URL",
         metavar="URL",
@@ -138,8 +146,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "vllm-watermark-key",
-        "The server's watermark key (decimal or 0x-hex), for the watermark detector. Never printed; "
-        "prefer the env variable or the profile's watermark.key_env.",
+        "The server's watermark key (decimal or 0x-hex), for the watermark detector (default: the variable "
+        "named by the profile's watermark.key_env). Never printed, and scrubbed from every report; prefer the "
+        "env variable.",
         env="VLLM_CONFORMANCE_WATERMARK_KEY",
         secret=True,
         metavar="KEY",
@@ -154,7 +163,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "vllm-baseline",
-        "A profile captured with --vllm-capture-profile; the profile_diff suite compares the target with it.",
+        "A profile captured with --vllm-capture-profile; the profile_diff suite compares the target with it, "
+        "and the context suite expects its max_model_len.",
         kind="path",
         env="VLLM_CONFORMANCE_BASELINE",
         metavar="PATH",
@@ -345,7 +355,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "vllm-list-contracts",
-        "Print the catalogue of contracts (id, feature, versions, statement) and exit.",
+        "Print the catalogue of contracts (feature, id, versions, statement, when it is claimed) and exit.",
         kind="flag",
         default=False,
     ),

@@ -86,7 +86,7 @@ def register(parser: pytest.Parser) -> None:
         fallbacks = []
         if option.env:
             fallbacks.append(f"env {option.env}")
-        if option.kind != "flag" or option.env:
+        if option.has_ini:
             fallbacks.append(f"ini {option.dest}")
         if option.default not in (None, (), False):
             fallbacks.append(f"default {option.default}")

@@ -1,8 +1,11 @@
-"""Command line watermark detection.
+"""Command line watermark detection (docs/watermark.md shows it at work).
 
-    python -m pytest_vllm_conformance.features.watermark detect \\
+    vllm-conformance-watermark detect \\
         --algorithm gumbel|dual_key_gumbel --context-width N \\
         [--alpha A] [--p-value-threshold P] [--no-dedup] --key-env VAR FILE
+
+``python -m pytest_vllm_conformance.features.watermark`` is the same command
+where the console script is not on PATH.
 
 FILE (``-`` = stdin) holds JSON Lines, one JSON list of *generated* token ids
 per line. For each line one JSON object is printed:
@@ -28,6 +31,8 @@ from pytest_vllm_conformance.features.watermark.detector import make_detector
 from pytest_vllm_conformance.features.watermark.keys import InvalidKey, parse_key
 
 EXIT_USAGE = 2
+SCRIPT = "vllm-conformance-watermark"
+MODULE_PROG = "python -m pytest_vllm_conformance.features.watermark"
 _VARIABLE_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -83,9 +88,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _prog() -> str:
+    # Messages name the command as it was typed: the console script, or `python -m` (argv[0] is this file).
+    name = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return SCRIPT if name.removesuffix(".exe") == SCRIPT else MODULE_PROG
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m pytest_vllm_conformance.features.watermark",
+        prog=_prog(),
         description="Detect vLLM Gumbel watermarks in token id sequences.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -1,0 +1,206 @@
+"""Each rule of the fault proxy breaks exactly one thing, and only where it is told to.
+
+The upstream is tests/unit/echo_upstream.py: an echo app in vLLM's error shapes, never vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from fixtures.fault_proxy import (
+    DEFAULT_LEAK_TEXT,
+    AmplifyErrors,
+    FaultProxy,
+    InjectAuth,
+    LeakInternals,
+    Respond,
+    RewriteJsonResponse,
+    RouteTo,
+    SetJsonField,
+    StripJsonField,
+    rule_from_dict,
+)
+from tests.unit.echo_upstream import SECRET, TIMEOUT, Upstream, header_values, serving
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Upstream]:
+    with serving("main") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def other_upstream() -> Iterator[Upstream]:
+    with serving("other") as server:
+        yield server
+
+
+def test_amplify_errors_grows_4xx_messages_only(upstream: Upstream) -> None:
+    rule = AmplifyErrors(factor_bytes=300_000)
+    with FaultProxy(upstream.url, rules=[rule]) as proxy:
+        error = httpx.post(proxy.url + "/errors/validation", json={}, timeout=TIMEOUT)
+        unauthorized = httpx.get(proxy.url + "/errors/unauthorized", timeout=TIMEOUT)
+        internal = httpx.get(proxy.url + "/errors/internal", timeout=TIMEOUT)
+        plain = httpx.get(proxy.url + "/errors/plain-text", timeout=TIMEOUT)
+        ok = httpx.get(proxy.url + "/v1/models", timeout=TIMEOUT)
+        assert proxy.hit_count(rule) == 2
+    assert error.status_code == 400
+    assert len(error.content) >= 300_000
+    assert int(error.headers["content-length"]) == len(error.content)
+    message = error.json()["error"]["message"]
+    original = "1 validation error:\n  {'type': 'list_type', 'loc': ('body', 'stop')}"
+    assert message.startswith(original + "\n" + original)
+    assert error.json()["error"]["param"] == "body.stop"  # the rest of the envelope kept
+    assert len(unauthorized.content) >= 300_000  # {"error": "..."} shape too
+    assert internal.json()["error"]["message"] == "boom"  # 5xx untouched
+    assert plain.text == "plain failure"  # not JSON: untouched
+    assert ok.json()["data"][0]["max_model_len"] == 512
+
+
+def test_amplify_errors_streams_a_body_far_larger_than_its_request(upstream: Upstream) -> None:
+    rule = AmplifyErrors(factor_bytes=20_000_000, path="/errors/.*", methods=("POST",))
+    with FaultProxy(upstream.url, rules=[rule]) as proxy:
+        with httpx.Client(timeout=TIMEOUT) as client:
+            with client.stream("POST", proxy.url + "/errors/validation", json={}) as response:
+                declared = int(response.headers["content-length"])
+                first = next(response.iter_raw())
+        assert httpx.get(proxy.url + "/errors/validation", timeout=TIMEOUT).status_code == 400
+        assert proxy.hits == [1]  # the GET was not amplified (methods=POST)
+    assert declared >= 20_000_000
+    assert first.startswith(b'{"error":{"message":"1 validation error:')
+
+
+def test_leak_internals_appends_to_4xx_and_5xx(upstream: Upstream) -> None:
+    with FaultProxy(upstream.url, rules=[LeakInternals()]) as proxy:
+        error = httpx.post(proxy.url + "/errors/validation", json={}, timeout=TIMEOUT)
+        internal = httpx.get(proxy.url + "/errors/internal", timeout=TIMEOUT)
+        ok = httpx.get(proxy.url + "/v1/models", timeout=TIMEOUT)
+    assert error.json()["error"]["message"].endswith(DEFAULT_LEAK_TEXT)
+    assert internal.json()["error"]["message"] == "boom" + DEFAULT_LEAK_TEXT
+    assert "/usr/lib/python3" in internal.text and "0x7f3a2b1c" in internal.text
+    assert "dist-packages" not in ok.text
+
+
+def test_inject_auth_only_on_matching_routes(upstream: Upstream) -> None:
+    rule = InjectAuth(header_value=f"Bearer {SECRET}", path=r"/v1/chat/.*")
+    assert SECRET not in repr(rule)
+    with FaultProxy(upstream.url, rules=[rule]) as proxy:
+        added = httpx.post(proxy.url + "/v1/chat/completions", json={}, timeout=TIMEOUT)
+        replaced = httpx.post(
+            proxy.url + "/v1/chat/completions",
+            json={},
+            headers={"authorization": "Bearer wrong"},
+            timeout=TIMEOUT,
+        )
+        untouched = httpx.post(proxy.url + "/v1/completions", json={}, timeout=TIMEOUT)
+    assert header_values(added.json(), "authorization") == [f"Bearer {SECRET}"]
+    assert header_values(replaced.json(), "authorization") == [f"Bearer {SECRET}"]
+    assert header_values(untouched.json(), "authorization") == []
+
+
+def test_route_to_sends_matching_requests_elsewhere(upstream: Upstream, other_upstream: Upstream) -> None:
+    rule = RouteTo(other_upstream.url, path=r"/v1/completions/render")
+    with FaultProxy(upstream.url, rules=[rule]) as proxy:
+        routed = httpx.post(proxy.url + "/v1/completions/render?x=1", json={}, timeout=TIMEOUT)
+        kept = httpx.post(proxy.url + "/v1/completions", json={}, timeout=TIMEOUT)
+    assert routed.json()["server"] == "other"
+    assert routed.json()["raw_path"] == "/v1/completions/render"
+    assert routed.json()["query"] == "x=1"
+    assert kept.json()["server"] == "main"
+
+
+def test_strip_and_set_json_fields_recompute_content_length(upstream: Upstream) -> None:
+    rules = [
+        StripJsonField("watermarking", path="/v1/completions"),
+        SetJsonField("seed", 7, path="/v1/chat/completions"),
+    ]
+    with FaultProxy(upstream.url, rules=rules) as proxy:
+        stripped = httpx.post(
+            proxy.url + "/v1/completions",
+            json={"prompt": "x", "watermarking": False},
+            timeout=TIMEOUT,
+        ).json()
+        was_set = httpx.post(proxy.url + "/v1/chat/completions", json={"messages": []}, timeout=TIMEOUT).json()
+        not_json = httpx.post(proxy.url + "/v1/completions", content=b"not json", timeout=TIMEOUT).json()
+        assert proxy.hits == [1, 1]
+    assert json.loads(stripped["body"]) == {"prompt": "x"}
+    assert header_values(stripped, "content-length") == [str(len(stripped["body"]))]
+    assert json.loads(was_set["body"]) == {"messages": [], "seed": 7}
+    assert header_values(was_set, "content-length") == [str(len(was_set["body"]))]
+    assert not_json["body"] == "not json"
+
+
+def test_rewrite_json_response_advertises_another_max_model_len(upstream: Upstream) -> None:
+    rules = [
+        RewriteJsonResponse(("data", "*", "max_model_len"), 4096, path="/v1/models"),
+        RewriteJsonResponse("data.0.id", lambda name: name.upper(), path="/v1/models"),
+    ]
+    with FaultProxy(upstream.url, rules=rules) as proxy:
+        models = httpx.get(proxy.url + "/v1/models", timeout=TIMEOUT)
+    data = models.json()["data"]
+    assert [m["max_model_len"] for m in data] == [4096, 4096]
+    assert [m["id"] for m in data] == ["TINY-A", "tiny-b"]
+    assert int(models.headers["content-length"]) == len(models.content)
+
+
+def test_respond_answers_without_forwarding(upstream: Upstream) -> None:
+    rule = Respond(
+        503,
+        {"error": {"message": "busy", "type": "Service Unavailable", "param": None, "code": 503}},
+        {"retry-after": "1"},
+        path="/v1/completions",
+    )
+    with FaultProxy(upstream.url, rules=[rule]) as proxy:
+        before = upstream.requests
+        answered = httpx.post(proxy.url + "/v1/completions", json={}, timeout=TIMEOUT)
+        assert upstream.requests == before
+        forwarded = httpx.post(proxy.url + "/v1/chat/completions", json={}, timeout=TIMEOUT)
+        assert upstream.requests == before + 1
+    assert answered.status_code == 503
+    assert answered.headers["retry-after"] == "1"
+    assert answered.json()["error"]["message"] == "busy"
+    assert forwarded.json()["server"] == "main"
+
+
+def test_rules_apply_in_order(upstream: Upstream) -> None:
+    rules = [
+        LeakInternals(text=" [leaked]"),
+        Respond(404, {"detail": "Not Found"}, path="/v1/gone"),
+        AmplifyErrors(factor_bytes=10_000),  # after Respond: never reached for /v1/gone
+        SetJsonField("watermarking", False),
+        StripJsonField("watermarking"),  # runs after the Set, so the field is gone
+    ]
+    with FaultProxy(upstream.url, rules=rules) as proxy:
+        gone = httpx.get(proxy.url + "/v1/gone", timeout=TIMEOUT)
+        echoed = httpx.post(proxy.url + "/echo", json={"a": 1}, timeout=TIMEOUT).json()
+    assert gone.json() == {"detail": "Not Found [leaked]"}
+    assert json.loads(echoed["body"]) == {"a": 1}
+
+
+def test_rules_from_json_specs() -> None:
+    rule = rule_from_dict(
+        {
+            "rule": "RewriteJsonResponse",
+            "json_path": ["data", "*", "max_model_len"],
+            "value": 1,
+            "methods": ["get"],
+            "path": "/v1/models",
+        }
+    )
+    assert rule == RewriteJsonResponse(("data", "*", "max_model_len"), 1, methods=("GET",), path="/v1/models")
+    assert rule.matches("GET", "/v1/models")
+    assert not rule.matches("POST", "/v1/models")
+    assert not rule.matches("GET", "/v1/models/x")  # the regex must match the whole path
+    with pytest.raises(ValueError):
+        rule_from_dict({"rule": "NoSuchRule"})
+
+
+def test_a_rule_can_single_out_one_kind_of_client() -> None:
+    rule = RewriteJsonResponse(("data",), [], path="/v1/models", user_agent="OpenAI/Python .*")
+    assert rule.matches("GET", "/v1/models", "OpenAI/Python 1.99.0")
+    assert not rule.matches("GET", "/v1/models", "python-httpx/0.28.1")
+    assert not rule.matches("GET", "/v1/models")  # no User-Agent at all
