@@ -10,10 +10,13 @@ streamed its first chunk (it is then certainly unfinished), the burst goes
 out while they still run, and only then are they hung up on. Every request
 of the burst must be refused, and the bound's requests must all have been
 admitted. If one of the held requests ends before the burst is answered, or
-just after, the measurement says nothing, and is repeated: the client sees a
-stream end only after the server freed its slot, by a delay a busy machine
-stretches (on a 2-core box under load, a burst request was served in that
-gap, and read as the server queueing past its bound).
+just after, only the burst's answers that came well before that end are
+judged: the client sees a stream end only after the server freed its slot, by
+a delay a busy machine stretches (on a 2-core box under load, a burst request
+was served in that gap, and read as the server queueing past its bound). A
+request served well before the bound could have been freed is still proof of
+queueing past it; with no such proof the measurement says nothing, and is
+repeated.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ class Burst:
     slower_tries: tuple[float, ...] = ()
     # Earlier bursts that let exactly one request past a held bound, measured again before any verdict.
     overadmitted_tries: int = 0
+    # Requests of the burst answered when a held request may already have freed its slot: not judged, and
+    # not in ``outcomes``.
+    late: int = 0
 
     @property
     def size(self) -> int:
@@ -104,13 +110,15 @@ class Burst:
             parts.append(f"{len(self.other)} other ({', '.join(sorted({str(r.status) for r in self.other}))})")
         if self.unanswered:
             parts.append(f"{len(self.unanswered)} unanswered ({self.unanswered[0]})")
+        if self.late:
+            parts.append(f"{self.late} answered once the bound may have been freed (not judged)")
         filled = f" with {len(self.held)} request(s) holding the bound" if self.held else ""
         again = (
             f" (after {self.overadmitted_tries} burst(s) that let one request past the bound, measured again)"
             if self.overadmitted_tries
             else ""
         )
-        return f"a burst of {self.size} concurrent requests{filled}: " + ", ".join(parts) + again
+        return f"a burst of {self.size + self.late} concurrent requests{filled}: " + ", ".join(parts) + again
 
 
 @dataclass(frozen=True)
@@ -188,9 +196,10 @@ async def exact_burst(
     """Fill the bound with held streams, send the burst, then hang up on the held ones."""
     held = await _hold(client, hold_path, hold_body, bound, first_chunk_within)
     try:
-        outcomes = await asyncio.gather(
-            *(_outcome(client.request(method, path, **kw)) for method, path, kw in burst_calls)
+        timed = await asyncio.gather(
+            *(_timed_outcome(client.request(method, path, **kw)) for method, path, kw in burst_calls)
         )
+        outcomes = [outcome for outcome, _ in timed]
         answered_by = time.perf_counter()
         # Seen before hanging up: a held stream that ends in this while may have freed its slot earlier.
         await asyncio.sleep(SETTLE_SECONDS)
@@ -205,8 +214,13 @@ async def exact_burst(
         if isinstance(stream, OpenStream) and described_as.admitted and not described_as.ran_throughout
     ]
     if ended_early:
-        # When the server freed that slot is not known (only that it was before the client saw the end), so
-        # no request of the burst can be shown to have met a full bound.
+        # When the server freed that slot is not known, only that it was before the client saw the end, and
+        # by less than SETTLE_SECONDS: a request answered earlier than that certainly met a full bound.
+        freed_by = min(s.ended_at or answered_by for s in ended_early) - SETTLE_SECONDS
+        judged = tuple(outcome for outcome, at in timed if at < freed_by)
+        partial = Burst(judged, rejection_status, counted_before, described, late=len(timed) - len(judged))
+        if partial.served:
+            return partial
         raise BoundNotHeld(
             "a request holding the bound finished before the burst was answered, or too soon after to tell "
             f"({_how_it_ended(ended_early, answered_by)}): make the held requests longer "
@@ -250,11 +264,13 @@ def measure(attempt: Callable[[], Burst], *, max_rejection_seconds: float, tries
     raise BoundNotHeld(f"{last_void} ({voids} attempts)")
 
 
-async def _outcome(call: Awaitable[Response]) -> Response | BaseException:
+async def _timed_outcome(call: Awaitable[Response]) -> tuple[Response | BaseException, float]:
+    """The outcome of one request of the burst, and when it came (``time.perf_counter()``)."""
     try:
-        return await call
+        outcome: Response | BaseException = await call
     except Exception as exc:  # an unanswered request is an outcome of the burst, not an error of the run
-        return exc
+        outcome = exc
+    return outcome, time.perf_counter()
 
 
 def _how_it_ended(ended_early: Sequence[OpenStream], answered_by: float) -> str:

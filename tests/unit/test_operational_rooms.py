@@ -304,6 +304,19 @@ def test_a_burst_with_a_held_request_ending_before_or_just_after_it_says_nothing
         _exact_burst(_ScriptedServer(held_for=0.2, answers=answers))
 
 
+def test_a_request_served_well_before_a_held_request_ended_is_judged_and_the_rest_is_not():
+    # The held request ends at 0.8 s: an answer at 0.05 s came while its slot was certainly taken.
+    burst = _exact_burst(_ScriptedServer(held_for=0.8, answers=[(200, 0.05), (503, 0.06), (200, 1.0)]))
+    assert (len(burst.served), len(burst.rejected), burst.late, burst.held[0].ran_throughout) == (1, 1, 1, False)
+    assert burst.summary() == (
+        "a burst of 3 concurrent requests with 1 request(s) holding the bound: 1 served, 1 refused with 503, "
+        "1 answered once the bound may have been freed (not judged)"
+    )
+    # Refusals alone before the end prove nothing about the late answers: no verdict.
+    with pytest.raises(BoundNotHeld):
+        _exact_burst(_ScriptedServer(held_for=0.8, answers=[(503, 0.05), (200, 1.0)]))
+
+
 def _held_burst(*statuses: int, slowest: float = 0.01) -> Burst:
     held = (HeldRequest(200, admitted=True, ran_throughout=True),)
     return Burst(tuple(_response(status, slowest) for status in statuses), 503, held=held)
