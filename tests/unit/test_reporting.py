@@ -7,72 +7,12 @@ need no server (no target fixture), and pass, fail or skip on purpose.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from datetime import UTC
 
 import pytest
-import yaml
 
 from pytest_vllm_conformance.catalogue import contracts
-
-# One test per outcome, spread so that each feature verdict shows up:
-# discovery all passed (success), auth one failure (failure), validation_bounds
-# a skip beside a pass (partial), scale_out only not-claimed (not claimed: the
-# plugin decides that before the test runs, from the newest release's default
-# "scale-out disabled", since no server is known here).
-STAND_INS = """
-    import pytest
-    from pytest_vllm_conformance import contract
-
-    @contract("discovery.max_model_len_published")
-    def test_health():
-        pass
-
-    @contract("discovery.version_parses")
-    def test_version():
-        pass
-
-    @contract("auth.guarded_route_accepts_key")
-    @pytest.mark.parametrize("route", ["GET /v1/models", "POST /v1/completions"])
-    def test_accepts_key(route):
-        assert route != "POST /v1/completions", f"{route} refused the right key: 401"
-
-    @contract("auth.guarded_route_refuses_missing_key")
-    def test_refuses_missing_key():
-        pass
-
-    @contract("validation_bounds.error_body_bounded")
-    def test_bounded():
-        pass
-
-    @contract("validation_bounds.answered_fast")
-    def test_fast():
-        pytest.skip("no malformed request could be built for this server")
-
-    @contract("scale_out.enabled_routes_served")
-    @pytest.mark.parametrize("route", ["a", "b"])
-    def test_served(route):
-        raise AssertionError("a contract that is not claimed never runs")
-
-    def test_not_a_contract():
-        pass
-"""
-
-
-SCALE_OUT_OFF = "endpoint.scale_out is disabled (vLLM (version unknown: newest known rules) default)"
-
-
-@pytest.fixture
-def clean_env(monkeypatch):
-    for name in ("VLLM_URL", "VLLM_CONFORMANCE_REPORT", "VLLM_CONFORMANCE_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    # The auth stand-ins' contracts need a key to be checked; without one the harness skips them.
-    monkeypatch.setenv("VLLM_API_KEY", "stand-in-key")
-    return monkeypatch
-
-
-def read_report(path):
-    return yaml.safe_load(path.read_text())
+from tests.unit.reporting_stand_ins import SCALE_OUT_OFF, STAND_INS, read_report
 
 
 def test_report_judges_every_catalogue_feature(pytester, clean_env):
@@ -292,94 +232,6 @@ def test_no_summary_when_no_contract_test_ran(pytester, clean_env):
     assert "vLLM conformance" not in result.stdout.str()
 
 
-# ---- JUnit ---------------------------------------------------------------------------
-
-# junit-10.xsd, the schema pytest validates its xunit2 output against: what a
-# <testcase> may hold and which attributes it may carry.
-XUNIT2_TESTCASE_CHILDREN = {"skipped", "error", "failure", "system-out", "system-err"}
-XUNIT2_TESTCASE_ATTRIBUTES = {"name", "time", "classname", "group"}
-
-
-def assert_valid_xunit2(path):
-    root = ET.parse(path).getroot()
-    for case in root.iter("testcase"):
-        assert {child.tag for child in case} <= XUNIT2_TESTCASE_CHILDREN, ET.tostring(case)[:300]
-        assert set(case.attrib) <= XUNIT2_TESTCASE_ATTRIBUTES
-    for suite in root.iter("testsuite"):
-        assert {child.tag for child in suite} <= {"testsuite", "properties", "testcase", "system-out", "system-err"}
-
-
-def cases_by_name(path):
-    return {case.get("name"): case for case in ET.parse(path).getroot().iter("testcase")}
-
-
-def test_xunit2_junit_is_valid_and_keeps_the_contract_in_system_out(pytester, clean_env):
-    pytester.makepyfile(test_stand_ins=STAND_INS)
-    pytester.runpytest("-p", "no:cacheprovider", "-o", "junit_family=xunit2", "--junitxml=junit.xml")
-    assert_valid_xunit2(pytester.path / "junit.xml")
-    cases = cases_by_name(pytester.path / "junit.xml")
-    failed = cases["test_accepts_key[POST /v1/completions]"]
-    assert failed.find("failure").get("message").startswith("AssertionError: POST /v1/completions refused")
-    assert failed.find("system-out").text.splitlines()[:2] == [
-        "vllm_contract: auth.guarded_route_accepts_key",
-        "vllm_feature: auth",
-    ]
-    assert cases["test_not_a_contract"].find("system-out") is None
-
-
-def test_xunit2_system_out_merges_with_captured_output(pytester, clean_env):
-    pytester.makepyfile(
-        """
-        from pytest_vllm_conformance import contract
-
-        @contract("discovery.max_model_len_published")
-        def test_prints():
-            print("captured line")
-        """
-    )
-    pytester.runpytest("-p", "no:cacheprovider", "-o", "junit_logging=system-out", "--junitxml=junit.xml")
-    assert_valid_xunit2(pytester.path / "junit.xml")
-    (case,) = cases_by_name(pytester.path / "junit.xml").values()
-    outputs = case.findall("system-out")
-    assert len(outputs) == 1
-    assert outputs[0].text.startswith("vllm_contract: discovery.max_model_len_published\nvllm_feature: discovery\n")
-    assert "captured line" in outputs[0].text
-
-
-@pytest.mark.parametrize("family", ["xunit1", "legacy"])
-def test_xunit1_keeps_per_test_properties(pytester, clean_env, family):
-    pytester.makepyfile(test_stand_ins=STAND_INS)
-    pytester.runpytest("-p", "no:cacheprovider", "-o", f"junit_family={family}", "--junitxml=junit.xml")
-    case = cases_by_name(pytester.path / "junit.xml")["test_health"]
-    properties = {p.get("name"): p.get("value") for p in case.find("properties")}
-    assert properties == {"vllm_contract": "discovery.max_model_len_published", "vllm_feature": "discovery"}
-    assert case.find("system-out") is None
-
-
-def test_other_plugins_properties_are_left_where_pytest_put_them(pytester, clean_env):
-    pytester.makepyfile(
-        """
-        from pytest_vllm_conformance import contract
-
-        @contract("discovery.max_model_len_published")
-        def test_records(record_property):
-            record_property("ticket", "OPS-1")
-        """
-    )
-    pytester.runpytest("-p", "no:cacheprovider", "--junitxml=junit.xml", "-W", "ignore::pytest.PytestWarning")
-    (case,) = cases_by_name(pytester.path / "junit.xml").values()
-    assert [(p.get("name"), p.get("value")) for p in case.find("properties")] == [("ticket", "OPS-1")]
-    assert case.find("system-out").text.startswith("vllm_contract: discovery.max_model_len_published\n")
-
-
-def test_junit_suite_properties_name_the_result_and_the_report(pytester, clean_env):
-    pytester.makepyfile(test_stand_ins=STAND_INS)
-    pytester.runpytest("-p", "no:cacheprovider", "--junitxml=junit.xml", "--vllm-report=r.yaml")
-    suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
-    properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
-    assert properties == {"vllm_conformance_result": "failure", "vllm_report": str(pytester.path / "r.yaml")}
-
-
 # ---- pytest-xdist ----------------------------------------------------------------------
 
 # Counts report writes across every process of the run (controller and workers).
@@ -523,12 +375,3 @@ def test_a_report_that_cannot_be_written_fails_the_run(pytester, clean_env):
     result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=not-a-dir/report.yaml")
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
     result.stdout.fnmatch_lines(["report NOT written: *not-a-dir/report.yaml: *"])
-
-
-def test_junit_counts_and_times_survive_a_short_secret(pytester, clean_env):
-    pytester.makepyfile(test_stand_ins=STAND_INS)
-    # "1" is a terrible key, but it must not turn tests="10" into tests="***0".
-    pytester.runpytest("-p", "no:cacheprovider", "--vllm-api-key=1", "--junitxml=junit.xml")
-    suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
-    assert suite.get("tests") == "10" and float(suite.get("time")) >= 0
-    assert_valid_xunit2(pytester.path / "junit.xml")
