@@ -32,9 +32,9 @@ def test_an_error_event_is_a_failed_request():
 
 
 def test_prompts_are_exactly_the_length_asked_and_start_differently():
-    prompts = token_prompts([5, 6, 7], 8, 4)
-    assert [len(p) for p in prompts] == [8] * 4
-    assert len({p[0] for p in prompts[:3]}) == 3
+    prompts = token_prompts([5, 6, 7], 8, 9)
+    assert [len(p) for p in prompts] == [8] * 9
+    assert len({p[:2] for p in prompts}) == 9
 
 
 def test_a_short_usage_count_is_a_load_failure():

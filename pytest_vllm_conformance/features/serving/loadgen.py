@@ -33,9 +33,12 @@ class Workload:
     concurrency: int
     requests: int
     body: dict[str, Any] = field(default_factory=dict)  # the version's streamed-request fields
+    # Where this round's prompts start: each round and side takes prompts no earlier request sent, so none is
+    # served from the prefix cache another warmed.
+    offset: int = 0
 
     def request_body(self, index: int) -> dict[str, Any]:
-        prompt = self.prompts[index % len(self.prompts)]
+        prompt = self.prompts[(self.offset + index) % len(self.prompts)]
         return {**self.body, "model": self.model, "prompt": list(prompt), "max_tokens": self.output_tokens}
 
 
@@ -161,11 +164,18 @@ async def _one(client: AsyncBoundedClient, workload: Workload, index: int) -> Re
 
 
 def token_prompts(seed_ids: Sequence[int], length: int, count: int) -> tuple[tuple[int, ...], ...]:
-    """``count`` prompts of exactly ``length`` token ids, each the seed's ids cycled from another offset.
+    """``count`` prompts of exactly ``length`` token ids, no two opening with the same two ids (while
+    ``count`` is at most the seed's distinct ids squared), the rest the seed cycled.
 
-    Different first tokens keep vLLM's prefix cache from serving one request's prefill to the next.
+    Different openings keep vLLM's prefix cache from serving one request's prefill to another.
     """
-    if not seed_ids:
+    distinct = list(dict.fromkeys(seed_ids))
+    if not distinct:
         raise ValueError("no token ids to build prompts from")
-    cycled = [seed_ids[i % len(seed_ids)] for i in range(length + count)]
-    return tuple(tuple(cycled[offset : offset + length]) for offset in range(count))
+    size = len(distinct)
+    prompts = []
+    for number in range(count):
+        opening = [distinct[number % size], distinct[(number // size) % size]]
+        rest = [seed_ids[(number + i) % len(seed_ids)] for i in range(max(length - 2, 0))]
+        prompts.append(tuple((opening + rest)[:length]))
+    return tuple(prompts)

@@ -26,6 +26,8 @@ from pytest_vllm_conformance.features.serving.loadgen import (
 )
 
 SAMPLE_EVERY = 0.1
+# Distinct prompts per workload: each round of each side takes the next ones (Workload.offset).
+PROMPTS = 4096
 
 
 @dataclass(frozen=True)
@@ -107,19 +109,27 @@ def measure(
         sides.append((baseline, baseline_workload))
     if direct is not None:
         sides.append((direct, target_workload))
+    taken = 0
+
+    def fresh(workload: Workload, requests: int | None = None) -> Workload:
+        nonlocal taken
+        count = workload.requests if requests is None else requests
+        taken += count
+        return replace(workload, requests=count, offset=taken - count)
+
     for client, workload in sides:
         if warm_up_requests:
-            warmed = _round(generator, client, replace(workload, requests=warm_up_requests)).timings
+            warmed = _round(generator, client, fresh(workload, warm_up_requests)).timings
             if client is target:  # the target's warm-up counts for load success; every side's is discarded
                 run.warm_up += warmed
     # The gauges are read on clients of their own (the loaded ones are busy), on both sides alike: a scrape
     # costs the server time, so a side sampled alone would be the slower one.
     with server.twin() as reader, (baseline or server).twin() as baseline_reader:
         for number in range(rounds):
-            target_round = (target, target_workload, reader, run.gauges, run.target)
+            target_round = (target, fresh(target_workload), reader, run.gauges, run.target)
             pairs = [target_round]
             if baseline is not None and baseline_workload is not None:
-                pairs.append((baseline, baseline_workload, baseline_reader, run.baseline_gauges, run.baseline))
+                pairs.append((baseline, fresh(baseline_workload), baseline_reader, run.baseline_gauges, run.baseline))
             # A, B then B, A: neither side always follows the other's load.
             for client, workload, gauges_from, gauges, rounds_of in pairs if number % 2 == 0 else pairs[::-1]:
                 rounds_of.append(
@@ -158,7 +168,7 @@ def plan(
     ids = tokenized(answer)
     if not ids:
         raise NoPrompt(f"POST {seed['path']} gave no token ids: {answer.describe()}")
-    prompts = token_prompts(ids, prompt_tokens, max(requests, concurrency))
+    prompts = token_prompts(ids, prompt_tokens, PROMPTS)
     return Workload(request["path"], model, prompts, output_tokens, concurrency, requests, dict(request["body"]))
 
 
