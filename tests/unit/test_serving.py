@@ -52,6 +52,29 @@ def test_the_same_distribution_is_not_worse_and_a_fifth_of_its_speed_is_worse():
     assert slow.verdict == "worse" and slow.high < 0.8
 
 
+def test_a_slowdown_one_round_pair_does_not_show_is_undecided_never_worse():
+    rng = np.random.default_rng(3)
+    fast, slow = rng.normal(100, 5, 16), rng.normal(30, 2, 16)
+    # The target's first round ran while the machine was busy elsewhere; its second matches the baseline.
+    pooled = compare_medians(
+        np.concatenate([slow, slow, fast]),
+        np.concatenate([fast, fast, fast]),
+        confidence=0.95,
+        max_slowdown=0.2,
+        round_pairs=[(slow, fast), (slow, fast), (fast, fast)],
+    )
+    assert pooled.high < 0.8 and pooled.rounds_disagree and pooled.verdict == "undecided"
+    assert "per round pair 0." in pooled.describe()
+    consistent = compare_medians(
+        np.concatenate([slow, slow]),
+        np.concatenate([fast, fast]),
+        confidence=0.95,
+        max_slowdown=0.2,
+        round_pairs=[(slow, fast), (slow, fast)],
+    )
+    assert consistent.verdict == "worse"
+
+
 def test_too_few_or_too_noisy_requests_are_undecided_never_a_verdict():
     assert compare_medians([1.0], [1.0, 2.0], confidence=0.95, max_slowdown=0.2) is None
     rng = np.random.default_rng(2)

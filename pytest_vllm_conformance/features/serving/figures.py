@@ -50,6 +50,11 @@ class Latency:
         }[objective]
 
 
+def output_rates(timings: Sequence[RequestTiming]) -> list[float]:
+    """The output rates of the requests that completed: what throughput is compared on."""
+    return [t.output_rate for t in timings if not t.error and t.output_rate]
+
+
 def latency(rounds: Sequence[Round]) -> Latency | None:
     """The percentiles of the rounds' completed requests; None when no request gave a first token."""
     timings = [t for r in rounds for t in r.timings if not t.error]
