@@ -85,6 +85,8 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
             env={"VLLM_ENABLE_SCALE_OUT_ENDPOINTS": "1"},
         ),
         "perturbed": ServerSpec.of(models["tiny-llama-perturbed"], CPU_SERVE_ARGS),
+        # One sequence at a time: a server that queues what plain runs at once (the serving suite's fault).
+        "one_seq": ServerSpec.of(llama, (*CPU_SERVE_ARGS, "--max-num-seqs", "1")),
         # The same model and weights as plain, other numerics: a healthy change the quality gate must pass.
         "bfloat16": ServerSpec.of(llama, ("--dtype", "bfloat16", *CPU_SERVE_ARGS[2:])),
         # The yarn checkpoint with YaRN factor 2 instead of 4: the copy whose rotary scaling is wrong.
@@ -147,6 +149,8 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("faults/test_target_faults.py", ("plain",)),
     ("integration/test_operational_suites.py", ("plain", "bounded")),
     ("integration/test_reports_on_real_vllm.py", ("hardened",)),
+    # Loads the plain server; the one_seq server starts while the report tests run.
+    ("integration/test_serving_on_real_vllm.py", ("plain", "one_seq")),
     # Apart from its module, so its server starts while the report tests run.
     (
         "faults/test_endpoint_faults.py::test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits",
@@ -177,6 +181,7 @@ QUIET_TESTS = (
     "integration/test_suites_on_real_vllm.py",
     "integration/test_reports_on_real_vllm.py::test_xdist_run_matches_the_serial_run_discovers_once_and_reports_once",
     "integration/test_operational_suites.py",
+    "integration/test_serving_on_real_vllm.py",
 )
 
 _GROUP = pytest.StashKey[int]()

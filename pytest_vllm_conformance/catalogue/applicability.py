@@ -37,6 +37,7 @@ INPUTS: dict[str, str] = {
     "manifests": "--vllm-manifests=DIR (with --vllm-target-version=X when no server is given)",
     "server_log": "--vllm-log=FILE, or a server the plugin starts (--vllm-serve=MODEL_DIR)",
     "eval_task": "--vllm-eval-task=NAME",
+    "serving_baseline": "--vllm-baseline-url=URL (the old release or flags, loaded the same way)",
 }
 
 # What a claimed contract may need to be checked at all (``needs``), and what its skip says is missing.

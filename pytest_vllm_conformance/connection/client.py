@@ -176,6 +176,7 @@ class AsyncBoundedClient:
         timeout: float | None = None,
         max_body: int | None = None,
         enough: Callable[[bytes], bool] | None = None,
+        on_chunk: Callable[[bytes], None] | None = None,
     ) -> Response:
         """One exchange. ``auth=False`` sends no Authorization header of ours.
 
@@ -183,6 +184,7 @@ class AsyncBoundedClient:
         says so, reading stops and the connection is closed (a server takes
         that as the caller gone, and stops generating); the response is then
         ``truncated``, like one cut at the byte cap, so it is never read as whole.
+        ``on_chunk(chunk)`` sees each chunk as it arrives (a load generator times tokens by it).
         """
         deadline = self.timeout if timeout is None else timeout
         cap = self.max_body if max_body is None else max_body
@@ -201,7 +203,17 @@ class AsyncBoundedClient:
                 for attempt in (1, 2):
                     try:
                         return await self._exchange(
-                            method, path, content, send_headers, cap, started, summary, retried, progress, enough
+                            method,
+                            path,
+                            content,
+                            send_headers,
+                            cap,
+                            started,
+                            summary,
+                            retried,
+                            progress,
+                            enough,
+                            on_chunk,
                         )
                     except httpx.TimeoutException:
                         raise TimeoutError from None
@@ -229,6 +241,7 @@ class AsyncBoundedClient:
         retried: str | None,
         progress: dict[str, int],
         enough: Callable[[bytes], bool] | None = None,
+        on_chunk: Callable[[bytes], None] | None = None,
     ) -> Response:
         chunks: list[bytes] = []
         seen = 0
@@ -238,6 +251,8 @@ class AsyncBoundedClient:
                 room = cap - seen
                 seen += len(chunk)
                 progress["bytes"] = seen
+                if on_chunk is not None:
+                    on_chunk(chunk)
                 if len(chunk) > room:
                     chunks.append(chunk[: max(room, 0)])
                     truncated = True
@@ -439,6 +454,11 @@ class BoundedClient:
 
     def post(self, path: str, json_body: Any = None, **kw: Any) -> Response:
         return self.request("POST", path, json_body=json_body, **kw)
+
+    def twin(self) -> BoundedClient:
+        """Another client to the same server, with its own loop: for reading it while this one is busy."""
+        a = self._async
+        return BoundedClient(a.base_url, a.api_key, a.timeout, a.max_body, a.connection)
 
     def run(self, work: Callable[[AsyncBoundedClient], Coroutine[Any, Any, T]]) -> T:
         """Run ``work(async_client)`` on this client's loop: several exchanges that must overlap in time."""

@@ -73,6 +73,7 @@ class RunState:
         return {
             "baseline": bool(settings.baseline),
             "quality_baseline": bool(settings.baseline_url or settings.eval_baseline_file or settings.eval_save),
+            "serving_baseline": bool(settings.baseline_url),
             "manifests": bool(settings.manifests),
             "server_log": bool(settings.log or self.serve_log),
             "eval_task": bool(settings.eval_task),

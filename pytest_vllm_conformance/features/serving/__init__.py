@@ -1,0 +1,1 @@
+"""The serving-performance gate's machinery: the load generator, the run, the statistics, the verdicts' figures."""

@@ -1,0 +1,132 @@
+"""What a serving run's requests say: load failures, latency percentiles against objectives, occupancy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round
+from pytest_vllm_conformance.features.serving.session import Gauges
+from pytest_vllm_conformance.features.serving.stats import percentile
+
+
+def load_failures(timings: Sequence[RequestTiming], prompt_tokens: int, output_tokens: int) -> list[str]:
+    """Why each request that did not complete as pinned did not, one line each."""
+    found = []
+    for number, t in enumerate(timings):
+        if t.error:
+            found.append(f"request {number}: {t.error}")
+        elif (t.prompt_tokens, t.completion_tokens) != (prompt_tokens, output_tokens):
+            found.append(
+                f"request {number}: usage counted {t.prompt_tokens} prompt and {t.completion_tokens} output tokens, "
+                f"pinned {prompt_tokens} and {output_tokens}"
+            )
+        elif not t.token_times:
+            found.append(f"request {number}: no chunk carried text")
+    return found
+
+
+@dataclass(frozen=True)
+class Latency:
+    ttft_p50: float
+    ttft_p99: float
+    itl_p99: float | None
+    output_tokens_per_second: float  # the slowest round's, all requests together
+    requests: int
+
+    def line(self) -> str:
+        itl = f"{self.itl_p99 * 1000:.1f} ms" if self.itl_p99 is not None else "none"
+        return (
+            f"TTFT p50 {self.ttft_p50 * 1000:.1f} ms, p99 {self.ttft_p99 * 1000:.1f} ms, inter-token p99 {itl}, "
+            f"{self.output_tokens_per_second:.1f} output tokens/s (slowest round), {self.requests} requests"
+        )
+
+    def measured(self, objective: str) -> float | None:
+        return {
+            "ttft_p50_seconds": self.ttft_p50,
+            "ttft_p99_seconds": self.ttft_p99,
+            "itl_p99_seconds": self.itl_p99,
+            "output_tokens_per_second": self.output_tokens_per_second,
+        }[objective]
+
+
+def output_rates(timings: Sequence[RequestTiming]) -> list[float]:
+    """The output rates of the requests that completed: what throughput is compared on."""
+    return [t.output_rate for t in timings if not t.error and t.output_rate]
+
+
+def latency(rounds: Sequence[Round]) -> Latency | None:
+    """The percentiles of the rounds' completed requests; None when no request gave a first token."""
+    timings = [t for r in rounds for t in r.timings if not t.error]
+    ttfts = [t.ttft for t in timings if t.ttft is not None]
+    if not ttfts:
+        return None
+    gaps = [gap for t in timings for gap in t.inter_token]
+    return Latency(
+        percentile(ttfts, 50),
+        percentile(ttfts, 99),
+        percentile(gaps, 99) if gaps else None,
+        min(r.output_tokens_per_second for r in rounds),
+        len(ttfts),
+    )
+
+
+def missed_objectives(measured: Latency, slo: dict[str, float]) -> list[str]:
+    """Each declared objective the figures miss: a latency over its bound, a throughput under it."""
+    missed = []
+    for objective, bound in sorted(slo.items()):
+        value = measured.measured(objective)
+        if value is None:
+            continue
+        worse = value < bound if objective == "output_tokens_per_second" else value > bound
+        if worse:
+            missed.append(f"{objective} {value:.3f} against {bound:g}")
+    return missed
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    samples: int
+    peak_running: float | None
+    waiting_at_peak: float | None
+    peak_waiting: float | None
+    peak_kv_cache_usage: float | None
+    # The most requests the server held at once, running or waiting: whether the concurrency reached it at all.
+    peak_held: float | None = None
+
+    def verdict(self, concurrency: int) -> str:
+        """``ran`` (the concurrency running at once), ``queued`` (held, but some waiting) or ``undecided``.
+
+        A closed loop's requests spend part of their life outside the engine (in the API server, between
+        two requests of a worker): a sample that never saw the whole concurrency at the server says nothing.
+        """
+        if self.peak_running is not None and self.peak_running >= concurrency:
+            return "ran"
+        if self.peak_held is not None and self.peak_held >= concurrency:
+            return "queued"
+        return "undecided"
+
+    def line(self, concurrency: int) -> str:
+        if self.peak_running is None:
+            return f"no running-requests gauge in {self.samples} /metrics samples"
+        kv = f", KV-cache usage up to {self.peak_kv_cache_usage:.2%}" if self.peak_kv_cache_usage is not None else ""
+        return (
+            f"running {self.peak_running:g} of {concurrency}, {self.waiting_at_peak or 0:g} waiting at that sample "
+            f"(up to {self.peak_waiting or 0:g} waiting){kv}, {self.samples} /metrics samples"
+        )
+
+
+def occupancy(gauges: Sequence[Gauges]) -> Occupancy:
+    read = [g for g in gauges if g.running is not None]
+    peak = max(read, key=lambda g: (g.running, g.waiting or 0), default=None)
+    waiting = [g.waiting for g in gauges if g.waiting is not None]
+    usage = [g.kv_cache_usage for g in gauges if g.kv_cache_usage is not None]
+    held = [g.running + (g.waiting or 0) for g in read if g.running is not None]
+    return Occupancy(
+        len(gauges),
+        peak.running if peak else None,
+        peak.waiting if peak else None,
+        max(waiting, default=None),
+        max(usage, default=None),
+        max(held, default=None),
+    )

@@ -1,0 +1,200 @@
+"""A serving run: warm-up discarded, then rounds on the target (and the baseline, interleaved), gauges sampled.
+
+The target's rounds are sampled on its own ``/metrics`` (running and
+waiting requests, KV-cache usage) while they run, so occupancy is judged
+separately from throughput. With an ingress in front, one more round goes
+straight to the server, so the latency the ingress adds is measured in the
+same run rather than guessed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
+from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, TransportFailure
+from pytest_vllm_conformance.features.metrics import ExpositionError, parse
+from pytest_vllm_conformance.features.serving.loadgen import (
+    LoadGenerator,
+    RequestTiming,
+    Round,
+    Workload,
+    token_prompts,
+)
+
+SAMPLE_EVERY = 0.1
+# Distinct prompts per workload: each round of each side takes the next ones (Workload.offset).
+PROMPTS = 4096
+
+
+@dataclass(frozen=True)
+class Gauges:
+    """One reading of the server's gauges during the load (None: not exported, or the page was unreadable)."""
+
+    running: float | None
+    waiting: float | None
+    kv_cache_usage: float | None
+
+
+@dataclass
+class ServingRun:
+    target: list[Round] = field(default_factory=list)
+    baseline: list[Round] = field(default_factory=list)
+    direct: list[Round] = field(default_factory=list)  # straight to the server, with an ingress in front
+    warm_up: list[RequestTiming] = field(default_factory=list)
+    gauges: list[Gauges] = field(default_factory=list)
+    baseline_gauges: list[Gauges] = field(default_factory=list)
+    direct_gauges: list[Gauges] = field(default_factory=list)  # the server's, while the direct rounds ran
+
+    def requests(self, side: str) -> list[RequestTiming]:
+        return [t for r in getattr(self, side) for t in r.timings]
+
+
+def _gauges(server: BoundedClient, path: str, names: Sequence[str]) -> Gauges:
+    page = server.answer_or_none("GET", path)
+    try:
+        exposition = parse(page.text) if page is not None and page.status == 200 else None
+    except ExpositionError:
+        exposition = None
+    return Gauges(*(exposition.total(name) if exposition is not None else None for name in names))
+
+
+def _sampled_round(
+    generator: LoadGenerator,
+    client: BoundedClient,
+    workload: Workload,
+    server: BoundedClient,
+    metrics_path: str,
+    gauge_names: Sequence[str],
+    into: list[Gauges],
+) -> Round:
+    """One round on ``client``'s loop while another thread reads the server's gauges (its own client and loop)."""
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            into.append(_gauges(server, metrics_path, gauge_names))
+            done.wait(SAMPLE_EVERY)
+
+    sampler = threading.Thread(target=sample, name="vllm-conformance-gauges", daemon=True)
+    sampler.start()
+    try:
+        return _round(generator, client, workload)
+    finally:
+        done.set()
+        sampler.join()
+
+
+def measure(
+    generator: LoadGenerator,
+    *,
+    target: BoundedClient,
+    target_workload: Workload,
+    server: BoundedClient,
+    baseline: BoundedClient | None,
+    baseline_workload: Workload | None,
+    direct: BoundedClient | None,
+    rounds: int,
+    warm_up_requests: int,
+    metrics_path: str,
+    gauge_names: Sequence[str],
+) -> ServingRun:
+    """Warm up each side, then ``rounds`` rounds each, interleaved target, baseline, baseline, target..."""
+    run = ServingRun()
+    sides: list[tuple[BoundedClient, Workload]] = [(target, target_workload)]
+    if baseline is not None and baseline_workload is not None:
+        sides.append((baseline, baseline_workload))
+    if direct is not None:
+        sides.append((direct, target_workload))
+    taken = 0
+
+    def fresh(workload: Workload, requests: int | None = None) -> Workload:
+        nonlocal taken
+        count = workload.requests if requests is None else requests
+        taken += count
+        return replace(workload, requests=count, offset=taken - count)
+
+    for client, workload in sides:
+        if warm_up_requests:
+            warmed = _round(generator, client, fresh(workload, warm_up_requests)).timings
+            if client is target:  # the target's warm-up counts for load success; every side's is discarded
+                run.warm_up += warmed
+    # The gauges are read on clients of their own (the loaded ones are busy), on both sides alike: a scrape
+    # costs the server time, so a side sampled alone would be the slower one.
+    with server.twin() as reader, (baseline or server).twin() as baseline_reader:
+        for number in range(rounds):
+            target_round = (target, fresh(target_workload), reader, run.gauges, run.target)
+            pairs = [target_round]
+            if baseline is not None and baseline_workload is not None:
+                pairs.append((baseline, fresh(baseline_workload), baseline_reader, run.baseline_gauges, run.baseline))
+            # A, B then B, A: neither side always follows the other's load.
+            for client, workload, gauges_from, gauges, rounds_of in pairs if number % 2 == 0 else pairs[::-1]:
+                rounds_of.append(
+                    _sampled_round(generator, client, workload, gauges_from, metrics_path, gauge_names, gauges)
+                )
+            if direct is not None:
+                run.direct.append(
+                    _sampled_round(
+                        generator, direct, target_workload, reader, metrics_path, gauge_names, run.direct_gauges
+                    )
+                )
+    return run
+
+
+def _round(generator: LoadGenerator, client: BoundedClient, workload: Workload) -> Round:
+    return client.run(lambda c: generator.run(c, workload))
+
+
+class NoPrompt(Exception):
+    """/tokenize gave no token ids to build the prompts from."""
+
+
+def plan(
+    client: BoundedClient,
+    model: str,
+    *,
+    request: dict[str, Any],
+    seed: dict[str, Any],
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int,
+    requests: int,
+) -> Workload:
+    """The workload for ``model`` on this server: prompts of exactly ``prompt_tokens`` of its own token ids."""
+    answer = client.post(seed["path"], {"model": model, "prompt": seed["text"], "add_special_tokens": False})
+    ids = tokenized(answer)
+    if not ids:
+        raise NoPrompt(f"POST {seed['path']} gave no token ids: {answer.describe()}")
+    prompts = token_prompts(ids, prompt_tokens, PROMPTS)
+    return Workload(request["path"], model, prompts, output_tokens, concurrency, requests, dict(request["body"]))
+
+
+@dataclass(frozen=True)
+class Progress:
+    health_status: int | None
+    first_token_seconds: float | None  # None: no first token within the bound
+    detail: str = ""
+
+
+def progress_while_healthy(client: BoundedClient, health_path: str, workload: Workload, within: float) -> Progress:
+    """Ask /health, then stream one request: how long its first chunk took, if it came within ``within``."""
+    health = client.answer_or_none("GET", health_path)
+    status = health.status if health is not None else None
+
+    async def first_token(c: AsyncBoundedClient) -> Progress:
+        body = workload.request_body(0)
+        try:
+            stream = await c.open_stream("POST", workload.path, json_body=body, first_chunk_within=within)
+        except TransportFailure as exc:  # RequestTimeout is one
+            return Progress(status, None, str(exc))
+        try:
+            if stream.status != 200 or stream.first_chunk_at is None:
+                return Progress(status, None, f"HTTP {stream.status}: {stream.first_chunk[:160]!r}")
+            return Progress(status, stream.first_chunk_at - stream.started)
+        finally:
+            await stream.close()
+
+    return client.run(first_token)

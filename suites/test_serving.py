@@ -1,0 +1,191 @@
+"""How the server serves: load success, latency objectives, occupancy, throughput against a baseline, progress.
+
+Opt-in: a measurement costs server time, so the suite runs only where the
+profile declares ``serving: {concurrency: N}``. The workload is a closed
+loop of streamed completions of exact token-id prompts with ``ignore_eos``;
+its warm-up is discarded; rounds on the target and on --vllm-baseline-url
+are interleaved. Nothing else may talk to the server meanwhile
+(``vllm_exclusive``). docs/serving.md explains the figures.
+"""
+
+import pytest
+
+from pytest_vllm_conformance import contract
+from pytest_vllm_conformance.features.quality.assemble import connect_baseline
+from pytest_vllm_conformance.features.quality.session import BaselineUnusable
+from pytest_vllm_conformance.features.serving import figures, session
+from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop
+from pytest_vllm_conformance.features.serving.stats import compare_medians
+
+KEYS = (
+    "concurrency",
+    "prompt_tokens",
+    "output_tokens",
+    "requests",
+    "warm_up_requests",
+    "rounds",
+    "max_slowdown",
+    "confidence",
+    "slo",
+    "progress_within_seconds",
+)
+
+
+@pytest.fixture(scope="module")
+def declared(vllm_expect):
+    return {key: vllm_expect.declared("serving", key) for key in KEYS}
+
+
+def _plan(client, model, declared, expect):
+    return session.plan(
+        client,
+        model,
+        request=expect.fact("serving_request"),
+        seed=expect.fact("serving_prompt_seed"),
+        **{key: declared[key].value for key in ("prompt_tokens", "output_tokens", "concurrency", "requests")},
+    )
+
+
+@pytest.fixture(scope="module")
+def baseline(vllm_settings, vllm_facts):
+    """The --vllm-baseline-url server, or the reason it cannot be compared with, or None."""
+    if not vllm_settings.baseline_url:
+        return None
+    try:
+        return connect_baseline(vllm_settings, vllm_facts)
+    except BaselineUnusable as exc:
+        return str(exc)
+
+
+@pytest.fixture(scope="module")
+def serving(declared, baseline, vllm_client, vllm_ingress_client, vllm_facts, vllm_expect, vllm_exclusive):
+    direct = vllm_client if vllm_ingress_client is not vllm_client else None
+    live = baseline if not isinstance(baseline, str) else None
+    with vllm_exclusive():
+        try:
+            target_workload = _plan(vllm_client, vllm_facts.model, declared, vllm_expect)
+            baseline_workload = _plan(live.client, live.facts.model, declared, vllm_expect) if live else None
+        except session.NoPrompt as exc:
+            pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
+        return session.measure(
+            ClosedLoop(),
+            target=vllm_ingress_client,
+            target_workload=target_workload,
+            server=vllm_client,
+            baseline=live.client if live else None,
+            baseline_workload=baseline_workload,
+            direct=direct,
+            rounds=declared["rounds"].value,
+            warm_up_requests=declared["warm_up_requests"].value,
+            metrics_path=vllm_expect.fact("metrics_path"),
+            gauge_names=vllm_expect.fact("serving_gauges"),
+        ), target_workload
+
+
+@contract("serving.load_success")
+def test_load_success(serving, declared, vllm_record):
+    run, _ = serving
+    timings = run.warm_up + run.requests("target") + run.requests("direct")
+    failed = figures.load_failures(timings, declared["prompt_tokens"].value, declared["output_tokens"].value)
+    vllm_record("figures", f"{len(timings) - len(failed)} of {len(timings)} requests completed as pinned")
+    assert timings, "the workload sent no request"
+    assert not failed, f"{len(failed)} of {len(timings)} requests did not complete as pinned: " + "; ".join(failed[:5])
+
+
+@contract("serving.latency_within_slo")
+def test_latency_within_slo(serving, declared, vllm_record):
+    run, _ = serving
+    measured = figures.latency(run.target)
+    assert measured is not None, "no request of the workload gave a first token (see serving.load_success)"
+    line = measured.line()
+    direct = figures.latency(run.direct) if run.direct else None
+    added = ""
+    if direct is not None:
+        added = (
+            f"; straight to the server: {direct.line()}; the ingress adds "
+            f"{(measured.ttft_p50 - direct.ttft_p50) * 1000:.1f} ms to TTFT p50, "
+            f"{(measured.ttft_p99 - direct.ttft_p99) * 1000:.1f} ms to p99"
+        )
+        vllm_record("serving_ingress_added_ttft_p50_seconds", f"{measured.ttft_p50 - direct.ttft_p50:.4f}")
+    vllm_record("serving_ttft_p50_seconds", f"{measured.ttft_p50:.4f}")
+    vllm_record("serving_ttft_p99_seconds", f"{measured.ttft_p99:.4f}")
+    if measured.itl_p99 is not None:
+        vllm_record("serving_itl_p99_seconds", f"{measured.itl_p99:.4f}")
+    vllm_record("serving_output_tokens_per_second", f"{measured.output_tokens_per_second:.2f}")
+    vllm_record("figures", line + added)
+    slo = declared["slo"]
+    missed = figures.missed_objectives(measured, slo.value or {})
+    if missed and direct is not None:
+        within_at_server = not figures.missed_objectives(direct, slo.value or {})
+        added += " (the server alone meets the objectives: the ingress is why)" if within_at_server else ""
+    assert not missed, f"missed serving.slo ({slo.basis}): {', '.join(missed)}; {line}{added}"
+
+
+@contract("serving.occupancy")
+def test_occupancy(serving, declared, vllm_record):
+    run, _ = serving
+    concurrency = declared["concurrency"].value
+    # Through an ingress, the rounds straight to the server show its own capacity.
+    seen = figures.occupancy(run.direct_gauges or run.gauges)
+    vllm_record("figures", seen.line(concurrency))
+    assert seen.peak_running is not None, f"cannot judge occupancy: {seen.line(concurrency)}"
+    vllm_record("serving_peak_running", f"{seen.peak_running:g}")
+    verdict = seen.verdict(concurrency)
+    if verdict == "undecided":
+        pytest.skip(f"undecided: the declared concurrency never reached the server at once: {seen.line(concurrency)}")
+    assert verdict == "ran", (
+        f"the server queued what it should run: {seen.line(concurrency)} "
+        "(is --max-num-seqs, or the KV cache, smaller than the workload needs?)"
+    )
+
+
+@contract("serving.throughput_not_worse")
+def test_throughput_not_worse(serving, baseline, declared, vllm_record):
+    if isinstance(baseline, str):
+        pytest.fail(f"the baseline cannot be compared with: {baseline}", pytrace=False)
+    run, _ = serving
+    rates = {side: figures.output_rates(run.requests(side)) for side in ("target", "baseline")}
+    compared = compare_medians(
+        rates["target"],
+        rates["baseline"],
+        confidence=declared["confidence"].value,
+        max_slowdown=declared["max_slowdown"].value,
+        round_pairs=[
+            (figures.output_rates(a.timings), figures.output_rates(b.timings))
+            for a, b in zip(run.target, run.baseline, strict=False)
+        ],
+    )
+    rounds = ", ".join(
+        f"{a.output_tokens_per_second:.1f}/{b.output_tokens_per_second:.1f}"
+        for a, b in zip(run.target, run.baseline, strict=False)
+    )
+    if compared is None:
+        pytest.skip(
+            f"could not run: too few completed requests to compare ({len(rates['target'])} target, "
+            f"{len(rates['baseline'])} baseline)"
+        )
+    vllm_record("serving_throughput_ratio", f"{compared.ratio:.3f}")
+    vllm_record("serving_throughput_ratio_interval", f"{compared.low:.3f}..{compared.high:.3f}")
+    line = f"{compared.describe()}; output tokens/s per round, target/baseline: {rounds}"
+    vllm_record("figures", line)
+    if compared.verdict == "undecided":
+        why = "a round pair shows no such slowdown" if compared.rounds_disagree else "the interval is too wide"
+        pytest.skip(f"undecided: {why} to decide: {line}")
+    assert compared.verdict == "not worse", (
+        f"the target is slower than the baseline by more than {declared['max_slowdown']}: {line}"
+    )
+
+
+@contract("serving.progress_while_healthy")
+def test_progress_while_healthy(serving, declared, vllm_client, vllm_expect, vllm_exclusive, vllm_record):
+    _, workload = serving
+    within = declared["progress_within_seconds"]
+    with vllm_exclusive():
+        seen = session.progress_while_healthy(vllm_client, vllm_expect.fact("health_path"), workload, within.value)
+    if seen.health_status != 200:
+        pytest.skip(f"could not run: /health answered {seen.health_status}, so the server does not claim health")
+    assert seen.first_token_seconds is not None, (
+        f"/health answered 200, but a request got no first token within {within}: {seen.detail} "
+        "(a hung engine behind a healthy API server)"
+    )
+    vllm_record("figures", f"/health 200, first token after {seen.first_token_seconds:.3f} s")
