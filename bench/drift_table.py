@@ -44,7 +44,7 @@ from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse  # noqa: E402
 from fixtures.logprob_damage import PROMPT_LOGPROBS, lower_every_position, shift_positions  # noqa: E402
 from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer  # noqa: E402
 from pytest_vllm_conformance.features.quality import logprob_drift  # noqa: E402
-from tests.conftest import contract_runs  # noqa: E402
+from tests.support.verdicts import contract_runs  # noqa: E402
 
 EAGER_F32 = ("--dtype", "float32", "--enforce-eager")
 F32 = (*EAGER_F32, "--max-model-len", "512")

@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from fixtures import tiny_models  # noqa: E402
 from pytest_vllm_conformance.connection.launcher import VllmServer  # noqa: E402
-from tests.conftest import contract_runs  # noqa: E402
+from tests.support.verdicts import contract_runs  # noqa: E402
 
 FLOAT32 = ("--dtype", "float32", "--enforce-eager")
 PAIRS = (

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from fixtures import tiny_models  # noqa: E402
 from pytest_vllm_conformance.connection.launcher import VllmServer  # noqa: E402
-from tests.conftest import contract_runs  # noqa: E402
+from tests.support.verdicts import contract_runs  # noqa: E402
 
 BOUND = 2
 # 2048 tokens of context: the requests holding the bound stream that many, outlasting the burst on a busy box.

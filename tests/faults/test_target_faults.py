@@ -12,7 +12,8 @@ suite reads its 404s as "not exposed". A run that claimed nothing fails.
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, Respond, RewriteJsonResponse
-from tests.conftest import assert_verdicts, requires_vllm, run_suites, verdicts
+from tests.conftest import requires_vllm, run_suites
+from tests.support.verdicts import assert_verdicts, verdicts
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
 

@@ -13,16 +13,9 @@ import pytest
 
 from fixtures.fault_proxy import FaultProxy, RefuseJsonFields
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
-from tests.conftest import (
-    GENERATION_PROFILE,
-    TOOL_CALLS_WITH_PARSER,
-    assert_verdicts,
-    contract_runs,
-    failed_checks,
-    requires_vllm,
-    run_suites,
-    tool_call_verdicts,
-)
+from tests.conftest import requires_vllm, run_suites
+from tests.support.profiles import GENERATION_PROFILE, TOOL_CALLS_WITH_PARSER, tool_call_verdicts
+from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm]
 

@@ -32,18 +32,10 @@ import pytest
 
 from fixtures import executable_from_env
 from fixtures.litellm_proxy import LITELLM_ENV_VAR, LiteLLMProxy
-from tests.conftest import (
-    GATED_PROFILE,
-    PLAIN_PROFILE,
-    TEST_KEY,
-    WATERMARK_APIS,
-    assert_verdicts,
-    contract_runs,
-    failed_checks,
-    requires_vllm,
-    run_suites,
-    run_watermark_through,
-)
+from tests.conftest import requires_vllm, run_suites, run_watermark_through
+from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, WATERMARK_APIS
+from tests.support.servers import TEST_KEY
+from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 LITELLM = executable_from_env(LITELLM_ENV_VAR)
 

@@ -21,7 +21,8 @@ import re
 
 import pytest
 
-from tests.conftest import assert_verdicts, contract_runs, failed_checks, requires_vllm, run_suites
+from tests.conftest import requires_vllm, run_suites
+from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm]
 

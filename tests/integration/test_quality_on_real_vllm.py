@@ -29,14 +29,8 @@ import json
 
 import pytest
 
-from tests.conftest import (
-    REPO,
-    assert_verdicts,
-    contract_runs,
-    failed_checks,
-    requires_vllm,
-    run_suites,
-)
+from tests.conftest import REPO, requires_vllm, run_suites
+from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm]
 pytest.importorskip("lm_eval", reason="the quality suite needs lm-eval (the quality extra)")

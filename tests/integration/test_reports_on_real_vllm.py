@@ -23,7 +23,10 @@ import pytest
 import yaml
 
 from fixtures.fault_proxy import FaultProxy, InjectAuth, Rule
-from tests.conftest import CPU_SERVE_ARGS, GATED_PROFILE, SUITES, TEST_KEY, contract_runs, requires_vllm, run_suites
+from tests.conftest import SUITES, requires_vllm, run_suites
+from tests.support.profiles import GATED_PROFILE
+from tests.support.servers import CPU_SERVE_ARGS, TEST_KEY
+from tests.support.verdicts import contract_runs
 
 pytestmark = [pytest.mark.server, requires_vllm]
 

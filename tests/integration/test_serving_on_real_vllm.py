@@ -6,7 +6,8 @@ round): ratios and verdicts measured in one run, never an absolute time of this 
 import re
 
 from fixtures.fault_proxy import Delay, FaultProxy
-from tests.conftest import assert_verdicts, failed_checks, requires_vllm, run_suites
+from tests.conftest import requires_vllm, run_suites
+from tests.support.verdicts import assert_verdicts, failed_checks
 
 pytestmark = requires_vllm
 

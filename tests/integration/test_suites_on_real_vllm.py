@@ -6,18 +6,10 @@ same suites failing when one contract is broken.
 
 import pytest
 
-from tests.conftest import (
-    GATED_PROFILE,
-    PLAIN_PROFILE,
-    TEST_KEY,
-    TOOL_CALLS_WITH_PARSER,
-    assert_verdicts,
-    contract_runs,
-    failed_checks,
-    requires_vllm,
-    run_suites,
-    verdicts,
-)
+from tests.conftest import requires_vllm, run_suites
+from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, TOOL_CALLS_WITH_PARSER
+from tests.support.servers import TEST_KEY
+from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 pytestmark = [pytest.mark.server, requires_vllm]
 
@@ -41,6 +33,16 @@ OPT_IN = {
         NOT_CLAIMED,
     ),
     "startup_log.declared_findings_absent": NOT_CLAIMED,
+    **dict.fromkeys(
+        [
+            "serving.load_success",
+            "serving.latency_within_slo",
+            "serving.occupancy",
+            "serving.throughput_not_worse",
+            "serving.progress_while_healthy",
+        ],
+        NOT_CLAIMED,
+    ),
     **dict.fromkeys(
         [
             "preflight.file_parses",

@@ -12,19 +12,16 @@ import pytest
 
 from fixtures import executable_from_env
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
-from tests.conftest import (
-    CPU_SERVE_ARGS,
+from tests.conftest import run_suites
+from tests.support.profiles import (
     GENERATION_PROFILE,
     WATERMARK_KEY,
     WATERMARK_KEY_ENV,
     WATERMARK_PROFILE,
-    assert_verdicts,
-    contract_runs,
-    failed_checks,
-    run_suites,
     tool_call_verdicts,
-    verdicts,
 )
+from tests.support.servers import CPU_SERVE_ARGS
+from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 PYTHON_0_29 = executable_from_env("VLLM_CONFORMANCE_PYTHON_0_29")
 

@@ -16,17 +16,15 @@ import pytest
 
 from fixtures.fault_proxy import FaultProxy
 from pytest_vllm_conformance.features.watermark import GumbelDetector
-from tests.conftest import (
+from tests.conftest import requires_vllm, run_suites
+from tests.support.profiles import (
     WATERMARK_APIS,
     WATERMARK_KEY,
     WATERMARK_KEY_ENV,
     WATERMARK_PROFILE,
-    assert_verdicts,
-    contract_runs,
-    requires_vllm,
-    run_suites,
     watermark_ingress_rules,
 )
+from tests.support.verdicts import assert_verdicts, contract_runs
 
 pytestmark = [pytest.mark.server, requires_vllm]
 

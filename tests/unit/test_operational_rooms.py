@@ -394,7 +394,8 @@ EMBEDDED_LOG = """\
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist workers"])
 def test_without_vllm_log_the_embedded_server_s_log_is_read(pytester, workers):
-    from tests.conftest import SUITES, failed_checks
+    from tests.conftest import SUITES
+    from tests.support.verdicts import failed_checks
 
     log = pytester.path / "embedded.log"
     log.write_text(EMBEDDED_LOG)

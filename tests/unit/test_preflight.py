@@ -14,7 +14,8 @@ import pytest
 from packaging.version import Version
 
 from pytest_vllm_conformance.features.preflight import lint as preflight
-from tests.conftest import REPO, SUITES, contract_runs, failed_checks
+from tests.conftest import REPO, SUITES
+from tests.support.verdicts import contract_runs, failed_checks
 
 MANIFESTS = REPO / "fixtures" / "manifests"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_vllm_conformance.features.quality import generated, long_context, paired, session, task_files
-from tests.conftest import contract_runs
+from tests.support.verdicts import contract_runs
 
 
 def items(values):

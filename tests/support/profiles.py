@@ -1,0 +1,112 @@
+"""The serving profiles and expectations the server tests run the suites with."""
+
+from __future__ import annotations
+
+PLAIN_PROFILE = """
+profile: 1
+name: plain
+endpoint:
+  scale_out: disabled
+  auth: none
+  prompt_embeds: disabled
+  validation_error_max_bytes: 32768
+context:
+  max_model_len: 512
+generation:
+  legacy_fields: ignored_ok
+"""
+
+# The generation server's profile: its tool-call parser. Legacy guided_* fields keep
+# the default (refused), which vLLM 0.32 fails: it answers them 200 and ignores them.
+GENERATION_PROFILE = """
+profile: 1
+name: generation
+generation:
+  tool_call_parser: hermes
+"""
+
+# The tool_calls contracts a declared tool-call parser claims.
+TOOL_CALLS_WITH_PARSER = tuple(
+    f"tool_calls.{name}"
+    for name in (
+        "named_function_called",
+        "required_function_called",
+        "none_calls_nothing",
+        "stream_reassembles_to_the_same_calls",
+        "cut_call_ends_length",
+    )
+)
+
+
+def tool_call_verdicts(*failed: str, undecided: tuple[str, ...] = ()) -> dict[str, str]:
+    """A run of the tool_calls suite with a parser declared: the contracts named in ``failed`` fail, those in
+    ``undecided`` skip, the rest pass."""
+
+    def verdict(contract: str) -> str:
+        return "failed" if contract in failed else "skipped" if contract in undecided else "passed"
+
+    return {
+        **{contract: verdict(contract) for contract in TOOL_CALLS_WITH_PARSER},
+        "tool_calls.forced_choice_refused_without_parser": "not claimed",
+    }
+
+
+# vLLM 0.32 leaves these routes outside its guarded prefixes; this profile
+# accepts them as public so that the fault tests can show one more leak.
+GATED_PROFILE = """
+profile: 1
+name: gated
+endpoint:
+  scale_out: enabled
+  auth: required
+  prompt_embeds: enabled
+  validation_error_max_bytes: 32768
+  public_routes: [/health, /ping, /version, /load, /metrics, /openapi.json, /docs, /docs/oauth2-redirect,
+                  /redoc, /tokenize, /detokenize, /invocations, /generative_scoring, /scale_elastic_ep,
+                  /is_scaling_elastic_ep, /kv_event_sources]
+generation:
+  legacy_fields: ignored_ok
+"""
+
+
+# Long and random on purpose: the run's redactor masks every spelling of the
+# key in reports, and a short key would mask unrelated numbers too.
+WATERMARK_KEY = "0x9c4f2d71e38ab605"
+WATERMARK_KEY_ENV = "CONFORMANCE_TEST_WATERMARK_KEY"
+# The generation APIs a watermarking server of ours serves (scale-out on), as the suite names them.
+WATERMARK_APIS = (
+    "completions (POST /v1/completions)",
+    "chat completions (POST /v1/chat/completions)",
+    "responses (POST /v1/responses)",
+    "SageMaker invocations (POST /invocations)",
+    "token generate (POST /inference/v1/generate)",
+    "batch chat completions (POST /v1/chat/completions/batch)",
+    "Anthropic messages (POST /v1/messages)",
+)
+WATERMARK_PROFILE = f"""
+profile: 1
+name: watermarked
+endpoint:
+  scale_out: enabled
+watermark:
+  required: true
+  algorithm: gumbel
+  context_width: 4
+  key_env: {WATERMARK_KEY_ENV}
+"""
+
+
+def watermark_ingress_rules():
+    """A watermark ingress: the opt-out removed on every generation path.
+
+    In front of the server it is also a server that ignores the opt-out, as
+    vLLM is without the watermark's middleware: vLLM never sees the field."""
+    from fixtures.fault_proxy import StripJsonField
+
+    return [
+        StripJsonField(
+            "watermarking",
+            path=r"/v1/(chat/)?completions(/batch)?|/v1/responses|/v1/messages|/invocations|/cohere/v2/chat",
+        ),
+        StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
+    ]

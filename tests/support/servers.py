@@ -1,0 +1,89 @@
+"""Every server our tests start, by name: model, flags and environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tests.support.profiles import WATERMARK_KEY
+
+if TYPE_CHECKING:
+    from fixtures.servers import ServerSpec
+
+CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512")
+
+TEST_KEY = "sk-conformance-test-5d1e7a"
+
+
+# A hardened server: an API key, and no /openapi.json (--disable-fastapi-docs),
+# so every route-driven suite runs on the contract data's route table, probed.
+GATED_SERVE_ARGS = (*CPU_SERVE_ARGS, "--enable-scale-out", "--enable-prompt-embeds", "--disable-fastapi-docs")
+
+
+# Every server our tests start, by name: model, flags and environment.
+# A name here is what SERVER_GROUPS and ``served`` speak of.
+def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
+    from fixtures import cpu_watermark
+    from fixtures.servers import ServerSpec
+    from pytest_vllm_conformance.connection.secrets import Secret
+
+    llama = models["tiny-llama"]
+
+    return {
+        # vLLM 0.32's defaults.
+        "plain": ServerSpec.of(llama, CPU_SERVE_ARGS),
+        # An API key and no /openapi.json: route-driven suites run on the contract data's route table.
+        "hardened": ServerSpec.of(llama, GATED_SERVE_ARGS, api_key=Secret(TEST_KEY)),
+        # vLLM's own switch that turns the prompt-embeds decode bound off (vLLM before 0.30 had none).
+        "unbounded_embeds": ServerSpec.of(
+            llama, (*CPU_SERVE_ARGS, "--enable-prompt-embeds"), env={"VLLM_MAX_EMBED_DECODE_BYTES": "0"}
+        ),
+        # A YaRN checkpoint with no --max-model-len: the length vLLM derives is what is checked.
+        "yarn": ServerSpec.of(models["tiny-llama-yarn512"], DERIVED_LENGTH_ARGS),
+        "short_context": ServerSpec.of(llama, ("--dtype", "float32", "--enforce-eager", "--max-model-len", "256")),
+        # A queue bound of one; 2048 tokens of context so the held requests outlast the burst.
+        "bounded": ServerSpec.of(
+            llama,
+            (*CPU_SERVE_ARGS, "--max-model-len", "2048", "--max-num-queued-reqs", "1", "--disable-cascade-attn"),
+            env={"VLLM_ENABLE_SCALE_OUT_ENDPOINTS": "1"},
+        ),
+        "perturbed": ServerSpec.of(models["tiny-llama-perturbed"], CPU_SERVE_ARGS),
+        # One sequence at a time: a server that queues what plain runs at once (the serving suite's fault).
+        "one_seq": ServerSpec.of(llama, (*CPU_SERVE_ARGS, "--max-num-seqs", "1")),
+        # The same model and weights as plain, other numerics: a healthy change the quality gate must pass.
+        "bfloat16": ServerSpec.of(llama, ("--dtype", "bfloat16", *CPU_SERVE_ARGS[2:])),
+        # The yarn checkpoint with YaRN factor 2 instead of 4: the copy whose rotary scaling is wrong.
+        "yarn_factor2": ServerSpec.of(models["tiny-llama-yarn512-factor2"], DERIVED_LENGTH_ARGS),
+        # Tool calls through the hermes parser, render routes that show resolved sampling
+        # parameters, and a greedy default: the generation-controls suites' server.
+        "generation": ServerSpec.of(llama, GENERATION_SERVE_ARGS),
+        # The other-seed model pads its constrained JSON and tool-call arguments with whitespace until
+        # max_tokens, on the xgrammar backend (which words its refusals otherwise): a conformant server
+        # whose cut answers the generation suites must call undecided, never failed.
+        "padding": ServerSpec.of(models["tiny-llama-other-seed"], PADDING_SERVE_ARGS),
+        "watermark": ServerSpec.of(
+            llama,
+            (*CPU_SERVE_ARGS, "--enable-scale-out", *cpu_watermark.serve_args()),
+            env=cpu_watermark.server_env(WATERMARK_KEY),
+        ),
+    }
+
+
+DERIVED_LENGTH_ARGS = ("--dtype", "float32", "--enforce-eager")
+GENERATION_SERVE_ARGS = (
+    *CPU_SERVE_ARGS,
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+    "--enable-scale-out",
+    "--override-generation-config",
+    '{"temperature": 0.0}',
+)
+PADDING_SERVE_ARGS = (
+    *CPU_SERVE_ARGS,
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+    "--structured-outputs-config",
+    '{"backend": "xgrammar"}',
+)
