@@ -18,7 +18,7 @@ DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-e
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint unit docs test-matrix test-gateways models venv clean
+.PHONY: demo test lint unit docs test-matrix test-gateways test-serving models venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,11 @@ $(VENV_0_29)/.installed:
 
 test-matrix: models $(VENV_0_29)/.installed
 	VLLM_CONFORMANCE_PYTHON_0_29=$(abspath $(VENV_0_29))/bin/python $(PY) -m pytest tests -m version_matrix $(PYTEST_ARGS)
+
+# Opt-in: the serving suite's proofs on real servers (about 2 minutes with the one-sequence server's start),
+# outside the CI budget for now.
+test-serving: models
+	VLLM_CONFORMANCE_SERVING_PROOFS=1 $(PY) -m pytest tests -m serving_proof $(PYTEST_ARGS)
 
 # Opt-in: the suites through LiteLLM's proxy in front of a real vLLM server.
 # LiteLLM lives in its own venv: its dependencies are no business of the plugin's.

@@ -141,7 +141,17 @@ def _group_of(item: pytest.Item) -> int:
     return -1 if nodeid.startswith("unit/") else len(SERVER_GROUPS)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# The serving suite's real-server proofs run only where asked (make test-serving): they do not fit CI's budget.
+SERVING_PROOFS_ENV = "VLLM_CONFORMANCE_SERVING_PROOFS"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get(SERVING_PROOFS_ENV):
+        # Deselected, not skipped: a skipped test's servers would still be started for its group.
+        opted_out = [item for item in items if item.get_closest_marker("serving_proof")]
+        if opted_out:
+            config.hook.pytest_deselected(items=opted_out)
+            items[:] = [item for item in items if not item.get_closest_marker("serving_proof")]
     for item in items:
         item.stash[_GROUP] = _group_of(item)
     items.sort(key=lambda item: item.stash[_GROUP])  # stable: the order within a group is kept

@@ -1,15 +1,20 @@
 """The serving suite on real servers: a server against itself passes; one sequence at a time against the
 default fails throughput and occupancy with the figures; 300 ms held in front of each request fails latency
 and the report puts it on the ingress. Short workloads (32 prompt and 64 output tokens, 32 requests a
-round): ratios and verdicts measured in one run, never an absolute time of this machine."""
+round): ratios and verdicts measured in one run, never an absolute time of this machine.
+
+Opt-in (``make test-serving``): with the one-sequence server they cost about 1.5 minutes, which the
+20-minute CI budget does not hold today (docs/testing.md)."""
 
 import re
+
+import pytest
 
 from fixtures.fault_proxy import Delay, FaultProxy
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, failed_checks
 
-pytestmark = requires_vllm
+pytestmark = [requires_vllm, pytest.mark.serving_proof]
 
 SERVING_PROFILE = """
 profile: 1
@@ -31,12 +36,14 @@ PASSING = {
 }
 
 
-# One request at a time: time to first token is then the server's prefill alone, so what the ingress holds
-# is not lost in queueing (at concurrency 8 a delayed arrival also unloads the server: the two blur).
+# One request at a time, each long enough (256 tokens) that the gauges sampled beside the direct round see it
+# running (with 64 tokens, four samples all read 0 running once in CI). Time to first token is then the
+# server's prefill alone, so what the ingress holds is not lost in queueing (at concurrency 8 a delayed
+# arrival also unloads the server: the two blur).
 ONE_AT_A_TIME = """
 profile: 1
 name: serving-latency
-serving: {concurrency: 1, requests: 8, warm_up_requests: 2, slo: {ttft_p50_seconds: 0.25}}
+serving: {concurrency: 1, requests: 8, warm_up_requests: 2, output_tokens: 256, slo: {ttft_p50_seconds: 0.25}}
 """
 
 
