@@ -12,7 +12,7 @@ import gzip
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -119,15 +119,6 @@ def serving(name: str) -> Iterator[Upstream]:
     with UvicornThread(server.app) as running:
         server.url = running.url
         yield server
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 2.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def header_values(echoed: dict, name: str) -> list[str]:

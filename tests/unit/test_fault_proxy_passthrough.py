@@ -20,6 +20,7 @@ import pytest
 
 from fixtures.fault_proxy import FaultProxy, InjectAuth, StripJsonField
 from fixtures.hostile_server import HostileServer
+from tests.support.waiting import wait_until
 from tests.unit.echo_upstream import (
     REPO_ROOT,
     SECRET,
@@ -28,7 +29,6 @@ from tests.unit.echo_upstream import (
     header_values,
     raw_exchange,
     serving,
-    wait_until,
 )
 
 

@@ -14,13 +14,14 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from fixtures.hostile_server import DEFAULT_HUGE_BYTES, HostileServer
+from tests.support.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Tight client limits: a test that waits longer than this has found a bug.
@@ -33,15 +34,6 @@ def hostile() -> Iterator[HostileServer]:
         yield server
     # Responses that crashed (rather than saw their client leave) are bugs in the server.
     assert server.errors == []
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 2.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def assert_released(server: HostileServer) -> None:
