@@ -13,8 +13,8 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.vllm_answers import error
-from pytest_vllm_conformance.features import tensor_payload
-from pytest_vllm_conformance.features.embedding import oversized_prompt_embeds
+from pytest_vllm_conformance.features.embedding_limits import tensor_payload
+from pytest_vllm_conformance.features.embedding_limits.payloads import oversized_prompt_embeds
 
 RESIDENT_MEMORY = re.compile(r"^process_resident_memory_bytes\s+(\S+)$", re.MULTILINE)
 

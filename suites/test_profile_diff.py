@@ -14,8 +14,8 @@ metric names added, ...) passes and is reported in its test id and as a
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.profile.coverage import coverage
-from pytest_vllm_conformance.features.profile.diff import profile_differences
+from pytest_vllm_conformance.features.profile_diff.coverage import coverage
+from pytest_vllm_conformance.features.profile_diff.diff import profile_differences
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message
 from pytest_vllm_conformance.features.generation.answers import read_answer
-from pytest_vllm_conformance.features.generation.structured import (
+from pytest_vllm_conformance.features.generation.structured_outputs import (
     constraint_cases,
     generation_request,
     invalid_constraints,

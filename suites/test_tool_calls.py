@@ -16,7 +16,7 @@ import pytest
 from pytest_vllm_conformance import contract
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message
 from pytest_vllm_conformance.features.generation.answers import read_answer
-from pytest_vllm_conformance.features.generation.structured import padding_note
+from pytest_vllm_conformance.features.generation.structured_outputs import padding_note
 from pytest_vllm_conformance.features.generation.tool_calls import (
     CUT_MAX_TOKENS,
     TOOLS,

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message, validation_listing
-from pytest_vllm_conformance.features.validation import malformed_list_requests
+from pytest_vllm_conformance.features.validation_bounds import malformed_list_requests
 
 INTERNALS = re.compile(
     r"(?P<path>/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+|[\w\-]+(?:/[\w\-]+)+\.py\b)"

@@ -26,7 +26,7 @@ from pytest_vllm_conformance.connection.connect import NO_TARGET, client_for, co
 from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts
 from pytest_vllm_conformance.connection.launcher import LaunchError
 from pytest_vllm_conformance.connection.run_lock import RunLock
-from pytest_vllm_conformance.features.profile import capture
+from pytest_vllm_conformance.features.profile_diff import capture
 from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter

@@ -10,7 +10,7 @@ import yaml
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, load_profile, validate
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.connection.secrets import Redactor
-from pytest_vllm_conformance.features.profile.capture import (
+from pytest_vllm_conformance.features.profile_diff.capture import (
     captured_profile,
     metric_names,
     parse_metric_names,
@@ -18,7 +18,7 @@ from pytest_vllm_conformance.features.profile.capture import (
     validation_error,
     write_profile,
 )
-from pytest_vllm_conformance.features.profile.diff import differences
+from pytest_vllm_conformance.features.profile_diff.diff import differences
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
 from tests.unit.sample_observation import observation
 

@@ -10,7 +10,7 @@ from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.generation.answers import HELD, Answer, ToolCall, Unreadable, read_answer
 from pytest_vllm_conformance.features.generation.defaults import completions_max_tokens
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
-from pytest_vllm_conformance.features.generation.structured import (
+from pytest_vllm_conformance.features.generation.structured_outputs import (
     CONSTRAINTS,
     OBJECT_SCHEMA,
     ConstraintCase,

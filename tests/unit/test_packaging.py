@@ -48,6 +48,22 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
     assert not any(name.startswith(("tests/", "fixtures/")) for name in names)
 
 
+def test_every_tracked_file_of_the_package_and_the_suites_is_in_the_wheel(wheel):
+    """A file git tracks but the wheel leaves out (an ignore rule that hits a room, a data file outside the
+    build's reach) breaks the installed plugin where the clone works."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "pytest_vllm_conformance", "suites"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout: nothing to compare the wheel with")
+    expected = {
+        name if name.startswith("pytest_vllm_conformance/") else f"pytest_vllm_conformance/{name}" for name in tracked
+    }
+    with zipfile.ZipFile(wheel) as archive:
+        missing = sorted(expected - set(archive.namelist()))
+    assert not missing, f"tracked but not in the wheel: {missing}"
+
+
 def test_installed_suites_collect_from_the_wheel_alone(wheel, tmp_path):
     unpacked = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:

@@ -22,7 +22,7 @@ from typing import Any
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.generation.answers import HELD, Answer, Judgement, ToolCall
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
-from pytest_vllm_conformance.features.generation.structured import schema_problem
+from pytest_vllm_conformance.features.generation.structured_outputs import schema_problem
 from pytest_vllm_conformance.features.wire import stream
 from pytest_vllm_conformance.features.wire.schemas import Deviation, judge
 

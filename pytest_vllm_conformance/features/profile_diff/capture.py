@@ -46,7 +46,7 @@ from pytest_vllm_conformance.connection.client import BoundedClient, Response, d
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.secrets import Redactor
 from pytest_vllm_conformance.features.generation.defaults import observe_defaults
-from pytest_vllm_conformance.features.profile import diff as profile_diff
+from pytest_vllm_conformance.features.profile_diff import diff as profile_diff
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
 
 # Tokenized for the fingerprint; stored in the capture so a later capture can tell it used the same text.
