@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import TransportFailure
 from pytest_vllm_conformance.features import watermark
+from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.features.watermark.apis import watermark_opt_out_apis
 from pytest_vllm_conformance.features.watermark.planning import Plan, answer_length
@@ -94,13 +94,10 @@ def sample(detector, vllm_client, vllm_facts):
     answers = {}
 
     def tokenize(text, special):
-        response = vllm_client.post(
-            "/tokenize", {"model": vllm_facts.model, "prompt": text, "add_special_tokens": special}
-        )
-        tokens = tokenized(response)
-        if tokens is None:
-            pytest.fail(f"cannot score answers: /tokenize gave no token ids: {response.describe()}", pytrace=False)
-        return tokens
+        try:
+            return token_ids(vllm_client, vllm_facts.model, prompt=text, add_special_tokens=special)
+        except TokenizeUnavailable as exc:
+            pytest.fail(f"cannot score answers: {exc}", pytrace=False)
 
     def sample(client, api, max_tokens, watermarking=None):
         if api.form:

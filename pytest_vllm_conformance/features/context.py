@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
-from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
-from pytest_vllm_conformance.connection.client import BoundedClient, Response, TransportFailure
+from pytest_vllm_conformance.connection.client import BoundedClient, Response
+from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
 
 # Tokenized once for the ids of completion prompts (cycled to any length).
 SEED_TEXT = "conformance probe of the context limit"
@@ -124,23 +124,15 @@ CONTEXT_ENDPOINTS = (
 )
 
 
-def _tokenize(client: BoundedClient, body: dict[str, Any]) -> list[int]:
+def _measured(client: BoundedClient, model: str, **prompt: Any) -> list[int]:
     try:
-        response = client.post("/tokenize", body)
-    except TransportFailure as exc:
+        return token_ids(client, model, **prompt)
+    except TokenizeUnavailable as exc:
         raise PromptUnavailable(f"cannot measure prompts: {exc}") from None
-    tokens = tokenized(response)
-    if tokens is None:
-        raise PromptUnavailable(
-            f"cannot measure prompts: /tokenize did not return tokens: {response.describe()} {response.text[:200]!r}"
-        )
-    return tokens
 
 
 def _token_ids(client: BoundedClient, model: str, length: int) -> list[int]:
-    seed = _tokenize(client, {"model": model, "prompt": SEED_TEXT, "add_special_tokens": False})
-    if not seed:
-        raise PromptUnavailable(f"/tokenize gave no token ids for {SEED_TEXT!r}")
+    seed = _measured(client, model, prompt=SEED_TEXT, add_special_tokens=False)
     return [seed[i % len(seed)] for i in range(length)]
 
 
@@ -150,7 +142,7 @@ def _messages(word: str, repetitions: int) -> list[dict[str, str]]:
 
 def _chat_length(client: BoundedClient, model: str, messages: list[dict[str, str]]) -> int:
     # The server renders the template with the generation prompt, as a chat request does.
-    return len(_tokenize(client, {"model": model, "messages": messages, "add_generation_prompt": True}))
+    return len(_measured(client, model, messages=messages, add_generation_prompt=True))
 
 
 def _chat_messages(client: BoundedClient, model: str, length: int) -> list[dict[str, str]]:

@@ -38,7 +38,6 @@ from pytest_vllm_conformance.catalogue.vllm_answers import (
     error_message,
     reached_handler,
     scale_out_refusal_status,
-    tokenized,
     validation_listing,
 )
 from pytest_vllm_conformance.connection import discovery
@@ -47,6 +46,7 @@ from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.secrets import Redactor
 from pytest_vllm_conformance.features.generation.defaults import observe_defaults
 from pytest_vllm_conformance.features.profile_diff import diff as profile_diff
+from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
 
 # Tokenized for the fingerprint; stored in the capture so a later capture can tell it used the same text.
@@ -307,19 +307,20 @@ def token_ids_sha256(tokens: list[int]) -> str:
 
 def tokenizer_fingerprint(client: BoundedClient, model: str, unobserved: dict[str, str]) -> dict[str, Any] | None:
     """sha256 of the ids /tokenize gives for a fixed text, and for the same text as a chat message."""
-    plain = client.answer_or_none("POST", "/tokenize", json_body={"model": model, "prompt": FINGERPRINT_TEXT})
-    tokens = tokenized(plain) if plain is not None else None
-    if tokens is None:
+    try:
+        tokens = token_ids(client, model, prompt=FINGERPRINT_TEXT)
+    except TokenizeUnavailable as exc:
+        plain = exc.response
         unobserved["tokenizer"] = _answered(plain, "POST /tokenize") + (
             "" if plain is None or plain.status != 200 else " without token ids"
         )
         return None
-    chat = client.answer_or_none(
-        "POST",
-        "/tokenize",
-        json_body={"model": model, "messages": [{"role": "user", "content": FINGERPRINT_TEXT}]},
-    )
-    chat_tokens = tokenized(chat) if chat is not None else None
+    try:
+        chat_tokens: list[int] | None = token_ids(
+            client, model, messages=[{"role": "user", "content": FINGERPRINT_TEXT}]
+        )
+    except TokenizeUnavailable:
+        chat_tokens = None
     return {
         "text": FINGERPRINT_TEXT,
         "token_count": len(tokens),

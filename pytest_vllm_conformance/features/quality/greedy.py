@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, TransportFailure
+from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
 
 TOP_K = 5
 DEFAULT_NEAR_TIE_GAP = 0.1  # nats; bfloat16 against float32 moves a logprob by at most about 0.06
@@ -143,13 +143,9 @@ def prompt_ids(client: BoundedClient, model: str, texts: tuple[str, ...] = PROMP
     prompts = []
     for text in texts:
         try:
-            response = client.post("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})
-        except (TransportFailure, RequestTimeout) as exc:
-            raise GreedyUnavailable(f"/tokenize: {exc}") from None
-        tokens = tokenized(response)
-        if not tokens:
-            raise GreedyUnavailable(f"/tokenize gave no token ids for {text!r}")
-        prompts.append(tokens)
+            prompts.append(token_ids(client, model, prompt=text, add_special_tokens=False))
+        except TokenizeUnavailable as exc:
+            raise GreedyUnavailable(str(exc)) from None
     return prompts
 
 

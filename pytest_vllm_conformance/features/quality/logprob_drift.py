@@ -49,9 +49,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
-from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, Response, TransportFailure
 from pytest_vllm_conformance.features.quality.long_context import BYTES_PER_TOKEN_IN_TOKENIZE_ANSWER, filler_words
+from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
 
 TEXTS = 3
 TOP_K = 5  # vLLM's --max-logprobs defaults to 20
@@ -174,16 +174,16 @@ def text_ids(client: BoundedClient, model: str, max_model_len: int, texts: int =
     for seed in TEXT_SEEDS[:texts]:
         words = " ".join(filler_words(2 * length + 64, seed))
         try:
-            response = client.post(
-                "/tokenize",
-                {"model": model, "prompt": words, "add_special_tokens": False},
+            tokens = token_ids(
+                client,
+                model,
+                prompt=words,
+                add_special_tokens=False,
                 max_body=2 * BYTES_PER_TOKEN_IN_TOKENIZE_ANSWER * length + 65536,
+                minimum=length,
             )
-        except TransportFailure as exc:
-            raise DriftUnavailable(f"/tokenize: {exc}") from None
-        tokens = tokenized(response)
-        if not tokens or len(tokens) < length:
-            raise DriftUnavailable(f"/tokenize answered {response.describe()}: not {length} token ids")
+        except TokenizeUnavailable as exc:
+            raise DriftUnavailable(str(exc)) from None
         documents.append(tokens[:length])
     return documents
 

@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
-from pytest_vllm_conformance.connection.client import BoundedClient, TransportFailure
+from pytest_vllm_conformance.connection.client import BoundedClient
+from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
 
 FILLER_SEED = 503
 ITEMS_PER_LENGTH = 8
@@ -110,14 +110,10 @@ class _Counter:
 
     def __call__(self, text: str) -> int:
         self.calls += 1
-        body = {"model": self.model, "prompt": text, "add_special_tokens": False}
         try:
-            response = self.client.post("/tokenize", body, max_body=self.cap)
-        except TransportFailure as exc:
-            raise LongContextUnavailable(f"cannot size prompts with /tokenize: {exc}") from None
-        tokens = tokenized(response)
-        if tokens is None:
-            raise LongContextUnavailable(f"cannot size prompts: /tokenize answered {response.describe()}")
+            tokens = token_ids(self.client, self.model, prompt=text, add_special_tokens=False, max_body=self.cap)
+        except TokenizeUnavailable as exc:
+            raise LongContextUnavailable(f"cannot size prompts: {exc}") from None
         return len(tokens)
 
 
