@@ -19,18 +19,39 @@ HANDLER_STATUSES = (200, 400, 422)
 VALIDATION_COUNT = re.compile(r"^(\d+) validation errors?:")
 
 
+# The error shapes a vLLM server answers with: OpenAI's envelope from its handlers, FastAPI's
+# {"detail": "..."} from routing, and a bare {"error": "Unauthorized"} from the API-key middleware.
+OPENAI_ENVELOPE, DETAIL_ENVELOPE, BARE_ENVELOPE = "openai", "detail", "bare"
+
+
+def envelope(payload: Any) -> str | None:
+    """Which error shape a decoded body or stream event has, None for none of them."""
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        return OPENAI_ENVELOPE
+    if isinstance(payload, dict) and isinstance(payload.get("detail"), str):
+        return DETAIL_ENVELOPE
+    if isinstance(payload, dict) and isinstance(payload.get("error"), str):
+        return BARE_ENVELOPE
+    return None
+
+
+def error_of(payload: Any) -> dict[str, Any] | None:
+    """The error a decoded body or stream event carries, as an object (a bare string becomes its message)."""
+    found = payload.get("error") if isinstance(payload, dict) else None
+    if found is None:
+        return None
+    return found if isinstance(found, dict) else {"message": str(found)}
+
+
 def error(response: Response) -> dict[str, Any]:
     """The ``error`` object of vLLM's ErrorResponse envelope (message, type, param, code); empty if the body is none."""
     payload = response.json_or_none()
-    found = payload.get("error") if isinstance(payload, dict) else None
-    return found if isinstance(found, dict) else {}
+    return payload["error"] if envelope(payload) == OPENAI_ENVELOPE else {}
 
 
 def reached_handler(response: Response) -> bool:
     """The request got past routing to the route's own handler (the 401 body's error is a bare string)."""
-    payload = response.json_or_none()
-    refused_by_key = isinstance(payload, dict) and isinstance(payload.get("error"), str)
-    return response.status in HANDLER_STATUSES and not refused_by_key
+    return response.status in HANDLER_STATUSES and envelope(response.json_or_none()) != BARE_ENVELOPE
 
 
 def scale_out_refusal_status(gate: dict[str, Any], path: str) -> int | None:

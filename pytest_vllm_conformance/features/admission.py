@@ -22,13 +22,13 @@ repeated.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.connection.client import (
     AsyncBoundedClient,
     OpenStream,
@@ -36,6 +36,7 @@ from pytest_vllm_conformance.connection.client import (
     Response,
     TransportFailure,
 )
+from pytest_vllm_conformance.features.wire import stream as sse
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -155,15 +156,8 @@ async def _release(held: _Held) -> None:
 
 def _stream_error(first_chunk: bytes) -> dict[str, Any] | None:
     """The error of a stream whose first event is one (``data: {"error": ...}``), or None."""
-    line = first_chunk.split(b"\n", 1)[0]
-    if not line.startswith(b"data:"):
-        return None
-    try:
-        event = json.loads(line[5:])
-    except ValueError:
-        return None
-    error = event.get("error") if isinstance(event, dict) else None
-    return error if isinstance(error, dict) else {"message": str(error)} if error is not None else None
+    first = next(iter(sse.parse(first_chunk).events), None)
+    return vllm_answers.error_of(first.payload) if first is not None else None
 
 
 # A held stream seen ending within this long after the burst's last answer may have freed its slot before it:

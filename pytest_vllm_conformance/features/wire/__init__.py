@@ -177,6 +177,16 @@ class WireRules:
     strict_basis: str
     version_label: str
 
+    def departures(self, lines: Sequence[str], reported: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+        """What a departure vLLM makes on purpose comes to: failures under strict, else report lines.
+
+        ``reported`` words the report lines (default: ``lines``); a failure
+        says the strictness that made it one, and where it was declared.
+        """
+        if self.strict:
+            return [f"{line} [wire.strict_openai is true ({self.strict_basis})]" for line in lines], []
+        return [], list(lines if reported is None else reported)
+
     def verdict(
         self, answer: str, bodies: Sequence[tuple[str, Any]], headline: str = "", status: int | None = None
     ) -> Verdict:
@@ -209,11 +219,8 @@ class WireRules:
                 judged.departures.setdefault(place, finding.kind)
         # A body that breaks several branches of one union breaks each the same way: say it once.
         judged.failures = list(dict.fromkeys(judged.failures))
-        lines = list(reported.values())
-        if self.strict:
-            judged.failures += [f"{line} [wire.strict_openai is true ({self.strict_basis})]" for line in lines]
-        else:
-            judged.reported = lines
+        failures, judged.reported = self.departures(list(reported.values()))
+        judged.failures += failures
         return judged
 
 

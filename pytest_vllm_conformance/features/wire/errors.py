@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.wire import Exchange, Verdict, WireRules
@@ -85,9 +86,10 @@ def prestream_answer(response: Response) -> str:
     content_type = response.headers.get("content-type", "")
     payload = response.json_or_none()
     if response.status != 200 and "json" in content_type and isinstance(payload, dict):
-        return f"{response.status}" if isinstance(payload.get("error"), dict) else f"{response.status} without error"
+        openai = vllm_answers.envelope(payload) == vllm_answers.OPENAI_ENVELOPE
+        return f"{response.status}" if openai else f"{response.status} without error"
     first = next(iter(sse.parse(response.body).events), None) if "event-stream" in content_type else None
-    if response.status == 200 and first is not None and isinstance(first.payload, dict) and "error" in first.payload:
+    if response.status == 200 and first is not None and vllm_answers.error_of(first.payload) is not None:
         return STREAM_ERROR_EVENT
     return f"{response.status} {content_type or 'no content type'}"
 
@@ -106,10 +108,9 @@ def prestream_verdict(rules: WireRules, probe: PreStreamProbe, response: Respons
     judged.departures["answer"] = seen
     if probe.vllm_sends and seen == probe.vllm_sends:
         known = f"{probe.id}: {rules.version_label} sends {seen} ({probe.why}); {PRESTREAM_BREAKS}"
-        if rules.strict:
-            judged.failures.append(f"{said} [wire.strict_openai is true ({rules.strict_basis})]")
-        else:
-            judged.reported.append(known)
+        failures, reported = rules.departures([said], [known])
+        judged.failures += failures
+        judged.reported += reported
         return judged
     judged.failures.append(said)
     return judged
@@ -183,20 +184,10 @@ def error_probes(ctx: CaseContext) -> list[ErrorProbe]:
     return probes
 
 
-def _envelope(payload: Any) -> str | None:
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
-        return "openai"
-    if isinstance(payload, dict) and isinstance(payload.get("detail"), str):
-        return "detail"
-    if isinstance(payload, dict) and isinstance(payload.get("error"), str):
-        return "bare"
-    return None
-
-
 def status_map_verdict(rules: WireRules, probe: ErrorProbe, response: Response) -> Verdict:
     """The status, envelope, type and param the version documents, and OpenAI's shape."""
     payload = response.json_or_none()
-    envelope = _envelope(payload)
+    envelope = vllm_answers.envelope(payload)
     judged = Verdict(f"{probe}: {response.describe()} {response.text[:300]!r}", response.status)
     if response.status != probe.status:
         judged.failures.append(f"status {response.status}, expected {probe.status}")
@@ -216,9 +207,7 @@ def status_map_verdict(rules: WireRules, probe: ErrorProbe, response: Response) 
         judged.reported += shape.reported
         judged.departures.update(shape.departures)
     else:
-        line = f"{probe.id}: {rules.version_label} answers {ENVELOPES[envelope]}"
-        if rules.strict:
-            judged.failures.append(f"{line} [wire.strict_openai is true ({rules.strict_basis})]")
-        else:
-            judged.reported.append(line)
+        failures, reported = rules.departures([f"{probe.id}: {rules.version_label} answers {ENVELOPES[envelope]}"])
+        judged.failures += failures
+        judged.reported += reported
     return judged

@@ -107,7 +107,8 @@ def framing_verdict(rules: WireRules, terminal_fact: Mapping[str, Any], stream: 
         f"event {end.number} $.type: {_type(end)} ends a response whose status is {status!r}; OpenAI sends {expected}"
     )
     if _type(end) == terminal_fact.get("vllm_sends") and status in terminal_fact.get("statuses", ()):
-        if rules.strict:
-            return [*problems, f"{said} [wire.strict_openai is true ({rules.strict_basis})]"], []
-        return problems, [f"{said}: {rules.version_label} does so on purpose ({terminal_fact.get('why', '')})"]
+        failures, reported = rules.departures(
+            [said], [f"{said}: {rules.version_label} does so on purpose ({terminal_fact.get('why', '')})"]
+        )
+        return [*problems, *failures], reported
     return [*problems, said], []
