@@ -33,45 +33,23 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.features.quality import assemble, greedy, logprob_drift, offline, session, task_files
+from pytest_vllm_conformance.features.quality.not_worse import not_worse
 from pytest_vllm_conformance.features.quality.runner import EvalFailed
 from pytest_vllm_conformance.features.quality.task_files import user_eval_tasks
-
-
-def _setting(option, declared):
-    """A command-line (or env, ini) value wins over the profile's, which wins over the plugin default."""
-    return option if option is not None else declared.value
 
 
 @pytest.fixture(scope="module")
 def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, tmp_path_factory):
     settings = vllm_settings
     spread = hasattr(pytestconfig, "workerinput") and pytestconfig.getoption("dist", "no") in ("load", "worksteal")
-    if settings.eval_save and spread:
-        pytest.fail(
-            "--vllm-eval-save under pytest-xdist needs the quality tests on one worker: add --dist loadfile",
-            pytrace=False,
-        )
     try:
-        run = assemble.open_run(
+        run = assemble.open_declared_run(
             settings,
+            vllm_expect,
             vllm_facts,
             vllm_client,
             tmp_path_factory.mktemp("quality"),
-            tolerance=_setting(settings.eval_tolerance, vllm_expect.declared("quality", "tolerance")),
-            confidence=_setting(settings.eval_confidence, vllm_expect.declared("quality", "confidence")),
-            greedy_tokens=vllm_expect.declared("quality", "greedy_tokens").value,
-            near_tie_gap=vllm_expect.declared("quality", "near_tie_gap").value,
-            greedy_min_compared_tokens=vllm_expect.declared("quality", "greedy_min_compared_tokens").value,
-            drift_thresholds=logprob_drift.Thresholds.from_profile(
-                vllm_expect.declared("quality", "logprob_drift").value
-            ),
-            max_detectable_drop=_setting(
-                settings.eval_max_detectable_drop, vllm_expect.declared("quality", "max_detectable_drop")
-            ),
-            eval_items=_setting(settings.eval_items, vllm_expect.declared("quality", "eval_items")),
-            long_context_items=_setting(
-                settings.eval_long_context_items, vllm_expect.declared("quality", "long_context_items")
-            ),
+            spread_over_workers=spread,
         )
     except (session.BaselineUnusable, ValueError) as exc:
         pytest.fail(str(exc), pytrace=False)
@@ -102,41 +80,13 @@ def outcome_of(compare):
 
 
 def assert_not_worse(outcomes, vllm_record):
-    """Both scores, the delta, its interval and the minimum detectable drop go to the report.
-
-    The test fails when any metric is shown worse. It skips (the feature is
-    then partial, which --vllm-gate=strict fails) when a metric could not
-    fail a drop of the size required ("underpowered": too few items, no item
-    the baseline could lose, or both sides at the floor or the ceiling), or
-    when the interval straddles the tolerance ("undecided": too few items to
-    tell).
-    """
-    worse, underpowered, undecided, notes, figures = [], [], [], [], []
-    for outcome in outcomes:
-        for comparison in outcome.comparisons:
-            for name, value in comparison.properties().items():
-                vllm_record(name, value)
-            figures.append(f"{outcome.label} {comparison.figures()}")
-            if comparison.verdict == "inconclusive":
-                undecided.append(f"{outcome.label} {comparison}")
-            if comparison.verdict == "underpowered":
-                requirement = "" if comparison.cannot_discriminate else " (quality.max_detectable_drop)"
-                underpowered.append(
-                    f"{outcome.label} {comparison.metric}: {comparison.items} items, {comparison.power()}{requirement}"
-                )
-        worse.extend(f"{outcome.label} {comparison}" for comparison in outcome.worse)
-        notes.extend(note for note in outcome.notes if note not in notes)
-    vllm_record("figures", "; ".join(figures))
-    count = len(worse)
-    assert count == 0, (
-        "the target is worse than the baseline by more than the tolerance:\n  "
-        + "\n  ".join(worse)
-        + "".join(f"\n  ({note})" for note in notes)
-    )
-    if underpowered:
-        pytest.skip("underpowered: " + "; ".join(underpowered))
-    if undecided:
-        pytest.skip("undecided: too few items to show the target is not worse: " + "; ".join(undecided))
+    """Fails when a metric is shown worse; a skip when one could not be judged (features/quality/not_worse.py)."""
+    judged = not_worse(outcomes)
+    for name, value in judged.properties:
+        vllm_record(name, value)
+    assert judged.failure is None, judged.failure
+    if judged.left_open:
+        pytest.skip(judged.left_open)
 
 
 @contract("quality.logprob_drift_within_noise")

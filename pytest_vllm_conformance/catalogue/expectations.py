@@ -59,6 +59,12 @@ class Expectations:
     def fact(self, name: str) -> Any:
         return self.catalogue.fact(name, self.version)
 
+    def setting(self, option: Any, option_name: str, section: str, key: str) -> Expectation:
+        """An option (command line, env, ini) over the profile's value, over its default; the basis says which."""
+        if option is not None:
+            return Expectation(option, f"option {option_name}")
+        return self.declared(section, key)
+
     def declared(self, section: str, key: str) -> Expectation:
         """The profile's value, else the default its declaration names (version fact, baseline, plugin policy)."""
         if self.profile is not None:

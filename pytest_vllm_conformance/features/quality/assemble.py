@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
+from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.connect import client_for
 from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts, discover
@@ -86,6 +88,49 @@ def open_baseline(
             raise BaselineUnusable(f"--vllm-eval-baseline-file {refused}")
         return recording
     return None
+
+
+class RunNotSafe(ValueError):
+    """The options ask for what this run's layout cannot do safely."""
+
+
+def open_declared_run(
+    settings: Settings,
+    expect: Expectations,
+    target_facts: ServerFacts,
+    target_client: BoundedClient,
+    run_dir: Path,
+    *,
+    spread_over_workers: bool,
+) -> QualityRun:
+    """The run the quality suite shares, each setting from its option, else the profile, else its default."""
+    if settings.eval_save and spread_over_workers:
+        raise RunNotSafe(
+            "--vllm-eval-save under pytest-xdist needs the quality tests on one worker: add --dist loadfile"
+        )
+
+    def setting(option: Any, name: str, key: str) -> Any:
+        return expect.setting(option, name, "quality", key).value
+
+    return open_run(
+        settings,
+        target_facts,
+        target_client,
+        run_dir,
+        tolerance=setting(settings.eval_tolerance, "--vllm-eval-tolerance", "tolerance"),
+        confidence=setting(settings.eval_confidence, "--vllm-eval-confidence", "confidence"),
+        greedy_tokens=expect.declared("quality", "greedy_tokens").value,
+        near_tie_gap=expect.declared("quality", "near_tie_gap").value,
+        greedy_min_compared_tokens=expect.declared("quality", "greedy_min_compared_tokens").value,
+        drift_thresholds=logprob_drift.Thresholds.from_profile(expect.declared("quality", "logprob_drift").value),
+        max_detectable_drop=setting(
+            settings.eval_max_detectable_drop, "--vllm-eval-max-detectable-drop", "max_detectable_drop"
+        ),
+        eval_items=setting(settings.eval_items, "--vllm-eval-items", "eval_items"),
+        long_context_items=setting(
+            settings.eval_long_context_items, "--vllm-eval-long-context-items", "long_context_items"
+        ),
+    )
 
 
 def open_run(
