@@ -6,13 +6,15 @@ round): ratios and verdicts measured in one run, never an absolute time of this 
 Opt-in (``make test-serving``): with the one-sequence server they cost about 1.5 minutes, which the
 20-minute CI budget does not hold today (docs/testing.md)."""
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
 from fixtures.fault_proxy import Delay, FaultProxy
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, failed_checks
+from tests.support.verdicts import assert_verdicts, failed_checks, verdicts
 
 pytestmark = [requires_vllm, pytest.mark.serving_proof]
 
@@ -81,3 +83,53 @@ def test_an_ingress_holding_each_request_300_ms_fails_latency_and_is_named(pytes
     message = failed_checks(junit)["serving.latency_within_slo"]
     added = re.search(r"the ingress adds ([0-9.]+) ms to TTFT p50", message)
     assert added and float(added.group(1)) >= 250, message
+
+
+# Throughput alone is judged against a saved run: a short workload, four at a time (occupancy is not the point),
+# its warm-up two rounds of four so the batch shapes the rounds use are served once before (16 output tokens
+# and four warm-up requests: a saved round at half the speed of the next, a doctored 2x undecided).
+SAVED_RUN = """
+profile: 1
+name: serving-saved
+serving: {concurrency: 4, requests: 32, warm_up_requests: 8, output_tokens: 32}
+"""
+THROUGHPUT = ("-k", "throughput or load_success")
+
+
+def _doctored_twice_as_fast(saved: Path, into: Path) -> Path:
+    """The saving with every request (and round) taking half its time: a claim of twice the throughput."""
+    data = json.loads(saved.read_text())
+    for measured in data["rounds"]:
+        measured["seconds"] /= 2
+        for request in measured["requests"]:
+            for key in ("started", "ended"):
+                request[key] /= 2
+            request["token_times"] = [t / 2 for t in request["token_times"]]
+    into.write_text(json.dumps(data))
+    return into
+
+
+def test_a_saved_run_is_a_baseline_itself_passes_and_a_file_claiming_twice_the_throughput_fails(pytester, served):
+    plain = served("plain")
+    saved = pytester.path / "saved-perf.json"
+    _, junit = _serving(pytester, plain.url, *THROUGHPUT, f"--vllm-perf-save={saved}", profile=SAVED_RUN)
+    assert_verdicts(junit, {"serving.load_success": "passed", "serving.throughput_not_worse": "not claimed"})
+    assert json.loads(saved.read_text())["workload"]["concurrency"] == 4
+
+    _, junit = _serving(pytester, plain.url, *THROUGHPUT, f"--vllm-perf-baseline-file={saved}", profile=SAVED_RUN)
+    # Passed, or undecided where the machine's load moved between the saving and now (seen on a loaded
+    # 2-core box: 0.715 [0.623, 1.294]); never failed.
+    assert verdicts(junit)["serving.load_success"] == {"passed": 1}
+    assert verdicts(junit)["serving.throughput_not_worse"] in ({"passed": 1}, {"skipped": 1}), failed_checks(junit)
+
+    doctored = _doctored_twice_as_fast(saved, pytester.path / "doctored-perf.json")
+    _, junit = _serving(pytester, plain.url, *THROUGHPUT, f"--vllm-perf-baseline-file={doctored}", profile=SAVED_RUN)
+    assert_verdicts(
+        junit,
+        {"serving.load_success": "passed", "serving.throughput_not_worse": "passed"},
+        failed={"serving.throughput_not_worse"},
+    )
+    message = failed_checks(junit)["serving.throughput_not_worse"]
+    ratio = re.search(r"ratio of median output rates ([0-9.]+)", message)
+    assert ratio and float(ratio.group(1)) < 0.8, message
+    assert "the saved run" in message and "doctored-perf.json" in message, message
