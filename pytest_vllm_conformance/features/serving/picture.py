@@ -53,6 +53,9 @@ def draw(path: Path, target: Sequence[Round], baseline: Sequence[Round], baselin
                 axis.scatter(offsets, points, s=6, alpha=0.35)
             axis.set_xticks(range(1, len(sides) + 1), [f"{name}\n({len(side[which])})" for name, side in sides])
             axis.set_title(title)
+            if which == 1 and all(v > 0 for points in values for v in points):
+                # Gaps of a few ms under a tail of stalls hundreds of ms long: a linear axis flattens the box.
+                axis.set_yscale("log")
             axis.set_ylabel("milliseconds")
             axis.grid(axis="y", alpha=0.3)
         path.parent.mkdir(parents=True, exist_ok=True)
