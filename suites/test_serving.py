@@ -142,8 +142,13 @@ def test_throughput_not_worse(serving, declared, vllm_record):
 
 
 @contract("serving.progress_while_healthy")
-def test_progress_while_healthy(serving, declared, vllm_client, vllm_expect, vllm_exclusive, vllm_record):
-    workload = serving.workload
+def test_progress_while_healthy(declared, vllm_facts, vllm_client, vllm_expect, vllm_exclusive, vllm_record):
+    # Its own one-request workload, not the measured run's: a hung engine must not hang the measurement first.
+    values = {key: declared[key].value for key in assemble.KEYS}
+    try:
+        workload = assemble.plan(vllm_client, vllm_facts.model, values, vllm_expect)
+    except session.NoPrompt as exc:
+        pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
     within = declared["progress_within_seconds"]
     with vllm_exclusive():
         seen = session.progress_while_healthy(vllm_client, vllm_expect.fact("health_path"), workload, within.value)

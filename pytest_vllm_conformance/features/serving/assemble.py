@@ -70,6 +70,17 @@ def open_baseline(settings: Settings, facts: ServerFacts) -> ServerSide | PerfRe
     return None
 
 
+def plan(client: BoundedClient, model: str, values: dict[str, Any], expect: Expectations) -> Workload:
+    """The declared workload on this server (raises session.NoPrompt when no prompt can be built)."""
+    return session.plan(
+        client,
+        model,
+        request=expect.fact("serving_request"),
+        seed=expect.fact("serving_prompt_seed"),
+        **{key: values[key] for key in WORKLOAD},
+    )
+
+
 def serve(
     values: dict[str, Any],
     *,
@@ -84,23 +95,14 @@ def serve(
     baseline = open_baseline(settings, facts)
     live = baseline if isinstance(baseline, ServerSide) else None
 
-    def plan(on: BoundedClient, model: str) -> Workload:
-        return session.plan(
-            on,
-            model,
-            request=expect.fact("serving_request"),
-            seed=expect.fact("serving_prompt_seed"),
-            **{key: values[key] for key in WORKLOAD},
-        )
-
-    target_workload = plan(client, facts.model)
+    target_workload = plan(client, facts.model, values, expect)
     run = session.measure(
         generator or ClosedLoop(),
         target=ingress_client,
         target_workload=target_workload,
         server=client,
         baseline=live.client if live else None,
-        baseline_workload=plan(live.client, live.facts.model) if live else None,
+        baseline_workload=plan(live.client, live.facts.model, values, expect) if live else None,
         direct=client if ingress_client is not client else None,
         rounds=values["rounds"],
         warm_up_requests=values["warm_up_requests"],
