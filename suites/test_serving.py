@@ -4,97 +4,55 @@ Opt-in: a measurement costs server time, so the suite runs only where the
 profile declares ``serving: {concurrency: N}``. The workload is a closed
 loop of streamed completions of exact token-id prompts with ``ignore_eos``;
 its warm-up is discarded; rounds on the target and on --vllm-baseline-url
-are interleaved. Nothing else may talk to the server meanwhile
+are interleaved (or compared with a run saved by --vllm-perf-save, given as
+--vllm-perf-baseline-file). Nothing else may talk to the server meanwhile
 (``vllm_exclusive``). docs/serving.md explains the figures.
 """
 
 import pytest
 
 from pytest_vllm_conformance import contract
-from pytest_vllm_conformance.features.quality.assemble import connect_baseline
-from pytest_vllm_conformance.features.quality.session import BaselineUnusable
-from pytest_vllm_conformance.features.serving import figures, session
-from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop
+from pytest_vllm_conformance.features.serving import assemble, figures, session
 from pytest_vllm_conformance.features.serving.stats import compare_medians
-
-KEYS = (
-    "concurrency",
-    "prompt_tokens",
-    "output_tokens",
-    "requests",
-    "warm_up_requests",
-    "rounds",
-    "max_slowdown",
-    "confidence",
-    "slo",
-    "progress_within_seconds",
-)
 
 
 @pytest.fixture(scope="module")
 def declared(vllm_expect):
-    return {key: vllm_expect.declared("serving", key) for key in KEYS}
-
-
-def _plan(client, model, declared, expect):
-    return session.plan(
-        client,
-        model,
-        request=expect.fact("serving_request"),
-        seed=expect.fact("serving_prompt_seed"),
-        **{key: declared[key].value for key in ("prompt_tokens", "output_tokens", "concurrency", "requests")},
-    )
+    return {key: vllm_expect.declared("serving", key) for key in assemble.KEYS}
 
 
 @pytest.fixture(scope="module")
-def baseline(vllm_settings, vllm_facts):
-    """The --vllm-baseline-url server, or the reason it cannot be compared with, or None."""
-    if not vllm_settings.baseline_url:
-        return None
-    try:
-        return connect_baseline(vllm_settings, vllm_facts)
-    except BaselineUnusable as exc:
-        return str(exc)
-
-
-@pytest.fixture(scope="module")
-def serving(declared, baseline, vllm_client, vllm_ingress_client, vllm_facts, vllm_expect, vllm_exclusive):
-    direct = vllm_client if vllm_ingress_client is not vllm_client else None
-    live = baseline if not isinstance(baseline, str) else None
+def serving(declared, vllm_settings, vllm_client, vllm_ingress_client, vllm_facts, vllm_expect, vllm_exclusive):
+    values = {key: declared[key].value for key in assemble.KEYS}
     with vllm_exclusive():
         try:
-            target_workload = _plan(vllm_client, vllm_facts.model, declared, vllm_expect)
-            baseline_workload = _plan(live.client, live.facts.model, declared, vllm_expect) if live else None
+            return assemble.serve(
+                values,
+                settings=vllm_settings,
+                facts=vllm_facts,
+                expect=vllm_expect,
+                client=vllm_client,
+                ingress_client=vllm_ingress_client,
+            )
         except session.NoPrompt as exc:
             pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
-        return session.measure(
-            ClosedLoop(),
-            target=vllm_ingress_client,
-            target_workload=target_workload,
-            server=vllm_client,
-            baseline=live.client if live else None,
-            baseline_workload=baseline_workload,
-            direct=direct,
-            rounds=declared["rounds"].value,
-            warm_up_requests=declared["warm_up_requests"].value,
-            metrics_path=vllm_expect.fact("metrics_path"),
-            gauge_names=vllm_expect.fact("serving_gauges"),
-        ), target_workload
 
 
 @contract("serving.load_success")
 def test_load_success(serving, declared, vllm_record):
-    run, _ = serving
+    run = serving.run
     timings = run.warm_up + run.requests("target") + run.requests("direct")
     failed = figures.load_failures(timings, declared["prompt_tokens"].value, declared["output_tokens"].value)
     vllm_record("figures", f"{len(timings) - len(failed)} of {len(timings)} requests completed as pinned")
+    if serving.saved_to:
+        vllm_record("serving_saved_to", serving.saved_to)
     assert timings, "the workload sent no request"
     assert not failed, f"{len(failed)} of {len(timings)} requests did not complete as pinned: " + "; ".join(failed[:5])
 
 
 @contract("serving.latency_within_slo")
 def test_latency_within_slo(serving, declared, vllm_record):
-    run, _ = serving
+    run = serving.run
     measured = figures.latency(run.target)
     assert measured is not None, "no request of the workload gave a first token (see serving.load_success)"
     line = measured.line()
@@ -112,7 +70,12 @@ def test_latency_within_slo(serving, declared, vllm_record):
     if measured.itl_p99 is not None:
         vllm_record("serving_itl_p99_seconds", f"{measured.itl_p99:.4f}")
     vllm_record("serving_output_tokens_per_second", f"{measured.output_tokens_per_second:.2f}")
-    vllm_record("figures", line + added)
+    baseline = figures.latency(run.baseline) if run.baseline else None
+    compared = f"; baseline, {serving.baseline}: {baseline.line()}" if baseline else ""
+    if serving.picture:
+        vllm_record("picture", serving.picture)
+    compared += f"; the latency picture was not drawn: {serving.picture_not_drawn}" if serving.picture_not_drawn else ""
+    vllm_record("figures", line + added + compared)
     slo = declared["slo"]
     missed = figures.missed_objectives(measured, slo.value or {})
     if missed and direct is not None:
@@ -123,7 +86,7 @@ def test_latency_within_slo(serving, declared, vllm_record):
 
 @contract("serving.occupancy")
 def test_occupancy(serving, declared, vllm_record):
-    run, _ = serving
+    run = serving.run
     concurrency = declared["concurrency"].value
     # Through an ingress, the rounds straight to the server show its own capacity.
     seen = figures.occupancy(run.direct_gauges or run.gauges)
@@ -140,10 +103,10 @@ def test_occupancy(serving, declared, vllm_record):
 
 
 @contract("serving.throughput_not_worse")
-def test_throughput_not_worse(serving, baseline, declared, vllm_record):
-    if isinstance(baseline, str):
-        pytest.fail(f"the baseline cannot be compared with: {baseline}", pytrace=False)
-    run, _ = serving
+def test_throughput_not_worse(serving, declared, vllm_record):
+    if serving.unusable:
+        pytest.fail(f"the baseline cannot be compared with: {serving.unusable}", pytrace=False)
+    run = serving.run
     rates = {side: figures.output_rates(run.requests(side)) for side in ("target", "baseline")}
     compared = compare_medians(
         rates["target"],
@@ -166,8 +129,10 @@ def test_throughput_not_worse(serving, baseline, declared, vllm_record):
         )
     vllm_record("serving_throughput_ratio", f"{compared.ratio:.3f}")
     vllm_record("serving_throughput_ratio_interval", f"{compared.low:.3f}..{compared.high:.3f}")
-    line = f"{compared.describe()}; output tokens/s per round, target/baseline: {rounds}"
+    line = f"{compared.describe()}; output tokens/s per round, target/baseline: {rounds}; against {serving.baseline}"
     vllm_record("figures", line)
+    if serving.too_few_rounds:
+        pytest.skip(f"undecided: {serving.too_few_rounds}: {line}")
     if compared.verdict == "undecided":
         why = "a round pair shows no such slowdown" if compared.rounds_disagree else "the interval is too wide"
         pytest.skip(f"undecided: {why} to decide: {line}")
@@ -177,8 +142,13 @@ def test_throughput_not_worse(serving, baseline, declared, vllm_record):
 
 
 @contract("serving.progress_while_healthy")
-def test_progress_while_healthy(serving, declared, vllm_client, vllm_expect, vllm_exclusive, vllm_record):
-    _, workload = serving
+def test_progress_while_healthy(declared, vllm_facts, vllm_client, vllm_expect, vllm_exclusive, vllm_record):
+    # Its own one-request workload, not the measured run's: a hung engine must not hang the measurement first.
+    values = {key: declared[key].value for key in assemble.KEYS}
+    try:
+        workload = assemble.plan(vllm_client, vllm_facts.model, values, vllm_expect)
+    except session.NoPrompt as exc:
+        pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
     within = declared["progress_within_seconds"]
     with vllm_exclusive():
         seen = session.progress_while_healthy(vllm_client, vllm_expect.fact("health_path"), workload, within.value)

@@ -7,12 +7,17 @@ fallback, legacy RoPE rewrites, the scale-out-disabled notice, unknown
 ``startup_log.fail_on`` fails, quoting each line with its number; any other
 kind passes, and its lines are recorded as JUnit properties
 (``vllm_startup_log_<kind>``).
+
+The start-up phases (weights load, compilation, profiling with KV-cache
+allocation and warm-up, ready) are recorded with their durations
+(``vllm_startup_phase_<name>_seconds``); with ``--vllm-baseline-log FILE``
+the phase that grew beyond the stated tolerance is named.
 """
 
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.startup_log import startup_log_findings
+from pytest_vllm_conformance.features.startup_log import LogUnreadable, grown, startup_log_findings, startup_phases
 
 
 @contract("startup_log.declared_findings_absent")
@@ -28,3 +33,30 @@ def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect
             f"{vllm_startup_log.quote(finding)}",
             pytrace=False,
         )
+
+
+@contract("startup_log.start_reached_ready")
+def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record):
+    seen = startup_phases(vllm_startup_log.path, vllm_offline_expect.fact("startup_log_phases"))
+    for name, seconds in seen.seconds.items():
+        vllm_record(f"startup_phase_{name}_seconds", f"{seconds:.2f}")
+    vllm_record("figures", seen.line())
+    assert "ready" in seen.seconds, f"the log shows no start reaching the point where it listens: {seen.line()}"
+
+
+@contract("startup_log.phases_not_slower")
+def test_phases_not_slower(vllm_startup_log, vllm_settings, vllm_offline_expect, vllm_record):
+    fact = vllm_offline_expect.fact("startup_log_phases")
+    target = startup_phases(vllm_startup_log.path, fact)
+    try:
+        baseline = startup_phases(vllm_settings.baseline_log, fact)
+    except LogUnreadable as exc:
+        pytest.fail(f"--vllm-baseline-log: {exc}", pytrace=False)
+    vllm_record("figures", f"{target.line()}; baseline {baseline.line()}")
+    assert "ready" in baseline.seconds, f"the baseline log shows no complete start to compare with: {baseline.line()}"
+    growth = vllm_offline_expect.declared("startup_log", "max_phase_growth")
+    seconds = vllm_offline_expect.declared("startup_log", "min_phase_growth_seconds")
+    grew = grown(target, baseline, max_growth=growth.value, min_seconds=seconds.value)
+    assert not grew, (
+        f"start-up phases grew beyond {growth.value:.0%} and {seconds.value:g} s ({growth.basis}): {'; '.join(grew)}"
+    )

@@ -81,6 +81,12 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("faults/test_wire_faults.py", ("plain",)),
     ("faults/test_target_faults.py", ("plain",)),
     ("integration/test_operational_suites.py", ("plain", "bounded")),
+    # The serving module's one CI test (the others are opt-in): plain's engine paused and resumed.
+    (
+        "integration/test_serving_on_real_vllm.py::"
+        "test_an_engine_paused_behind_a_healthy_api_server_fails_progress_while_healthy",
+        ("plain",),
+    ),
     ("integration/test_reports_on_real_vllm.py", ("hardened",)),
     # Loads the plain server; the one_seq server starts while the report tests run.
     ("integration/test_serving_on_real_vllm.py", ("plain", "one_seq")),

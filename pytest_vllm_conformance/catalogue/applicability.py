@@ -37,7 +37,8 @@ INPUTS: dict[str, str] = {
     "manifests": "--vllm-manifests=DIR (with --vllm-target-version=X when no server is given)",
     "server_log": "--vllm-log=FILE, or a server the plugin starts (--vllm-serve=MODEL_DIR)",
     "eval_task": "--vllm-eval-task=NAME",
-    "serving_baseline": "--vllm-baseline-url=URL (the old release or flags, loaded the same way)",
+    "startup_baseline_log": "--vllm-baseline-log=FILE (the log of a start to compare with)",
+    "serving_baseline": "--vllm-baseline-url=URL (the old release or flags) or --vllm-perf-baseline-file=PATH",
 }
 
 # What a claimed contract may need to be checked at all (``needs``), and what its skip says is missing.

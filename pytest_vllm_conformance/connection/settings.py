@@ -49,6 +49,7 @@ class Settings:
     # features' inputs
     watermark_key: Secret | None = None
     log: Path | None = None
+    baseline_log: Path | None = None
     manifests: Path | None = None
     target_version: Version | None = None
     baseline_url: str | None = None
@@ -56,6 +57,8 @@ class Settings:
     baseline_api_key: Secret | None = None
     eval_baseline_file: Path | None = None
     eval_save: Path | None = None
+    perf_baseline_file: Path | None = None
+    perf_save: Path | None = None
     eval_task: tuple[str, ...] = ()
     eval_include_path: tuple[str, ...] = ()
     eval_limit: int | None = None

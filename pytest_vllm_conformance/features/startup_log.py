@@ -118,3 +118,90 @@ def scan(path: Path, kinds: list[FindingKind], signature: str | None = None) -> 
 def startup_log_findings(ctx: CaseContext) -> list[FindingKind]:
     """Every kind of finding the contract data knows (read without a server: every version's spelling)."""
     return finding_kinds(ctx.expect.fact("startup_log_findings"))
+
+
+# ---- start-up phases: how long each took, against a baseline log -----------------------------------
+
+TIMESTAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[")
+
+
+@dataclass(frozen=True)
+class PhaseRule:
+    """One phase of a start (fact ``startup_log_phases``): a line saying how long it took, or a line whose
+    timestamp ends it (measured from the log's first timestamp)."""
+
+    name: str
+    meaning: str
+    took: re.Pattern[str] | None = None  # group ``seconds``
+    ends: re.Pattern[str] | None = None
+
+
+def phase_rules(fact: Mapping[str, Mapping[str, Any]]) -> list[PhaseRule]:
+    return [
+        PhaseRule(
+            name,
+            entry["meaning"],
+            re.compile(entry["took"]) if entry.get("took") else None,
+            re.compile(entry["ends"]) if entry.get("ends") else None,
+        )
+        for name, entry in fact.items()
+    ]
+
+
+def _seconds_of_year(match: re.Match[str]) -> int:
+    month, day, hour, minute, second = (int(g) for g in match.groups())
+    # vLLM's timestamps carry no year; a start does not span months, so a day of 31 is enough.
+    return (((month * 31 + day) * 24 + hour) * 60 + minute) * 60 + second
+
+
+@dataclass(frozen=True)
+class Phases:
+    path: Path
+    seconds: Mapping[str, float]  # phase -> seconds; a phase the log does not show is absent
+
+    def line(self) -> str:
+        shown = ", ".join(f"{name} {value:.2f} s" for name, value in self.seconds.items())
+        return f"{self.path.name}: {shown or 'no phase found'}"
+
+
+def phases(path: Path, rules: list[PhaseRule]) -> Phases:
+    """The phases ``path`` shows. A phase logged more than once (one line per worker) counts its longest."""
+    seconds: dict[str, float] = {}
+    first: int | None = None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as log:
+            for raw in log:
+                line = ANSI_ESCAPE.sub("", raw)
+                stamp = TIMESTAMP.search(line)
+                if stamp and first is None:
+                    first = _seconds_of_year(stamp)
+                for rule in rules:
+                    took = rule.took.search(line) if rule.took else None
+                    if took:
+                        seconds[rule.name] = max(seconds.get(rule.name, 0.0), float(took.group("seconds")))
+                    elif rule.ends and stamp and first is not None and rule.ends.search(line):
+                        seconds.setdefault(rule.name, float(_seconds_of_year(stamp) - first))
+    except OSError as exc:
+        raise LogUnreadable(f"vLLM log {path}: cannot read it: {exc.strerror or exc}") from None
+    ordered = {rule.name: seconds[rule.name] for rule in rules if rule.name in seconds}
+    return Phases(Path(path), ordered)
+
+
+def grown(target: Phases, baseline: Phases, *, max_growth: float, min_seconds: float) -> list[str]:
+    """Each phase that took more than ``1 + max_growth`` times the baseline's and ``min_seconds`` longer.
+
+    A phase the baseline does not show counts from zero: a start that took a path the baseline's did not
+    (a compilation a warm restart should have found cached) shows up as the phase it added.
+    """
+    found = []
+    for name, seconds in target.seconds.items():
+        before = baseline.seconds.get(name, 0.0)
+        if seconds > before * (1 + max_growth) and seconds - before > min_seconds:
+            was = f"{before:.2f} s" if name in baseline.seconds else "absent"
+            found.append(f"{name} took {seconds:.2f} s, the baseline's {was} (+{seconds - before:.2f} s)")
+    return found
+
+
+def startup_phases(path: Path, fact: Mapping[str, Mapping[str, Any]]) -> Phases:
+    """The phases of the log at ``path`` by the fact ``startup_log_phases`` (raises LogUnreadable)."""
+    return phases(path, phase_rules(fact))

@@ -192,6 +192,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="FILE",
     ),
     Option(
+        "vllm-baseline-log",
+        "The log of an earlier start (the old release, or a warm start) to compare the start-up phases of "
+        "--vllm-log (or the embedded server's) with.",
+        kind="path",
+        env="VLLM_CONFORMANCE_BASELINE_LOG",
+        metavar="FILE",
+    ),
+    Option(
         "vllm-manifests",
         "Deployment files (a directory or one file: YAML, Helm values, .env, Dockerfile, shell) "
         "for the preflight suite, which needs no server.",
@@ -241,6 +249,22 @@ OPTIONS: tuple[Option, ...] = (
         "a baseline for --vllm-eval-baseline-file.",
         kind="path",
         env="VLLM_CONFORMANCE_EVAL_SAVE",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-perf-baseline-file",
+        "Serving run saved by an earlier run with --vllm-perf-save on the same hardware: the serving suite's "
+        "throughput baseline when no --vllm-baseline-url is given.",
+        kind="path",
+        env="VLLM_CONFORMANCE_PERF_BASELINE_FILE",
+        metavar="PATH",
+    ),
+    Option(
+        "vllm-perf-save",
+        "Write the target's serving rounds (per request, with its version, model and workload) to PATH, "
+        "a baseline for --vllm-perf-baseline-file.",
+        kind="path",
+        env="VLLM_CONFORMANCE_PERF_SAVE",
         metavar="PATH",
     ),
     Option(

@@ -73,9 +73,10 @@ class RunState:
         return {
             "baseline": bool(settings.baseline),
             "quality_baseline": bool(settings.baseline_url or settings.eval_baseline_file or settings.eval_save),
-            "serving_baseline": bool(settings.baseline_url),
+            "serving_baseline": bool(settings.baseline_url or settings.perf_baseline_file),
             "manifests": bool(settings.manifests),
             "server_log": bool(settings.log or self.serve_log),
+            "startup_baseline_log": bool(settings.baseline_log),
             "eval_task": bool(settings.eval_task),
             # The key callers send where the run's requests go (the ingress's own, else the server's).
             "api_key": bool(ingress_key(settings)),

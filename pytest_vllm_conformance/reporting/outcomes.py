@@ -62,6 +62,7 @@ class ContractTest:
     figures: str = ""  # what the test measured, in one line (its vllm_figures property), whatever the outcome
     at_ingress: bool = False  # judged through the run's ingress (the plugin's vllm_judged_at property)
     hidden: str = ""  # what the ingress did not expose to it (its vllm_ingress_hidden property)
+    picture: str = ""  # a picture of its figures beside the report, by file name (its vllm_picture property)
 
 
 def failure_reason(report: Any) -> str:
@@ -110,6 +111,7 @@ def _shorten(text: str) -> str:
 FIGURES_PROPERTY = "vllm_figures"
 JUDGED_AT_PROPERTY = "vllm_judged_at"
 HIDDEN_PROPERTY = "vllm_ingress_hidden"
+PICTURE_PROPERTY = "vllm_picture"
 
 
 class OutcomeCollector:
@@ -126,6 +128,8 @@ class OutcomeCollector:
         test = self.tests.setdefault(report.nodeid, ContractTest(report.nodeid, str(contract), str(feature)))
         if properties.get(FIGURES_PROPERTY):
             test.figures = _shorten(str(properties[FIGURES_PROPERTY]))
+        if properties.get(PICTURE_PROPERTY):
+            test.picture = str(properties[PICTURE_PROPERTY])
         test.at_ingress = properties.get(JUDGED_AT_PROPERTY) == "ingress"
         if properties.get(HIDDEN_PROPERTY):
             test.hidden = str(properties[HIDDEN_PROPERTY])

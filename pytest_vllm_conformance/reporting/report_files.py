@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
@@ -113,7 +114,9 @@ def _feature(feature: FeatureResult) -> dict[str, Any]:
     if feature.measured:
         ordered = sorted(feature.measured, key=lambda t: (t.contract, t.test_id))
         entry["figures"] = [
-            {"contract": t.contract, "test": t.test_id, "outcome": t.outcome, "figures": t.figures} for t in ordered
+            {"contract": t.contract, "test": t.test_id, "outcome": t.outcome, "figures": t.figures}
+            | ({"picture": t.picture} if t.picture else {})
+            for t in ordered
         ]
     if feature.not_exposed:
         entry["not_exposed_by_ingress"] = {"tests": feature.not_exposed, "routes": sorted(feature.hidden)}
@@ -223,6 +226,7 @@ def _feature_details(feature: dict[str, Any]) -> list[str]:
         lines += ["", "**Figures**", ""]
         lines += [
             f"- {_code(t['contract'])} {_code(t['test'])} ({_md(t['outcome'])}): {_md(t['figures'])}"
+            + (f" [picture]({quote(t['picture'])})" if t.get("picture") else "")
             for t in feature["figures"]
         ]
     not_claimed = feature.get(_key(NOT_CLAIMED))

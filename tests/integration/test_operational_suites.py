@@ -102,6 +102,8 @@ def test_on_a_plain_server_admission_fails_as_unbounded_and_the_log_is_read(pyte
             "admission.capacity_released": "passed",
             # Absent from this log, so passing although fail_on lists them; the scale-out notice is reported.
             "startup_log.declared_findings_absent": {"failed": 1, "passed": 5},
+            "startup_log.start_reached_ready": "passed",
+            "startup_log.phases_not_slower": "not claimed",
             "metrics.exposition_parses": "passed",
             "metrics.version_families_exported": {"passed": 4},
             "metrics.dashboard_series_exported": {"passed": 4},
@@ -161,6 +163,8 @@ def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pyte
             "metrics.dashboard_series_exported": {"passed": 2, "failed": 2},
             # The default fail_on (no startup_log section): unknown variables and deprecated flags.
             "startup_log.declared_findings_absent": {"passed": 4, "failed": 2},
+            "startup_log.start_reached_ready": "passed",
+            "startup_log.phases_not_slower": "not claimed",
         },
     )
     failed = failed_checks(junit)
@@ -198,6 +202,8 @@ def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pyte
     assert re.search(r"vllm_admission_rejection_p50_seconds: \d+\.\d{3}", text)
     assert re.search(r"vllm_admission_rejection_p99_seconds: \d+\.\d{3}", text)
     assert re.search(rf"vllm_startup_log_runner_fallback: {re.escape(name)}:\d+: ", text)
+    assert re.search(r"vllm_startup_phase_weights_load_seconds: \d+\.\d\d", text)
+    assert re.search(r"vllm_startup_phase_ready_seconds: \d+\.\d\d", text)
 
 
 def test_a_server_looser_than_declared_fails_the_bound_and_the_latency(pytester, bounded_server):

@@ -33,6 +33,8 @@ OPT_IN = {
         NOT_CLAIMED,
     ),
     "startup_log.declared_findings_absent": NOT_CLAIMED,
+    "startup_log.start_reached_ready": NOT_CLAIMED,
+    "startup_log.phases_not_slower": NOT_CLAIMED,
     **dict.fromkeys(
         [
             "serving.load_success",

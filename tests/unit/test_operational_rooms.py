@@ -389,6 +389,7 @@ EMBEDDED_LOG = """\
 (APIServer pid=21955) INFO 11-29 08:17:34 [api_utils.py:347]  version 0.32.0
 (APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS
 (APIServer pid=21955) WARNING 11-29 08:17:34 [vllm.py:725] Model Runner V2 requires Triton; using the V1 model runner instead.
+(APIServer pid=21955) INFO 11-29 08:18:40 [entry.py:140] Starting vLLM server on http://127.0.0.1:8000
 """
 
 

@@ -1,0 +1,136 @@
+"""The serving run the suite shares: the workload, the baseline the options name, the measurement, the saving.
+
+The baseline is ``--vllm-baseline-url`` (rounds interleaved in this run)
+or, without one, ``--vllm-perf-baseline-file`` (rounds saved by an earlier
+run with ``--vllm-perf-save``). A baseline that cannot be compared with is
+kept as its reason, so the throughput contract fails with it while the
+target's own contracts are still judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_vllm_conformance.catalogue.expectations import Expectations
+from pytest_vllm_conformance.connection.client import BoundedClient
+from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.settings import Settings
+from pytest_vllm_conformance.features.quality.assemble import connect_baseline
+from pytest_vllm_conformance.features.quality.session import BaselineUnusable, ServerSide
+from pytest_vllm_conformance.features.serving import picture, session
+from pytest_vllm_conformance.features.serving.baseline_file import (
+    MIN_ROUNDS,
+    PerfFileError,
+    PerfRecording,
+    recording,
+    refusal,
+)
+from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, LoadGenerator, Workload
+
+# The profile's serving keys (catalogue defaults for all but concurrency).
+KEYS = (
+    "concurrency",
+    "prompt_tokens",
+    "output_tokens",
+    "requests",
+    "warm_up_requests",
+    "rounds",
+    "max_slowdown",
+    "confidence",
+    "slo",
+    "progress_within_seconds",
+)
+WORKLOAD = ("prompt_tokens", "output_tokens", "concurrency", "requests")
+
+
+@dataclass
+class Served:
+    run: session.ServingRun
+    workload: Workload
+    baseline: str = ""  # what the target was compared with, for the figures
+    unusable: str | None = None  # why the baseline named cannot be compared with
+    too_few_rounds: str | None = None  # why a saved baseline's comparison cannot decide
+    saved_to: str | None = None
+    picture: str | None = None  # the latency picture's file name, beside the report
+    picture_not_drawn: str | None = None  # why a report has no picture
+
+
+def open_baseline(settings: Settings, facts: ServerFacts) -> ServerSide | PerfRecording | str | None:
+    """The live baseline, else the saved one, else None; a string says why the one named is unusable."""
+    try:
+        if settings.baseline_url:
+            return connect_baseline(settings, facts)
+        if settings.perf_baseline_file:
+            return PerfRecording.load(settings.perf_baseline_file)
+    except BaselineUnusable as exc:
+        return str(exc)
+    except PerfFileError as exc:
+        return f"--vllm-perf-baseline-file {exc}"
+    return None
+
+
+def plan(client: BoundedClient, model: str, values: dict[str, Any], expect: Expectations) -> Workload:
+    """The declared workload on this server (raises session.NoPrompt when no prompt can be built)."""
+    return session.plan(
+        client,
+        model,
+        request=expect.fact("serving_request"),
+        seed=expect.fact("serving_prompt_seed"),
+        **{key: values[key] for key in WORKLOAD},
+    )
+
+
+def serve(
+    values: dict[str, Any],
+    *,
+    settings: Settings,
+    facts: ServerFacts,
+    expect: Expectations,
+    client: BoundedClient,
+    ingress_client: BoundedClient,
+    generator: LoadGenerator | None = None,
+) -> Served:
+    """Plan, measure and (with --vllm-perf-save) save the run. Raises session.NoPrompt when no prompt can be built."""
+    baseline = open_baseline(settings, facts)
+    live = baseline if isinstance(baseline, ServerSide) else None
+
+    target_workload = plan(client, facts.model, values, expect)
+    run = session.measure(
+        generator or ClosedLoop(),
+        target=ingress_client,
+        target_workload=target_workload,
+        server=client,
+        baseline=live.client if live else None,
+        baseline_workload=plan(live.client, live.facts.model, values, expect) if live else None,
+        direct=client if ingress_client is not client else None,
+        rounds=values["rounds"],
+        warm_up_requests=values["warm_up_requests"],
+        metrics_path=expect.fact("metrics_path"),
+        gauge_names=expect.fact("serving_gauges"),
+    )
+    served = Served(run, target_workload, unusable=baseline if isinstance(baseline, str) else None)
+    workload = {key: values[key] for key in WORKLOAD}
+    if live:
+        served.baseline = f"{settings.baseline_url} (interleaved in this run)"
+    elif isinstance(baseline, PerfRecording):
+        served.unusable = refusal(baseline, facts.model, workload, settings.baseline_model)
+        if served.unusable:
+            served.unusable = f"--vllm-perf-baseline-file {served.unusable}"
+        else:
+            run.baseline = list(baseline.rounds)
+            served.baseline = f"the saved run {baseline.label}"
+            fewest = min(len(run.target), len(run.baseline))
+            if fewest < MIN_ROUNDS:
+                served.too_few_rounds = (
+                    f"{fewest} round(s) to pair with a saved run, which was not interleaved with this one: "
+                    f"at least {MIN_ROUNDS} tell a slower server from a slower moment of the machine"
+                )
+    if settings.report:
+        path = picture.picture_path(settings.report, "latency")
+        served.picture_not_drawn = picture.draw(path, run.target, run.baseline, served.baseline)
+        served.picture = path.name if served.picture_not_drawn is None else None
+    if settings.perf_save:
+        saving = recording(run.target, version=facts.version, model=facts.model, url=facts.url, workload=workload)
+        served.saved_to = str(saving.save(settings.perf_save))
+    return served

@@ -1,0 +1,65 @@
+"""The serving run's latency distributions, target and baseline side by side, as a PNG beside the report.
+
+People compare distributions by looking: one panel for time to first token,
+one for inter-token latency, each a box plot with the points over it, target
+and baseline (live or saved) next to each other. matplotlib is optional (the
+``serving`` extra); without it the picture is not drawn and the report says
+why, and nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_vllm_conformance.features.serving.loadgen import Round
+
+INSTALL_HINT = "pip install 'pytest-vllm-conformance[serving]'"
+
+
+def picture_path(report: Path, name: str) -> Path:
+    """Beside the report: ``report.yaml`` gives ``report.serving-<name>.png``."""
+    return report.with_name(f"{report.stem}.serving-{name}.png")
+
+
+def _latencies(rounds: Sequence[Round]) -> tuple[list[float], list[float]]:
+    timings = [t for r in rounds for t in r.timings if not t.error]
+    ttft = [t.ttft * 1000 for t in timings if t.ttft is not None]
+    itl = [gap * 1000 for t in timings for gap in t.inter_token]
+    return ttft, itl
+
+
+def draw(path: Path, target: Sequence[Round], baseline: Sequence[Round], baseline_label: str) -> str | None:
+    """Draw the picture at ``path``; None when drawn, else why it was not."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display: a file only
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return f"matplotlib is not installed ({INSTALL_HINT})"
+    sides = [("target", _latencies(target))]
+    if baseline:
+        sides.append((f"baseline\n{baseline_label}"[:60], _latencies(baseline)))
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.5), constrained_layout=True)
+    try:
+        for panel, (title, which) in enumerate((("time to first token", 0), ("inter-token latency", 1))):
+            axis = axes[panel]
+            values = [side[1][which] or [0.0] for side in sides]
+            axis.boxplot(values, showfliers=False)
+            for position, points in enumerate(values, start=1):
+                # Spread the points sideways, evenly, so a dense distribution still shows its mass.
+                offsets = [position - 0.15 + 0.3 * i / max(len(points) - 1, 1) for i in range(len(points))]
+                axis.scatter(offsets, points, s=6, alpha=0.35)
+            axis.set_xticks(range(1, len(sides) + 1), [f"{name}\n({len(side[which])})" for name, side in sides])
+            axis.set_title(title)
+            if which == 1 and all(v > 0 for points in values for v in points):
+                # Gaps of a few ms under a tail of stalls hundreds of ms long: a linear axis flattens the box.
+                axis.set_yscale("log")
+            axis.set_ylabel("milliseconds")
+            axis.grid(axis="y", alpha=0.3)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=100)
+    finally:
+        plt.close(figure)
+    return None
