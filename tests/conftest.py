@@ -96,6 +96,7 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("unbounded_embeds",),
     ),
     ("faults/test_context_faults.py", ("plain", "short_context")),
+    ("integration/test_rendering_on_real_vllm.py", ("plain", "retemplated")),
     ("integration/test_generation_controls.py", ("plain", "generation")),
     ("faults/test_generation_faults.py", ("generation",)),
     # The padding model's runs, apart from their modules: its server starts while the generation faults run.

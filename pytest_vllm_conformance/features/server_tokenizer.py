@@ -26,6 +26,19 @@ class TokenizeUnavailable(Exception):
         self.response = response
 
 
+def send(client: BoundedClient, body: dict[str, Any], *, max_body: int | None = None) -> Response:
+    """``POST /tokenize`` with ``body`` as it is; a transport failure raises (``TransportFailure``)."""
+    return client.post("/tokenize", body, **({"max_body": max_body} if max_body is not None else {}))
+
+
+def answer_or_none(client: BoundedClient, body: dict[str, Any]) -> Response | None:
+    """``send``, or None when no answer came: for observers that record what they could not see."""
+    try:
+        return send(client, body)
+    except TransportFailure:
+        return None
+
+
 def token_ids(
     client: BoundedClient,
     model: str,
@@ -47,9 +60,8 @@ def token_ids(
     if add_special_tokens is not None:
         body["add_special_tokens"] = add_special_tokens
     body.update(extra)
-    limits = {"max_body": max_body} if max_body is not None else {}
     try:
-        response = client.post("/tokenize", body, **limits)
+        response = send(client, body, max_body=max_body)
     except TransportFailure as exc:
         raise TokenizeUnavailable(f"/tokenize: {exc}") from None
     tokens = tokenized(response)

@@ -101,6 +101,11 @@ ALWAYS_PASS = {
     ],
     "passed",
 )
+# The ten conversations of the rendering corpus; four generation routes, plain and streamed.
+WHAT_THE_MODEL_SEES = {
+    "rendering.chat_renders_as_tokenize": {"passed": 10},
+    "token_accounting.usage_adds_up": {"passed": 8},
+}
 # The wire suite on a vLLM 0.32 server of tiny-llama (no embedding model declared).
 WIRE_PLAIN = {
     "wire.models_shape": "passed",
@@ -130,6 +135,7 @@ GUARDED = [
 PLAIN_VERDICTS = {
     **OPT_IN,
     **ALWAYS_PASS,
+    **WHAT_THE_MODEL_SEES,
     **WIRE_PLAIN,
     "scale_out.enabled_routes_served": NOT_CLAIMED,
     "scale_out.disabled_routes_refused": {"passed": 8},
@@ -144,6 +150,7 @@ PLAIN_VERDICTS = {
 GATED_VERDICTS = {
     **OPT_IN,
     **ALWAYS_PASS,
+    **WHAT_THE_MODEL_SEES,
     **WIRE_PLAIN,
     "wire.error_status_map": {"passed": 7},  # with a key, its absence is probed too
     "scale_out.enabled_routes_served": {"passed": 8},

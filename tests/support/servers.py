@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fixtures.tiny_tokenizer import CHATML_TEMPLATE
 from tests.support.profiles import WATERMARK_KEY
 
 if TYPE_CHECKING:
@@ -61,6 +62,9 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
         # max_tokens, on the xgrammar backend (which words its refusals otherwise): a conformant server
         # whose cut answers the generation suites must call undecided, never failed.
         "padding": ServerSpec.of(models["tiny-llama-other-seed"], PADDING_SERVE_ARGS),
+        # plain with a chat template that differs in one place: an end-of-text token before each system message
+        # (a doubled BOS on one branch). The one-message chat fingerprint cannot see it; the rendering corpus can.
+        "retemplated": ServerSpec.of(llama, (*CPU_SERVE_ARGS, "--chat-template", SYSTEM_BOS_TEMPLATE)),
         "watermark": ServerSpec.of(
             llama,
             (*CPU_SERVE_ARGS, "--enable-scale-out", *cpu_watermark.serve_args()),
@@ -69,6 +73,12 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
     }
 
 
+# vLLM reads a --chat-template value with Jinja characters that names no file as the template itself.
+SYSTEM_BOS_TEMPLATE = CHATML_TEMPLATE.replace(
+    "{% for message in messages %}",
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|endoftext|>' }}{% endif %}",
+    1,
+)
 DERIVED_LENGTH_ARGS = ("--dtype", "float32", "--enforce-eager")
 GENERATION_SERVE_ARGS = (
     *CPU_SERVE_ARGS,

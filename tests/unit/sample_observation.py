@@ -35,6 +35,19 @@ _OBSERVED: dict[str, Any] = {
     },
     "metrics": {"names": ["vllm:num_preemptions_total", "vllm:request_num_preemptions"], "truncated": False},
     "tokenizer": {"text": "fixed text", "token_count": 3, "sha256": "a" * 64, "chat_sha256": "b" * 64},
+    "rendering": {
+        "corpus": 1,
+        "dates": "dates compared as one mark",
+        "conversations": {
+            "system prompt": {
+                "status": 200,
+                "ids": [1, 9, 10, 2, 1, 11, 12, 2],
+                "tokens": ["<|im_start|>", "system", "Ċhi", "<|im_end|>", "<|im_start|>", "user", "Ċyo", "<|im_end|>"],
+                "dates": [],
+            },
+            "tool call and result": {"status": 400, "refused": "can only concatenate str (not NoneType) to str"},
+        },
+    },
     "generation_defaults": {
         "source": "render",
         "completions_max_tokens": 16,

@@ -69,7 +69,6 @@ HELPER_LINES_STILL_OVER = {
     "test_context.py": 40,
     "test_auth.py": 49,
     "test_tool_calls.py": 53,
-    "test_serving.py": 55,
     "test_admission.py": 63,
     "test_quality.py": 43,
     "test_wire.py": 100,

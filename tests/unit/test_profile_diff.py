@@ -239,7 +239,7 @@ def test_coverage_says_what_was_compared_and_fails_a_baseline_of_another_model()
     assert same.problem() is None
     assert same.summary() == (
         f"models in both: {MODEL}; compared: routes, auth, scale_out, validation_error, tokenizer, "
-        "generation_defaults, wire_extensions; ignored: metrics"
+        "rendering, generation_defaults, wire_extensions; ignored: metrics"
     )
     other = observation(models=[{"id": "other-model", "max_model_len": 2048, "root": "/models/other"}])
     problem = coverage(other, observation()).problem()

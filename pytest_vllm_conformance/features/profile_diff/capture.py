@@ -4,7 +4,8 @@ What an operator versions and canaries is the model's serving profile, not
 the image tag: the vLLM version, the model ids and their max_model_len, the
 route table, whether /v1 answers without a key, the scale-out state, how a
 malformed request is answered, the metric names, and a fingerprint of the
-tokenizer, the generation defaults and the fields vLLM adds to OpenAI's
+tokenizer, the rendering corpus (what the model sees for a fixed set of
+conversations), the generation defaults and the fields vLLM adds to OpenAI's
 answers. ``observe`` reads all of it with a handful of harmless requests
 (the generation ones ask for a few tokens); ``write_profile`` writes it as a serving profile in the one
 profile schema, with what was seen under ``observed:`` and the declarations
@@ -46,6 +47,7 @@ from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.secrets import Redactor
 from pytest_vllm_conformance.features.generation.defaults import observe_defaults
 from pytest_vllm_conformance.features.profile_diff import diff as profile_diff
+from pytest_vllm_conformance.features.rendering.render import render_corpus
 from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
 
@@ -90,6 +92,7 @@ def observe(
         "validation_error": validation_error(client, facts, fact("malformed_list_requests"), unobserved),
         "metrics": metric_names(client, unobserved),
         "tokenizer": tokenizer_fingerprint(client, facts.model, unobserved),
+        "rendering": render_corpus(client, facts.model, unobserved),
         "generation_defaults": observe_defaults(client, facts.model, facts.max_model_len, unobserved),
         "wire_extensions": observe_extensions(client, facts.model, unobserved),
     }

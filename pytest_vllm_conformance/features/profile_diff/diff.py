@@ -4,7 +4,8 @@ Data in, data out: no HTTP and no pytest. ``differences`` compares two
 ``observed:`` sections (written by ``capture.py``) and returns one
 ``Difference`` per change. A difference either matters for serving (the
 ``profile_diff`` suite fails it: max_model_len, a route or model removed,
-the auth posture, the scale-out state, the tokenizer) or is informational
+the auth posture, the scale-out state, the tokenizer, a conversation
+rendered otherwise) or is informational
 (reported and passing: the vLLM version, routes, models or metric names
 added, ...). What either side could not observe is never taken as
 unchanged: it is a failing difference naming what was not seen and how to
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
+from pytest_vllm_conformance.features.rendering.drift import changes as rendering_changes
 
 Observed = Mapping[str, Any]
 
@@ -243,6 +245,11 @@ def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
         )
 
 
+def _rendering(baseline: Observed, target: Observed) -> Iterator[Difference]:
+    for change in rendering_changes(_section(baseline, "rendering"), _section(target, "rendering")):
+        yield Difference(change.id, "rendering", change.before, change.after, change.matters, change.why)
+
+
 def _generation_defaults(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = _section(baseline, "generation_defaults"), _section(target, "generation_defaults")
     why = (
@@ -334,6 +341,10 @@ ASPECTS: dict[str, tuple[Callable[[Observed], bool], str]] = {
         "serve GET /metrics to the run, whole (raise --vllm-max-body if the page passes it)",
     ),
     "tokenizer": (lambda o: not _section(o, "tokenizer"), "allow POST /tokenize for the key the run uses"),
+    "rendering": (
+        lambda o: not _section(o, "rendering"),
+        "allow POST /tokenize with messages for the key the run uses (and capture again: older captures lack it)",
+    ),
     "generation_defaults": (
         lambda o: not _section(o, "generation_defaults"),
         "serve POST /v1/completions to the run (and capture again: captures before this plugin version lack it)",
@@ -379,6 +390,7 @@ COMPARISONS: tuple[Callable[[Observed, Observed], Iterator[Difference]], ...] = 
     _validation,
     _metrics,
     _tokenizer,
+    _rendering,
     _generation_defaults,
     _wire_extensions,
 )
@@ -391,6 +403,7 @@ ASPECT_OF: dict[Callable[[Observed, Observed], Iterator[Difference]], str] = {
     _validation: "validation_error",
     _metrics: "metrics",
     _tokenizer: "tokenizer",
+    _rendering: "rendering",
     _generation_defaults: "generation_defaults",
     _wire_extensions: "wire_extensions",
 }

@@ -1,0 +1,131 @@
+"""The rendering corpus in the capture and the diff: token text, dates, and the first differing position."""
+
+import copy
+import datetime
+import json
+
+import httpx
+
+from pytest_vllm_conformance.connection.client import Response
+from pytest_vllm_conformance.features.profile_diff.diff import differences
+from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
+from pytest_vllm_conformance.features.rendering.drift import changes, first_difference
+from pytest_vllm_conformance.features.rendering.render import render_corpus
+from pytest_vllm_conformance.features.rendering.text import date_spans, date_texts, token_bytes, tokens_text
+from tests.unit.sample_observation import observation
+
+
+def rendering(**conversations):
+    return {"corpus": 1, "dates": "", "conversations": conversations}
+
+
+def rendered(tokens, dates=()):
+    return {"status": 200, "ids": [hash(t) % 1000 for t in tokens], "tokens": list(tokens), "dates": list(dates)}
+
+
+def test_token_strings_read_as_text_in_either_alphabet():
+    assert token_bytes("ĠhelloĊ") == b" hello\n"
+    assert token_bytes("▁hello") == b" hello" and token_bytes("<0x0A>") == b"\n"
+    assert tokens_text(["<|im_start|>", "user", "Ċ", "caf", "Ã©"]) == "<|im_start|>user\ncafé"
+
+
+def test_the_corpus_covers_what_templates_branch_on():
+    bodies = CONVERSATIONS.values()
+    assert any(body.get("continue_final_message") for body in bodies)
+    assert any(body.get("add_generation_prompt") is False and not body.get("continue_final_message") for body in bodies)
+    assert any(body.get("tools") for body in bodies) and any(body.get("chat_template_kwargs") for body in bodies)
+    messages = [message for body in bodies for message in body["messages"]]
+    assert {"system", "user", "assistant", "tool"} <= {m["role"] for m in messages}
+    assert any(m.get("tool_calls") for m in messages) and any(m.get("reasoning") for m in messages)
+
+
+def test_a_date_the_template_wrote_is_found_and_compares_equal_on_another_day():
+    def today(day, tokens):
+        dates = date_texts(datetime.datetime(2024, 7, day, tzinfo=datetime.UTC))
+        return rendered(tokens, date_spans(tokens, dates))
+
+    yesterday = today(26, ["<|start|>", "Today", "Ġ", "26", "ĠJul", "Ġ2024", "Ċ", "hi"])
+    later = today(27, ["<|start|>", "Today", "Ġ", "27", "ĠJul", "Ġ2024", "Ċ", "hi"])
+    assert yesterday["dates"] == [(3, 6)]
+    assert changes(rendering(a=yesterday), rendering(a=later)) == []
+    other_text = today(27, ["<|start|>", "Today", "Ġ", "27", "ĠJul", "Ġ2024", "Ċ", "yo"])
+    (change,) = changes(rendering(a=yesterday), rendering(a=other_text))
+    assert change.why.startswith('first difference at token 5: "<date>\\nhi" (end) -> "<date>\\nyo" (end)')
+
+
+def test_a_doubled_bos_shows_the_first_difference_as_text_on_both_sides():
+    once = rendered(["<|begin_of_text|>", "<|im_start|>", "user", "Ċ", "hi"])
+    twice = rendered(["<|begin_of_text|>", "<|begin_of_text|>", "<|im_start|>", "user", "Ċ", "hi"])
+    (change,) = changes(rendering(**{"system prompt": once}), rendering(**{"system prompt": twice}))
+    assert change.id == "rendering changed: system prompt" and change.matters
+    assert change.why.startswith(
+        'first difference at token 1: "<|begin_of_text|><|im_start|>user\\nhi" (end) -> '
+        '"<|begin_of_text|><|begin_of_text|><|im_start|>user\\nhi" (end)'
+    )
+    assert (change.before, change.after) == ("5 tokens", "6 tokens")
+
+
+def test_a_refusal_where_there_was_a_rendering_matters_and_two_refusals_compare_equal():
+    refused = {"status": 400, "refused": "template error"}
+    (change,) = changes(rendering(a=rendered(["x"])), rendering(a=refused))
+    assert change.id == "rendering of a: rendered -> refused 400" and change.matters
+    assert "now refuses this conversation (template error)" in change.why
+    assert changes(rendering(a=refused), rendering(a=dict(refused))) == []
+
+
+def test_ids_are_shown_where_the_version_returns_no_token_strings():
+    before, after = {"status": 200, "ids": [1, 2, 3]}, {"status": 200, "ids": [1, 2, 4]}
+    (change,) = changes(rendering(a=before), rendering(a=after))
+    assert change.why.startswith("first difference at token 2: [1, 2, 3] -> [1, 2, 4]")
+    assert first_difference([1, 2], [1, 2, 3]) == 2 and first_difference([1], [1]) is None
+
+
+def test_the_profile_diff_fails_a_changed_rendering_and_an_older_capture_is_not_compared():
+    target = observation()
+    conversation = target["rendering"]["conversations"]["system prompt"]
+    conversation["ids"] = [0, *conversation["ids"]]
+    conversation["tokens"] = ["<|endoftext|>", *conversation["tokens"]]
+    (found,) = differences(observation(), target)
+    assert found.id == "rendering changed: system prompt" and found.matters
+    assert found.why.startswith(
+        'first difference at token 0: "<|im_start|>system\\nhi<|im_end|><|im_start|>user" -> '
+        '"<|endoftext|><|im_start|>system\\nhi<|im_end|><|im_start|>"'
+    )
+    (blind,) = differences(observation(rendering=None), observation())
+    assert blind.id == "rendering not compared" and blind.matters
+    assert differences(observation(rendering=None), observation(), ignore=["rendering"]) == []
+
+
+def _response(path, status, body):
+    text = json.dumps(body).encode()
+    return Response("POST", path, status, httpx.Headers(), text, len(text), False, 0.0)
+
+
+class _Tokenizer:
+    """Answers /tokenize as vLLM does: a rendering, a template's refusal, or a gateway's 403."""
+
+    def __init__(self, status_for_tools=400, blocked=False):
+        self.status_for_tools, self.blocked = status_for_tools, blocked
+
+    def post(self, path, json_body=None, **kw):
+        if self.blocked:
+            return _response(path, 403, {"detail": "Forbidden"})
+        if any(m.get("tool_calls") for m in json_body["messages"]):
+            return _response(path, self.status_for_tools, {"error": {"message": "template error", "code": 400}})
+        return _response(path, 200, {"tokens": [1, 2], "token_strs": ["<|im_start|>", "hi"], "count": 2})
+
+
+def test_a_refused_conversation_is_recorded_with_its_status_and_a_blocked_tokenize_is_unobserved():
+    unobserved = {}
+    corpus = render_corpus(_Tokenizer(), "m", unobserved)
+    assert corpus is not None and unobserved == {}
+    assert corpus["conversations"]["tool call and result"] == {"status": 400, "refused": "template error"}
+    assert corpus["conversations"]["non-ASCII"] == {
+        "status": 200,
+        "ids": [1, 2],
+        "tokens": ["<|im_start|>", "hi"],
+        "dates": [],
+    }
+    assert render_corpus(_Tokenizer(blocked=True), "m", unobserved) is None
+    assert unobserved == {"rendering": "POST /tokenize (system prompt) answered 403"}
+    assert copy.deepcopy(corpus) == corpus
