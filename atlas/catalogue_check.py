@@ -1,0 +1,85 @@
+"""The atlas checks the catalogue: what the facts predict for a release, against what it measured.
+
+A prediction names a fact, the flag set it speaks of, the contract, and the outcome the fact's value
+for that release implies. A measured outcome that differs fails the run, naming the fact: the facts
+are only as good as their measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import Version
+
+from pytest_vllm_conformance.catalogue import contracts
+
+
+@dataclass(frozen=True)
+class Prediction:
+    fact: str
+    flag_set: str
+    contract: str
+    outcome: Callable[[Any], str]  # the fact's value for the release -> the outcome it implies
+
+
+PREDICTIONS = (
+    # The production profile declares the gate closed: a release that serves the routes without a flag fails.
+    Prediction(
+        "scale_out_default",
+        "plain",
+        "scale_out.disabled_routes_refused",
+        lambda default: "passed" if default == "disabled" else "failed",
+    ),
+    Prediction(
+        "scale_out_default",
+        "plain",
+        "scale_out.enabled_routes_served",
+        lambda default: "not claimed",
+    ),
+    Prediction(
+        "validation_error_bounds",
+        "plain",
+        "validation_bounds.error_body_bounded",
+        lambda bounds: "passed" if bounds["bounded"] else "failed",
+    ),
+    Prediction(
+        "validation_error_bounds",
+        "plain",
+        "validation_bounds.error_entries_bounded",
+        lambda bounds: "passed" if bounds["bounded"] else "failed",
+    ),
+)
+
+
+def contradictions(records: dict[str, dict]) -> list[str]:
+    """Each measured outcome the catalogue's facts (or a contract's versions) predict otherwise, in one line."""
+    catalogue = contracts.load()
+    found = []
+    for record in records.values():
+        if record.get("status") != "measured":
+            continue
+        version = Version(record["vllm_version"] or record["release"])
+        measured = record["contracts"]
+        for contract_id, outcome in measured.items():
+            contract = catalogue.contracts.get(contract_id)
+            if contract is None:
+                continue
+            available = contract.applies_to(version)
+            if available == (outcome["outcome"] == "not available"):
+                found.append(
+                    f"{record['release']}/{record['flag_set']}: {contract_id} applies to vLLM {contract.versions}, "
+                    f"but measured {outcome['outcome']} on {version}"
+                )
+        for prediction in PREDICTIONS:
+            if prediction.flag_set != record["flag_set"] or prediction.contract not in measured:
+                continue
+            expected = prediction.outcome(catalogue.fact(prediction.fact, version))
+            got = measured[prediction.contract]
+            if got["outcome"] != expected:
+                found.append(
+                    f"{record['release']}/{record['flag_set']}: fact {prediction.fact} predicts "
+                    f"{prediction.contract} {expected} on vLLM {version}, measured {got['outcome']}: {got['reason']}"
+                )
+    return found
