@@ -53,14 +53,42 @@ PREDICTIONS = (
 )
 
 
+def derived_length(rule: dict, config: dict) -> int:
+    """The max_model_len the fact ``yarn_max_model_len`` predicts for a checkpoint without --max-model-len."""
+    scaling = config.get("rope_scaling") or {}
+    if rule["rule"].startswith("original_max_position_embeddings"):
+        return int(scaling["original_max_position_embeddings"] * scaling["factor"])
+    return int(config["max_position_embeddings"])
+
+
+def _server_contradictions(record: dict, catalogue: contracts.Catalogue, version: Version) -> list[str]:
+    """What the facts predict of the server itself: whether it takes the flags, the length it derives."""
+    where = f"{record['release']}/{record['flag_set']}"
+    if record["flag_set"] == "scale_out":
+        gate = catalogue.fact("scale_out_gate", version)["gate"]
+        refused = record.get("status") == "server refused the flags"
+        if refused != (gate == "none"):
+            return [
+                f"{where}: fact scale_out_gate ({gate}) predicts --enable-scale-out is "
+                f"{'unknown' if gate == 'none' else 'taken'}, but the server {record.get('status')}"
+            ]
+    if record["flag_set"] == "yarn" and record.get("status") == "measured" and record.get("model_config"):
+        expected = derived_length(catalogue.fact("yarn_max_model_len", version), record["model_config"])
+        got = record["capture"]["observed"].get("max_model_len")
+        if got != expected:
+            return [f"{where}: fact yarn_max_model_len predicts max_model_len {expected}, measured {got}"]
+    return []
+
+
 def contradictions(records: dict[str, dict]) -> list[str]:
     """Each measured outcome the catalogue's facts (or a contract's versions) predict otherwise, in one line."""
     catalogue = contracts.load()
     found = []
     for record in records.values():
+        version = Version(record.get("vllm_version") or record["release"] + ".0")
+        found += _server_contradictions(record, catalogue, version)
         if record.get("status") != "measured":
             continue
-        version = Version(record["vllm_version"] or record["release"])
         measured = record["contracts"]
         for contract_id, outcome in measured.items():
             contract = catalogue.contracts.get(contract_id)

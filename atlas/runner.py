@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import secrets
@@ -11,6 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -74,6 +76,8 @@ def measure(release: str, flags: FlagSet, python: str, models: dict[str, Path], 
         "flag_set": flags.name,
         "plugin_commit": plugin_commit(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "model": flags.model,
+        "model_config": model_config(models[flags.model]),
     }
     key = Secret("sk-atlas-" + secrets.token_hex(8)) if flags.api_key else None
     server = VllmServer(models[flags.model], flags.args, python=python, api_key=key, log_path=work / "vllm-serve.log")
@@ -124,11 +128,33 @@ def read_run(junit: Path, capture: Path) -> dict:
 
 
 def _capture_summary(captured: dict) -> dict:
-    """The capture without what differs on every run (dates, URLs, ports)."""
+    """The capture without what differs on every run (dates, URLs, ports) or names this machine (paths)."""
     observed = dict(captured.get("observed") or {})
     for volatile in ("captured_at", "url", "plugin_version", "capture_seconds"):
         observed.pop(volatile, None)
-    return {"observed": observed, "context": captured.get("context") or {}, "endpoint": captured.get("endpoint") or {}}
+    summary = {
+        "observed": observed,
+        "context": captured.get("context") or {},
+        "endpoint": captured.get("endpoint") or {},
+    }
+    return without_paths(summary)
+
+
+def without_paths(value: Any) -> Any:
+    """Every absolute path in a capture (a model's root) cut to its last part, the same on every machine."""
+    if isinstance(value, dict):
+        return {key: without_paths(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_paths(item) for item in value]
+    if isinstance(value, str) and value.startswith("/") and "/" in value[1:] and " " not in value:
+        return Path(value).name
+    return value
+
+
+def model_config(model_dir: Path) -> dict:
+    """What the catalogue's length facts are computed from: the checkpoint's positions and rope scaling."""
+    config = json.loads((model_dir / "config.json").read_text())
+    return {key: config.get(key) for key in ("max_position_embeddings", "rope_scaling")}
 
 
 def scratch() -> Path:

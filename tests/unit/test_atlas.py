@@ -159,3 +159,37 @@ def test_the_atlas_shows_for_0_29_what_the_version_matrix_pins(flags):
         assert shown[contract]["outcome"] == outcome, (contract, shown[contract])
         if reason is not None:
             assert reason in shown[contract]["reason"], (contract, shown[contract])
+
+
+def test_the_server_itself_is_held_to_its_facts():
+    """0.29 has no --enable-scale-out (no gate); the YaRN length is the original length times the factor there."""
+    yarn_config = {
+        "max_position_embeddings": 512,
+        "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 512, "rope_type": "yarn"},
+    }
+    records = {
+        "0.29/scale_out": {"release": "0.29", "flag_set": "scale_out", "status": "measured", "contracts": {}},
+        "0.29/yarn": {
+            **_record("0.29", "yarn", {}),
+            "model_config": yarn_config,
+            "capture": {"observed": {"max_model_len": 512}},
+        },
+        "0.30/yarn": {
+            **_record("0.30", "yarn", {}),
+            "model_config": yarn_config,
+            "capture": {"observed": {"max_model_len": 512}},
+        },
+    }
+    assert contradictions(records) == [
+        "0.29/scale_out: fact scale_out_gate (none) predicts --enable-scale-out is unknown, but the server measured",
+        "0.29/yarn: fact yarn_max_model_len predicts max_model_len 2048, measured 512",
+    ]
+
+
+def test_a_capture_keeps_no_path_of_the_machine_it_ran_on():
+    from atlas.runner import without_paths
+
+    assert without_paths({"models": [{"id": "m", "root": "/some/cache/tiny-llama"}], "probe": "POST /v1/x"}) == {
+        "models": [{"id": "m", "root": "tiny-llama"}],
+        "probe": "POST /v1/x",
+    }
