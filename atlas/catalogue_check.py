@@ -94,8 +94,11 @@ def contradictions(records: dict[str, dict]) -> list[str]:
             contract = catalogue.contracts.get(contract_id)
             if contract is None:
                 continue
-            available = contract.applies_to(version)
-            if available == (outcome["outcome"] == "not available"):
+            # A contract off by the profile's declaration is "not claimed" on any release; one that ran, or
+            # one called missing on a release its versions contain, contradicts them.
+            ran = outcome["outcome"] in ("passed", "failed", "undecided")
+            missing = outcome["outcome"] == "not available"
+            if (ran or missing) and contract.applies_to(version) == missing:
                 found.append(
                     f"{record['release']}/{record['flag_set']}: {contract_id} applies to vLLM {contract.versions}, "
                     f"but measured {outcome['outcome']} on {version}"

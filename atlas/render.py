@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import functools
 from typing import Any
 
 import yaml
 
 from atlas.plan import FLAG_SETS, RELEASES
-from pytest_vllm_conformance.catalogue.contracts import CATALOGUE_FILE, load
+from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.catalogue.contracts import CATALOGUE_FILE
+
+# One catalogue for a whole rendering: the matrix asks it once a cell.
+load = functools.cache(contracts.load)
 
 # Outcomes, most telling first: a release's cell shows the most telling one over the flag sets.
 OUTCOMES = ("failed", "undecided", "passed", "not claimed", "not available", "not measured")
@@ -76,6 +80,10 @@ def readme(data: dict) -> str:
         "of `fixtures/tiny_models.py` served by each release under a few named flag sets, every suite run",
         "with one production profile (the same promises made to every release), and each serving profile",
         "captured. The data is [atlas.json](atlas.json); this page and the upgrade pages are rendered from it.",
+        "`make atlas` measures what is not measured yet (one server at a time) and renders the pages; the run",
+        "fails where a measured verdict contradicts what the catalogue's facts predict for that release.",
+        "0.33 has no CPU build: its column shows what the catalogue predicts from vLLM's source, until a run",
+        "on a GPU machine fills it.",
         "",
         "## Releases",
         "",
@@ -100,6 +108,10 @@ def readme(data: dict) -> str:
         f"Measured with plugin commit(s) {', '.join(sorted({c for c, _ in runs})) or '-'} on "
         f"{', '.join(sorted({d for _, d in runs})) or '-'}; the measured servers took {seconds} s in all.",
         "",
+        "Timing checks (`validation_bounds.answered_fast`, a validation error answered within 30 s) read the",
+        "machine's load: each record in atlas.json keeps the load average at its end, and a timing failure on a",
+        "loaded machine is to be measured again before it is believed.",
+        "",
         "A cell shows the most telling outcome over the flag sets (failed, undecided, passed, not claimed,",
         "not available) and the flag sets it came from; a failure carries its one-line reason, a",
         '"not claimed" its condition.',
@@ -109,7 +121,9 @@ def readme(data: dict) -> str:
         "## Upgrades",
         "",
     ]
-    lines += [f"- [{old} → {new}]({upgrade_file(old, new)})" for old, new in upgrade_pairs(data)]
+    lines += [f"- [{old} → {new}]({upgrade_file(old, new)})" for old, new in upgrade_pairs(data)] or [
+        "- none yet: fewer than two releases are measured"
+    ]
     lines += ["", "## The matrix", ""]
     releases = list(RELEASES)
     for feature, ids in contract_ids(data).items():
@@ -122,16 +136,23 @@ def readme(data: dict) -> str:
                     cells.append(_escape(_predicted(contract, release)))
                     continue
                 outcome, reason = cell(data, release, contract)
-                cells.append(_escape(MARK[outcome] + (f" ({reason})" if reason else "")))
+                text = MARK[outcome] + (f" ({reason})" if reason else "")
+                if outcome == "not claimed" and not _applies(contract, release):
+                    text += f"; not available on {release} (applies to vLLM {load().contract(contract).versions})"
+                cells.append(_escape(text))
             lines.append(f"| `{contract}` | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
 
 
-def _predicted(contract: str, release: str) -> str:
+def _applies(contract: str, release: str) -> bool:
     from packaging.version import Version
 
-    applies = load().contract(contract).applies_to(Version(release))
+    return load().contract(contract).applies_to(Version(release))
+
+
+def _predicted(contract: str, release: str) -> str:
+    applies = _applies(contract, release)
     return "· not measured; predicted from source: " + ("claimed by its versions" if applies else "not available")
 
 
@@ -159,7 +180,7 @@ def changing_facts(old: str, new: str) -> list[tuple[str, str, str]]:
     """The catalogue's facts whose value differs between two releases: (name, source at old, source at new)."""
     from packaging.version import Version
 
-    raw = yaml.safe_load(Path(CATALOGUE_FILE).read_text())["facts"]
+    raw = _raw_facts()
     changed = []
     for name, ranges in raw.items():
         picked = []
@@ -170,6 +191,15 @@ def changing_facts(old: str, new: str) -> list[tuple[str, str, str]]:
             if picked[0].get("value") != picked[1].get("value"):
                 changed.append((name, picked[0]["source"], picked[1]["source"]))
     return changed
+
+
+def _raw_facts() -> dict[str, list[dict]]:
+    """The facts with their sources (the loaded catalogue keeps the values only)."""
+    from importlib import resources
+
+    from pytest_vllm_conformance.catalogue import contracts
+
+    return yaml.safe_load(resources.files(contracts.__package__).joinpath(CATALOGUE_FILE).read_text())["facts"]
 
 
 def _contains(spec: str, version: Any) -> bool:
@@ -235,7 +265,7 @@ def _citation(contract: str, flag_set: str, release: str) -> str:
 
     for prediction in PREDICTIONS:
         if prediction.contract == contract and prediction.flag_set == flag_set:
-            ranges = yaml.safe_load(Path(CATALOGUE_FILE).read_text())["facts"][prediction.fact]
+            ranges = _raw_facts()[prediction.fact]
             source = next(r["source"] for r in ranges if _contains(r["versions"], Version(release)))
             return f"`{prediction.fact}`: {source}"
     return ""
@@ -243,7 +273,7 @@ def _citation(contract: str, flag_set: str, release: str) -> str:
 
 def _status(record: dict) -> str:
     if not record:
-        return "not measured"
+        return "not measured yet"
     return record.get("status", "?") + (f": {record['reason']}" if record.get("reason") else "")
 
 
