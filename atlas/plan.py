@@ -1,0 +1,110 @@
+"""What the atlas measures: the releases, the named flag sets, and the one production profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tests.support.servers import CPU_SERVE_ARGS, DERIVED_LENGTH_ARGS
+
+# Oldest first. ``why_not`` says why a release has no column of measurements.
+RELEASES: dict[str, str] = {
+    "0.28": "",
+    "0.29": "",
+    "0.30": "",
+    "0.31": "",
+    "0.32": "",
+    "0.33": "not measured (no CPU build)",
+}
+NEWEST_MEASURABLE = "0.32"
+# The environment variable naming the Python of a release's venv (0.32's is the running one).
+PYTHON_ENV = "VLLM_CONFORMANCE_PYTHON_{}"
+
+TOOL_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+
+
+@dataclass(frozen=True)
+class FlagSet:
+    """One way of starting the tiny model, and what the production profile then declares of it."""
+
+    name: str
+    summary: str
+    model: str
+    args: tuple[str, ...]
+    api_key: bool = False
+    profile: str = ""  # extra profile sections for what these flags turn on
+    # The suites these flags can change (pytest -m); plain runs every suite. Every suite under every
+    # flag set would take about 6 minutes a server here: five times the run for no new verdicts.
+    suites: str = ""
+
+
+# The production profile every release is held to: a locked-down endpoint, the refusals the
+# catalogue's defaults ask for, and the wire in vLLM's documented shape. Each flag set adds only what
+# its flags declare, the same for every release.
+BASE_PROFILE: dict[str, Any] = {
+    "profile": 1,
+    "name": "atlas-production",
+    "endpoint": {
+        "scale_out": "disabled",
+        "auth": "none",
+        "prompt_embeds": "disabled",
+        "validation_error_max_bytes": 32768,
+    },
+    "context": {"max_model_len": 512},
+}
+
+FLAG_SETS: tuple[FlagSet, ...] = (
+    FlagSet("plain", "the tiny model with no feature flags", "tiny-llama", CPU_SERVE_ARGS),
+    FlagSet(
+        "api_key",
+        "behind an API key (VLLM_API_KEY)",
+        "tiny-llama",
+        CPU_SERVE_ARGS,
+        api_key=True,
+        profile="endpoint.auth=required",
+        suites="discovery or auth or sdk or metrics",
+    ),
+    FlagSet(
+        "scale_out",
+        "--enable-scale-out (0.30 added the switch)",
+        "tiny-llama",
+        (*CPU_SERVE_ARGS, "--enable-scale-out"),
+        profile="endpoint.scale_out=enabled",
+        suites="discovery or scale_out or validation_bounds",
+    ),
+    FlagSet(
+        "generation",
+        "the hermes tool-call parser and a greedy default (the generation server's flags, scale-out aside)",
+        "tiny-llama",
+        (*CPU_SERVE_ARGS, *TOOL_ARGS, "--override-generation-config", '{"temperature": 0.0}'),
+        profile="generation.tool_call_parser=hermes",
+        suites="structured_outputs or tool_calls",
+    ),
+    FlagSet(
+        "yarn",
+        "a YaRN checkpoint with no --max-model-len (the length is derived)",
+        "tiny-llama-yarn512",
+        DERIVED_LENGTH_ARGS,
+        profile="context.max_model_len=-",
+        suites="discovery or context",
+    ),
+)
+
+
+def flag_set(name: str) -> FlagSet:
+    return next(f for f in FLAG_SETS if f.name == name)
+
+
+def profile_of(flags: FlagSet) -> dict[str, Any]:
+    """The production profile with this flag set's declarations (``KEY=VALUE``; ``-`` removes the key)."""
+    import copy
+
+    profile = copy.deepcopy(BASE_PROFILE)
+    for assignment in filter(None, flags.profile.split(",")):
+        key, value = assignment.split("=", 1)
+        section, name = key.split(".", 1)
+        if value == "-":
+            profile.get(section, {}).pop(name, None)
+        else:
+            profile.setdefault(section, {})[name] = value
+    return {section: body for section, body in profile.items() if body != {}}

@@ -1,0 +1,195 @@
+"""The upgrade atlas (docs/atlas/): its pages come from atlas.json, and its measurements agree with the catalogue."""
+
+from __future__ import annotations
+
+import pytest
+
+from atlas import data
+from atlas.catalogue_check import contradictions
+from atlas.plan import FLAG_SETS, flag_set, profile_of
+from atlas.render import capture_diff, pages, upgrade_pairs
+from atlas.runner import one_line, outcome_of
+from tests.support.verdicts import ContractRun
+
+COMMAND = "python -m atlas render"
+
+
+def test_committed_atlas_pages_match_atlas_json():
+    """A stale page fails here, as docs/contracts.md does: every page is rendered from the data file alone."""
+    pytest.importorskip("matplotlib")
+    stale = [
+        name
+        for name, text in pages(data.load()).items()
+        if not (data.ATLAS_DIR / name).is_file() or (data.ATLAS_DIR / name).read_text() != text
+    ]
+    assert not stale, f"docs/atlas pages stale: {stale}; regenerate them with `{COMMAND}`"
+
+
+def test_committed_measurements_agree_with_the_catalogue():
+    assert contradictions(data.load()["records"]) == []
+
+
+def _record(release: str, flags: str, outcomes: dict[str, str], version: str | None = None) -> dict:
+    return {
+        "release": release,
+        "flag_set": flags,
+        "status": "measured",
+        "vllm_version": version or f"{release}.0",
+        "contracts": {c: {"outcome": o, "reason": "why", "cases": {}} for c, o in outcomes.items()},
+    }
+
+
+def test_a_measurement_the_facts_predict_otherwise_is_named_with_its_fact():
+    # scale_out_default says 0.29 serves the routes: a closed gate measured there contradicts it.
+    records = {"0.29/plain": _record("0.29", "plain", {"scale_out.disabled_routes_refused": "passed"})}
+    (line,) = contradictions(records)
+    assert "fact scale_out_default predicts scale_out.disabled_routes_refused failed on vLLM 0.29.0" in line
+
+
+def test_a_contract_measured_outside_its_versions_is_a_contradiction():
+    records = {"0.28/plain": _record("0.28", "plain", {"discovery.version_parses": "not available"})}
+    (line,) = contradictions(records)
+    assert "discovery.version_parses applies to vLLM >=0.28, but measured not available" in line
+
+
+def _run(verdict: str, message: str = "", case: str | None = None, **properties: str) -> ContractRun:
+    return ContractRun("wire.chat_shape", case, verdict, message, properties)
+
+
+def test_a_contract_outcome_is_its_most_telling_case():
+    failed = outcome_of(
+        [
+            _run("passed"),
+            _run("failed", "Traceback\n  x\nE   AssertionError: the body has no id\nE   assert 1", case="a"),
+        ]
+    )
+    assert failed == {"outcome": "failed", "reason": "a: the body has no id", "cases": {"passed": 1, "failed": 1}}
+    assert outcome_of([_run("skipped", "not checked: no key")])["outcome"] == "undecided"
+    assert outcome_of([_run("passed"), _run("skipped")])["outcome"] == "passed"
+    off = outcome_of([_run("not claimed", vllm_claim_reason="endpoint.auth is none")])
+    assert (off["outcome"], off["reason"]) == ("not claimed", "endpoint.auth is none")
+    missing = outcome_of([_run("not claimed", vllm_claim_reason="x applies to vLLM >=0.30; the server is 0.29.0")])
+    assert missing["outcome"] == "not available"
+
+
+def test_one_line_skips_the_traceback_and_cuts_long_lines():
+    assert one_line("Traceback (most recent call last):\n  File x\nE   the status was 500") == "the status was 500"
+    assert len(one_line("x" * 500)) == 220
+
+
+def test_capture_differences_name_what_was_added_removed_and_changed():
+    before = {"observed": {"routes": ["GET /a", "GET /b"], "scale_out": "enabled", "models": {"m": 512}}}
+    after = {"observed": {"routes": ["GET /a", "GET /c"], "scale_out": "disabled", "models": {"m": 1024}}}
+    assert capture_diff(before, after) == [
+        "observed.models.m: `512` → `1024`",
+        "observed.routes: added `GET /c`",
+        "observed.routes: removed `GET /b`",
+        "observed.scale_out: `enabled` → `disabled`",
+    ]
+
+
+def test_upgrades_are_consecutive_pairs_and_each_release_to_the_newest():
+    records = {data.key(r, "plain"): _record(r, "plain", {}) for r in ("0.28", "0.29", "0.30", "0.32")}
+    assert upgrade_pairs({"records": records}) == [
+        ("0.28", "0.29"),
+        ("0.29", "0.30"),
+        ("0.30", "0.32"),
+        ("0.28", "0.32"),
+        ("0.29", "0.32"),
+    ]
+
+
+def test_every_flag_set_makes_the_same_production_promises_to_every_release():
+    assert profile_of(flag_set("plain"))["endpoint"]["auth"] == "none"
+    assert profile_of(flag_set("api_key"))["endpoint"]["auth"] == "required"
+    assert "max_model_len" not in profile_of(flag_set("yarn")).get("context", {})
+    assert len({f.name for f in FLAG_SETS}) == len(FLAG_SETS)
+
+
+# What tests/integration/test_version_matrix.py pins on a real 0.29 server (make test-matrix), for the
+# flag sets and promises the atlas shares with it: the atlas must show the same.
+PINNED_0_29 = {
+    "plain": {
+        "discovery.version_parses": ("passed", None),
+        "discovery.max_model_len_published": ("passed", None),
+        "discovery.core_routes_served": ("passed", None),
+        "scale_out.disabled_routes_refused": (
+            "failed",
+            "vLLM before 0.30 has no scale-out gate: the routes are always served",
+        ),
+        "validation_bounds.error_body_bounded": ("failed", None),
+        "validation_bounds.error_entries_bounded": ("failed", None),
+        "wire.models_shape": ("passed", None),
+        "wire.completion_shape": ("passed", None),
+        "wire.chat_shape": ("passed", None),
+        "wire.embeddings_shape": ("not claimed", None),
+        "wire.error_shape": ("passed", None),
+        "wire.stream_errors_before_streaming": ("passed", None),
+        "wire.error_status_map": ("passed", None),
+        "wire.completion_stream_shape": ("passed", None),
+        "wire.chat_stream_shape": ("passed", None),
+        "wire.completion_stream_framing": ("passed", None),
+        "wire.chat_stream_framing": ("passed", None),
+        "wire.stream_continuous_usage": ("passed", None),
+        "wire.responses_shape": ("passed", None),
+        "wire.responses_stream_shape": ("passed", None),
+        "wire.responses_stream_framing": ("passed", None),
+    },
+    "generation": {
+        "structured_outputs.constraint_enforced": ("passed", None),
+        "structured_outputs.invalid_constraint_refused": ("passed", None),
+        "structured_outputs.legacy_fields_not_silently_dropped": ("failed", None),
+        "tool_calls.named_function_called": ("passed", None),
+        "tool_calls.required_function_called": ("passed", None),
+        "tool_calls.none_calls_nothing": ("passed", None),
+        "tool_calls.stream_reassembles_to_the_same_calls": ("passed", None),
+        "tool_calls.cut_call_ends_length": ("passed", None),
+        "tool_calls.forced_choice_refused_without_parser": ("not claimed", None),
+    },
+}
+
+
+@pytest.mark.parametrize("flags", sorted(PINNED_0_29))
+def test_the_atlas_shows_for_0_29_what_the_version_matrix_pins(flags):
+    record = data.load()["records"].get(data.key("0.29", flags))
+    if record is None or record.get("status") != "measured":
+        pytest.skip(f"0.29/{flags} is not measured in the committed atlas")
+    shown = record["contracts"]
+    for contract, (outcome, reason) in PINNED_0_29[flags].items():
+        assert shown[contract]["outcome"] == outcome, (contract, shown[contract])
+        if reason is not None:
+            assert reason in shown[contract]["reason"], (contract, shown[contract])
+
+
+def test_the_server_itself_is_held_to_its_facts():
+    """0.29 has no --enable-scale-out (no gate); the YaRN length is the original length times the factor there."""
+    yarn_config = {
+        "max_position_embeddings": 512,
+        "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 512, "rope_type": "yarn"},
+    }
+    records = {
+        "0.29/scale_out": {"release": "0.29", "flag_set": "scale_out", "status": "measured", "contracts": {}},
+        "0.29/yarn": {
+            **_record("0.29", "yarn", {}),
+            "model_config": yarn_config,
+            "capture": {"observed": {"max_model_len": 512}},
+        },
+        "0.30/yarn": {
+            **_record("0.30", "yarn", {}),
+            "model_config": yarn_config,
+            "capture": {"observed": {"max_model_len": 512}},
+        },
+    }
+    assert contradictions(records) == [
+        "0.29/scale_out: fact scale_out_gate (none) predicts --enable-scale-out is unknown, but the server measured",
+        "0.29/yarn: fact yarn_max_model_len predicts max_model_len 2048, measured 512",
+    ]
+
+
+def test_a_capture_keeps_no_path_of_the_machine_it_ran_on():
+    from atlas.runner import without_paths
+
+    assert without_paths({"models": [{"id": "m", "root": "/some/cache/tiny-llama"}], "probe": "POST /v1/x"}) == {
+        "models": [{"id": "m", "root": "tiny-llama"}],
+        "probe": "POST /v1/x",
+    }
