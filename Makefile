@@ -53,6 +53,7 @@ unit: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m pytest_vllm_conformance.catalogue.docs_gen --write docs
 	$(PY) -m pytest_vllm_conformance.plugin.option_docs --write docs
+	$(PY) -m atlas render
 
 test: lint unit models
 	$(PY) -m pytest tests --ignore=tests/unit $(PYTEST_ARGS)
