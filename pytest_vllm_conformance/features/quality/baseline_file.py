@@ -15,8 +15,6 @@ serves the same model unless ``--vllm-baseline-model`` names the recorded one.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 from pytest_vllm_conformance.features.quality.greedy import Continuation
 from pytest_vllm_conformance.features.quality.logprob_drift import Scored, top_from_json, top_to_json
 from pytest_vllm_conformance.features.quality.runner import TaskResult
+from pytest_vllm_conformance.features.saved_runs import read_saved, write_whole
 
 FORMAT = "pytest-vllm-conformance quality baseline"
 FORMAT_VERSION = 2
@@ -112,27 +111,18 @@ class BaselineFile:
         }
 
     def save(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        os.replace(temporary, path)
-        return path
+        return write_whole(path, self.to_dict())
 
     @classmethod
     def load(cls, path: Path) -> BaselineFile:
-        try:
-            data = json.loads(Path(path).read_text())
-        except OSError as exc:
-            raise BaselineFileError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise BaselineFileError(f"{path}: not JSON: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise BaselineFileError(f"{path}: not a quality baseline (write one with --vllm-eval-save=PATH)")
-        if data.get("format_version") not in READABLE_VERSIONS:
-            raise BaselineFileError(
-                f"{path}: format_version {data.get('format_version')!r}; this plugin reads "
-                + " and ".join(map(str, READABLE_VERSIONS))
-            )
+        data = read_saved(
+            path,
+            format_name=FORMAT,
+            kind="quality",
+            versions=READABLE_VERSIONS,
+            saved_by="--vllm-eval-save",
+            error=BaselineFileError,
+        )
         try:
             greedy_data = data.get("greedy")
             greedy = None

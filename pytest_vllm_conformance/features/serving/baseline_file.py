@@ -18,13 +18,12 @@ needs at least ``MIN_ROUNDS`` rounds on each side, else it is undecided.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_vllm_conformance.features.saved_runs import read_saved, write_whole
 from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round
 
 FORMAT = "pytest-vllm-conformance serving baseline"
@@ -98,26 +97,18 @@ class PerfRecording:
         }
 
     def save(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        os.replace(temporary, path)
-        return path
+        return write_whole(path, self.to_dict())
 
     @classmethod
     def load(cls, path: Path) -> PerfRecording:
-        try:
-            data = json.loads(Path(path).read_text())
-        except OSError as exc:
-            raise PerfFileError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise PerfFileError(f"{path}: not JSON: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise PerfFileError(f"{path}: not a serving baseline (write one with --vllm-perf-save=PATH)")
-        if data.get("format_version") != FORMAT_VERSION:
-            raise PerfFileError(
-                f"{path}: format_version {data.get('format_version')!r}; this plugin reads {FORMAT_VERSION}"
-            )
+        data = read_saved(
+            path,
+            format_name=FORMAT,
+            kind="serving",
+            versions=(FORMAT_VERSION,),
+            saved_by="--vllm-perf-save",
+            error=PerfFileError,
+        )
         try:
             return cls(
                 server=dict(data["server"]),
