@@ -102,14 +102,21 @@ def test_a_baseline_compared_with_a_target_that_hides_its_tokenizer_fails_saying
         result = run_suites(pytester, "-m", "profile_diff", f"--vllm-baseline={capture}", url=proxy.url)
     junit = pytester.path / "junit.xml"
     failed = failed_checks(junit)
-    assert list(failed) == ["profile_diff.serving_unchanged[tokenizer not compared]"]
+    # Both aspects read through /tokenize: the tokenizer's fingerprint and the rendering corpus.
+    assert sorted(failed) == [
+        "profile_diff.serving_unchanged[rendering not compared]",
+        "profile_diff.serving_unchanged[tokenizer not compared]",
+    ]
     assert (
         "tokenizer not compared: could not be observed on the target (POST /tokenize answered 403): allow "
         "POST /tokenize for the key the run uses, or list tokenizer under profile_diff.ignore"
     ) in (failed["profile_diff.serving_unchanged[tokenizer not compared]"])
+    assert (
+        "rendering not compared: could not be observed on the target (POST /tokenize (system prompt) answered 403)"
+    ) in failed["profile_diff.serving_unchanged[rendering not compared]"]
     assert result.ret == 1
     # Declared not compared, the same run passes.
-    ignore = "profile: 1\nname: no-tokenizer\nprofile_diff: {ignore: [tokenizer]}\n"
+    ignore = "profile: 1\nname: no-tokenizer\nprofile_diff: {ignore: [tokenizer, rendering]}\n"
     with FaultProxy(plain_server.url, rules=[blocked]) as proxy:
         result = run_suites(pytester, "-m", "profile_diff", f"--vllm-baseline={capture}", url=proxy.url, profile=ignore)
     assert verdicts(junit) == {
