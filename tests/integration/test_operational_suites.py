@@ -22,7 +22,7 @@ import re
 import pytest
 
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
+from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 pytestmark = [pytest.mark.server, requires_vllm]
 
@@ -222,7 +222,13 @@ def test_a_server_looser_than_declared_fails_the_bound_and_the_latency(pytester,
     # The bound held, refusals judged against a microsecond: every one is too slow. A clean burst is measured up
     # to three times; one that was not clean (a held request ended early) is judged as it is. vLLM's admission
     # check races with a burst's arrivals: now and then one request of the seven is served, so fewer are timed.
-    run_suites(pytester, "-m", "admission", "-k", "rejection_fast", url=bounded_server.url, profile=INSTANT_PROFILE)
+    # The suite's own retries (3 bursts) can all be void on a slow machine: the held request ends before the burst
+    # is answered, and the suite says "could not run" (undecided). That is no verdict, so it is measured once more;
+    # only "failed" proves the contract.
+    for _ in range(2):
+        run_suites(pytester, "-m", "admission", "-k", "rejection_fast", url=bounded_server.url, profile=INSTANT_PROFILE)
+        if verdicts(junit).get("admission.rejection_fast") != {"skipped": 1}:
+            break
     assert_verdicts(junit, {"admission.rejection_fast": "failed"})
     assert re.search(
         r"the slowest of [1-7] refusals took (\d+\.\d{3} s, ){0,2}\d+\.\d{3} s in [1-3] burst\(s\), "
