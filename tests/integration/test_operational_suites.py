@@ -88,10 +88,17 @@ DASHBOARD_CASES = (
 )
 
 
+def _burst_void(junit) -> bool:
+    return verdicts(junit).get("admission.burst_bounded") == {"skipped": 1}
+
+
 def test_on_a_plain_server_admission_fails_as_unbounded_and_the_log_is_read(pytester, unbounded_server):
     server = unbounded_server
     log, junit = server.log_path, pytester.path / "junit.xml"
-    run_suites(pytester, "-m", OPERATIONAL, f"--vllm-log={log}", url=server.url, profile=PLAIN_OPS_PROFILE)
+    for _ in range(2):  # a void burst (held requests ended first on a slow machine) is no verdict: measured again
+        run_suites(pytester, "-m", OPERATIONAL, f"--vllm-log={log}", url=server.url, profile=PLAIN_OPS_PROFILE)
+        if not _burst_void(pytester.path / "junit.xml"):
+            break
     assert_verdicts(
         junit,
         {
@@ -136,14 +143,17 @@ def test_on_a_plain_server_admission_fails_as_unbounded_and_the_log_is_read(pyte
 
 
 def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pytester, bounded_server):
-    result = run_suites(
-        pytester,
-        "-m",
-        OPERATIONAL,
-        f"--vllm-log={bounded_server.log_path}",
-        url=bounded_server.url,
-        profile=BOUNDED_PROFILE,
-    )
+    for _ in range(2):  # a void burst (held requests ended first on a slow machine) is no verdict: measured again
+        result = run_suites(
+            pytester,
+            "-m",
+            OPERATIONAL,
+            f"--vllm-log={bounded_server.log_path}",
+            url=bounded_server.url,
+            profile=BOUNDED_PROFILE,
+        )
+        if not _burst_void(pytester.path / "junit.xml"):
+            break
     junit = pytester.path / "junit.xml"
     assert_verdicts(
         junit,
