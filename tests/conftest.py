@@ -18,6 +18,7 @@ import pytest
 if TYPE_CHECKING:
     from fixtures.servers import ServerPool, ServerSpec
 
+from tests.support import warm_runs
 from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE
 from tests.support.servers import server_specs
 
@@ -280,10 +281,12 @@ requires_vllm = pytest.mark.skipif(
 
 
 def run_suites(pytester: pytest.Pytester, *args: str, url: str, profile: str | None = None, junit: bool = True):
-    """Run the real suites against ``url`` in a fresh pytest process; returns pytester's RunResult.
+    """Run the real suites against ``url`` in a pytest process of its own; returns pytester's RunResult.
 
-    A subprocess, not pytester's in-process run: the in-process run restores
-    sys.modules afterwards, which breaks libraries that import lazily (httpcore).
+    A process of its own, not pytester's in-process run: the in-process run
+    restores sys.modules afterwards, which breaks libraries that import lazily
+    (httpcore). The process is forked from a warm interpreter
+    (tests/support/warm_runs.py), which saves each run its imports.
     """
     argv = [str(SUITES), f"--vllm-url={url}", "-p", "no:cacheprovider", "-rA"]
     if profile is not None:
@@ -292,7 +295,7 @@ def run_suites(pytester: pytest.Pytester, *args: str, url: str, profile: str | N
         argv.append(f"--vllm-profile={path}")
     if junit:
         argv.append(f"--junitxml={pytester.path / 'junit.xml'}")
-    return pytester.runpytest_subprocess(*argv, *args, timeout=900)
+    return warm_runs.runpytest(pytester, *argv, *args, timeout=900)
 
 
 # ---- real servers shared by the integration and fault tests -------------------
