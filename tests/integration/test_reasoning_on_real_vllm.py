@@ -41,15 +41,18 @@ def test_reasoning_moved_into_content_in_streams_only_fails_the_field_and_the_re
     with FaultProxy(served("reasoning").url, rules=[leak]) as proxy:
         run_suites(pytester, "-m", "reasoning", url=proxy.url, profile=REASONING_PROFILE)
     junit = pytester.path / "junit.xml"
-    streamed_field = "reasoning.reasoning_in_its_field[chat streamed]"
+    streamed_field = [
+        f"reasoning.reasoning_in_its_field[chat{after} streamed]" for after in ("", " after a tool result")
+    ]
     reassembly = "reasoning.stream_reassembles_to_the_same_answer"
-    kept = {**REASONING_PASSED, "reasoning.reasoning_in_its_field": {"passed": 1}}  # the unstreamed case
-    assert_verdicts(junit, kept, failed={streamed_field, reassembly})
+    kept = {**REASONING_PASSED, "reasoning.reasoning_in_its_field": {"passed": 2}}  # the unstreamed cases
+    assert_verdicts(junit, kept, failed={*streamed_field, reassembly})
     failed = failed_checks(junit)
-    assert (
-        f"POST /v1/chat/completions streamed: the reasoning came back inside content ({REASONING!r}); "
-        "no reasoning in 'reasoning'"
-    ) in failed[streamed_field], failed[streamed_field]
+    for key, after in zip(streamed_field, ("", " after a tool result"), strict=True):
+        assert (
+            f"POST /v1/chat/completions{after} streamed: the reasoning came back inside content ({REASONING!r}); "
+            "no reasoning in 'reasoning'"
+        ) in failed[key], failed[key]
     assert (
         f"the streamed content deltas reassemble to {REASONING + CONTENT!r}, the same request unstreamed says "
         f"{CONTENT!r}"

@@ -33,10 +33,10 @@ generation:
   reasoning_parser: deepseek_r1
 """
 
-# The reasoning contracts on the reasoning server: two chat cases, the two history field names of 0.28-0.32,
-# Responses and Anthropic messages plain and streamed.
+# The reasoning contracts on the reasoning server: four chat cases (a question and after a tool result, plain and
+# streamed), the two history field names of 0.28-0.32, Responses and Anthropic messages plain and streamed.
 REASONING_PASSED = {
-    "reasoning.reasoning_in_its_field": {"passed": 2},
+    "reasoning.reasoning_in_its_field": {"passed": 4},
     "reasoning.stream_reassembles_to_the_same_answer": "passed",
     "reasoning.history_rendered_as_documented": {"passed": 2},
     "reasoning.routes_return_reasoning_blocks": {"passed": 4},

@@ -17,41 +17,12 @@ only the acceptance is checked, and said so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message, tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.reasoning.answers import CHAT
+from pytest_vllm_conformance.features.reasoning.answers import CHAT, tool_loop
 from pytest_vllm_conformance.features.rendering.render import tokenize
-
-REASONING = "The user wants the weather in Paris, so I call get_weather for Paris."
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The current weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
-CALL = {
-    "id": "call_reasoning_1",
-    "type": "function",
-    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-}
-
-
-def history(field: str | None) -> dict[str, Any]:
-    """The tool loop's request fields, the assistant turn's reasoning under ``field`` (None: without it)."""
-    turn: dict[str, Any] = {"role": "assistant", "content": "Let me look that up.", "tool_calls": [CALL]}
-    if field is not None:
-        turn[field] = REASONING
-    messages = [
-        {"role": "user", "content": "What is the weather in Paris?"},
-        turn,
-        {"role": "tool", "tool_call_id": CALL["id"], "content": '{"temperature_c": 18}'},
-    ]
-    return {"messages": messages, "tools": [TOOL]}
 
 
 @dataclass(frozen=True)
@@ -76,13 +47,13 @@ def history_cases(ctx: CaseContext) -> list[HistoryCase]:
 
 
 def _rendered(client: BoundedClient, model: str, field: str | None) -> list[int] | None:
-    response = tokenize(client, {"model": model, **history(field)})
+    response = tokenize(client, {"model": model, **tool_loop(field)})
     return tokenized(response) if response is not None else None
 
 
 def history_problems(client: BoundedClient, model: str, case: HistoryCase) -> tuple[list[str], str]:
     """What is wrong with the chat path's handling of the case's history, and a note on what was compared."""
-    body = {**history(case.field), "model": model, "tool_choice": "none", "max_tokens": 1, "temperature": 0}
+    body = {**tool_loop(case.field), "model": model, "tool_choice": "none", "max_tokens": 1, "temperature": 0}
     chat = client.answer_or_none("POST", CHAT, json_body={**body, "return_token_ids": True})
     status = chat.status if chat is not None else None
     if case.documented == "refused":
