@@ -11,7 +11,7 @@ token-accounting suites, and the fault proxy in front of it.
 
 import pytest
 
-from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream
+from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream, StripMessageField
 from fixtures.scripted_output import CONTENT, REASONING
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
 from tests.conftest import requires_vllm, run_suites
@@ -57,6 +57,22 @@ def test_reasoning_moved_into_content_in_streams_only_fails_the_field_and_the_re
         f"the streamed content deltas reassemble to {REASONING + CONTENT!r}, the same request unstreamed says "
         f"{CONTENT!r}"
     ) in failed[reassembly], failed[reassembly]
+
+
+def test_a_gateway_dropping_the_former_field_from_the_history_fails_the_history_rendering(pytester, served):
+    """The chat path loses what /tokenize keeps (a gateway that rebuilds messages without reasoning_content): the
+    template's reasoning is left out, and the case says so; the current name passes through and passes."""
+    dropped = StripMessageField("reasoning_content", path="/v1/chat/completions")
+    with FaultProxy(served("reasoning").url, rules=[dropped]) as proxy:
+        run_suites(pytester, "-m", "reasoning", "-k", "history", url=proxy.url, profile=REASONING_PROFILE)
+        assert proxy.hits == [1]
+    junit = pytester.path / "junit.xml"
+    case = "reasoning.history_rendered_as_documented[reasoning_content]"
+    assert_verdicts(junit, {"reasoning.history_rendered_as_documented": "passed"}, failed={case})
+    assert (
+        "rendered without the reasoning (63 tokens): the template's reasoning was left out"
+        in (failed_checks(junit)[case])
+    )
 
 
 def test_a_rewritten_prompt_count_fails_accounting_on_the_reasoning_server(pytester, served):
