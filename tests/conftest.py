@@ -98,6 +98,8 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("faults/test_context_faults.py", ("plain", "short_context")),
     ("integration/test_rendering_on_real_vllm.py", ("plain", "retemplated")),
+    # The reasoning server: the reasoning, rendering and accounting suites on it, and the fault proxy in front.
+    ("integration/test_reasoning_on_real_vllm.py", ("reasoning",)),
     ("integration/test_generation_controls.py", ("plain", "generation")),
     ("faults/test_generation_faults.py", ("generation",)),
     # The padding model's runs, apart from their modules: its server starts while the generation faults run.
