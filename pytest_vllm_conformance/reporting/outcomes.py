@@ -162,6 +162,7 @@ class FeatureResult:
     exposed: int = 0
     not_exposed: int = 0
     hidden: list[str] = field(default_factory=list)
+    tests: list[ContractTest] = field(default_factory=list)  # every finished test, in the order added
 
     @property
     def claimed(self) -> bool:
@@ -208,6 +209,7 @@ class FeatureResult:
     def add(self, test: ContractTest) -> None:
         assert test.outcome is not None, "only finished tests are added"
         self.counts[test.outcome] += 1
+        self.tests.append(test)
         listing = {FAILED: self.failed, SKIPPED: self.skipped, NOT_CLAIMED: self.not_claimed}.get(test.outcome)
         if listing is not None:
             listing.append(test)

@@ -94,7 +94,33 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
     report["exit_status"] = run.exit_status
     report["counts"] = totals
     report["features"] = {feature.name: _feature(feature) for feature in features}
+    report["tests"] = test_entries(features)
     return _scrubbed(report, redactor)
+
+
+def test_entries(features: list[FeatureResult]) -> list[dict[str, Any]]:
+    """Every contract test and how it ended, sorted by id: what ``reporting.merge`` rebuilds a report from.
+
+    The feature sections above summarise; this list keeps each test (passed and
+    not-claimed ones included) with what its verdict was made of, so that the
+    reports of shards run apart merge into the report one run would give.
+    """
+    entries = []
+    for feature in features:
+        for test in feature.tests:
+            entry: dict[str, Any] = {"test": test.test_id, "contract": test.contract, "feature": test.feature}
+            entry["outcome"] = test.outcome
+            for key, value in (
+                ("reason", test.reason),
+                ("figures", test.figures),
+                ("judged_at", "ingress" if test.at_ingress else ""),
+                ("ingress_hidden", test.hidden),
+                ("picture", test.picture),
+            ):
+                if value:
+                    entry[key] = value
+            entries.append(entry)
+    return sorted(entries, key=lambda entry: entry["test"])
 
 
 def _feature(feature: FeatureResult) -> dict[str, Any]:

@@ -1,0 +1,210 @@
+"""Shards' reports into the one report a single run would give.
+
+``vllm-conformance merge REPORT... -o OUT [--junit-out J --junit J...]``
+(or ``python -m pytest_vllm_conformance.reporting.merge``): shards run on
+other machines (a CI matrix, a Kubernetes indexed Job), each with its own
+``--vllm-report``, are merged here. The merged report is rebuilt from each
+report's ``tests`` list (every contract test and how it ended) by the same
+code that builds a run's report, so per-feature verdicts, "N of M checked",
+the counts and the listings are those of one run over the union of the tests.
+
+Refused, naming the file: a report that is not ours, shards of different
+plugin versions or serving profiles, and one test ending differently in two
+shards. The same test ending the same way twice (a retried shard) counts once.
+
+Shards of different targets (one shard per replica) keep each test apart:
+its id is prefixed with its target's URL, and the report lists the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_vllm_conformance.reporting import junit_merge, report_files
+from pytest_vllm_conformance.reporting.junit_merge import MergeRefused
+from pytest_vllm_conformance.reporting.outcomes import ContractTest, feature_results
+from pytest_vllm_conformance.reporting.redaction import Redactor
+
+__all__ = ["MergeRefused", "Shard", "load", "main", "merge"]
+
+# What every shard must share: one plugin judging one declared profile.
+_SAME = (("plugin version", ("plugin", "version")), ("serving profile", ("target", "profile")))
+# The target fields that name the server a shard ran against.
+_TARGET_IDENTITY = ("url", "vllm_version", "model", "server")
+
+
+@dataclass
+class Shard:
+    path: Path
+    report: dict[str, Any]
+
+
+def load(path: Path) -> Shard:
+    try:
+        report = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise MergeRefused(f"{path}: cannot be read as a report: {exc}") from exc
+    if not isinstance(report, dict) or report.get("kind") != report_files.REPORT_KIND:
+        raise MergeRefused(f"{path}: not a {report_files.REPORT_KIND} (written by --vllm-report)")
+    if report.get("apiVersion") != report_files.REPORT_API_VERSION:
+        version = report.get("apiVersion")
+        raise MergeRefused(f"{path}: apiVersion {version!r}, this plugin merges {report_files.REPORT_API_VERSION}")
+    if not isinstance(report.get("tests"), list):
+        raise MergeRefused(f"{path}: has no tests list (written by a plugin version before merging was possible)")
+    return Shard(path, report)
+
+
+def _value(report: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        report = report.get(key) or {} if isinstance(report, dict) else {}
+    return report or None
+
+
+def merge(shards: Sequence[Shard]) -> dict[str, Any]:
+    if not shards:
+        raise MergeRefused("no report to merge")
+    first = shards[0]
+    for what, keys in _SAME:
+        for shard in shards[1:]:
+            if _value(shard.report, keys) != _value(first.report, keys):
+                raise MergeRefused(
+                    f"{shard.path}: {what} {_value(shard.report, keys)!r} differs from "
+                    f"{_value(first.report, keys)!r} in {first.path}; shards of one run share both"
+                )
+    targets = _targets(shards)
+    several = len(targets) > 1
+    tests: dict[str, tuple[ContractTest, Path]] = {}
+    for shard in shards:
+        for entry in shard.report["tests"]:
+            test = _contract_test(entry)
+            if several:
+                test.test_id = f"{shard.report['target'].get('url')} {test.test_id}"
+            seen = tests.get(test.test_id)
+            if seen is None:
+                tests[test.test_id] = (test, shard.path)
+            elif seen[0].outcome != test.outcome:
+                raise MergeRefused(
+                    f"{shard.path}: {test.test_id} {test.outcome}, but {seen[1]} has it {seen[0].outcome}; "
+                    "a test must end one way in one merged run"
+                )
+    statements: dict[str, str] = {}
+    for shard in shards:
+        for name, feature in shard.report.get("features", {}).items():
+            statements.setdefault(name, feature.get("description") or "")
+    results = feature_results(statements, [test for test, _ in tests.values()])
+    merged = report_files.build(_run_info(shards), results, Redactor())
+    if several:
+        merged["targets"] = targets
+    merged["shards"] = [_shard_line(shard) for shard in shards]
+    return merged
+
+
+def _contract_test(entry: dict[str, Any]) -> ContractTest:
+    test = ContractTest(str(entry["test"]), str(entry["contract"]), str(entry["feature"]), str(entry["outcome"]))
+    test.reason = str(entry.get("reason", ""))
+    test.figures = str(entry.get("figures", ""))
+    test.at_ingress = entry.get("judged_at") == "ingress"
+    test.hidden = str(entry.get("ingress_hidden", ""))
+    test.picture = str(entry.get("picture", ""))
+    return test
+
+
+def _targets(shards: Sequence[Shard]) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    for shard in shards:
+        target = {key: shard.report["target"].get(key) for key in _TARGET_IDENTITY}
+        if target not in seen:
+            seen.append(target)
+    return seen
+
+
+def _run_info(shards: Sequence[Shard]) -> report_files.RunInfo:
+    first = shards[0].report
+    target = first["target"]
+    several = len(_targets(shards)) > 1
+    run = report_files.RunInfo(
+        started=min(datetime.fromisoformat(str(shard.report["date"])) for shard in shards),
+        plugin_version=first["plugin"]["version"],
+        url=None if several else target.get("url"),
+        vllm_version=_agreed(shards, "vllm_version"),
+        release=_agreed(shards, "release"),
+        model=_agreed(shards, "model"),
+        embedded_server=target.get("server") == "embedded",
+        profile_name=target.get("profile"),
+        profile_path=target.get("profile_file"),
+        expectations=first.get("expectations"),
+        exit_status=_exit_status([shard.report.get("exit_status") for shard in shards]),
+        gate=first.get("gate", "report"),
+        routes=_agreed(shards, "routes"),
+    )
+    selections = [shard.report.get("selection", {}) for shard in shards]
+    if all(selection == selections[0] for selection in selections):
+        run.selection = dict(selections[0])
+    mounted = [shard.report["target"].get("routes_not_mounted", []) for shard in shards]
+    if all(routes == mounted[0] for routes in mounted):
+        run.routes_not_mounted = list(mounted[0])
+    return run
+
+
+def _agreed(shards: Sequence[Shard], key: str) -> Any:
+    values = {str(shard.report["target"].get(key)) for shard in shards}
+    return shards[0].report["target"].get(key) if len(values) == 1 else None
+
+
+def _exit_status(statuses: list[Any]) -> int | None:
+    """As one run ends: failed if any shard failed, else the worst of those that ran tests (5 = none ran)."""
+    known = [int(status) for status in statuses if status is not None]
+    if not known:
+        return None
+    if 1 in known:
+        return 1
+    ran = [status for status in known if status != 5]
+    return max(ran) if ran else 5
+
+
+def _shard_line(shard: Shard) -> dict[str, Any]:
+    line = {"file": shard.path.name, "date": shard.report.get("date"), "tests": len(shard.report["tests"])}
+    if shard.report.get("selection"):
+        line["selection"] = shard.report["selection"]
+    return line
+
+
+# ---- the command ----------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="vllm-conformance merge",
+        description="Merge the --vllm-report files of shards into the report one run would give.",
+    )
+    parser.add_argument("reports", nargs="+", type=Path, help="the shards' YAML reports")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="the merged YAML (its .md twin beside it)")
+    parser.add_argument("--junit", type=Path, action="append", default=[], help="a shard's JUnit file (repeat)")
+    parser.add_argument("--junit-out", type=Path, help="the merged JUnit file (with --junit)")
+    args = parser.parse_args(argv)
+    if bool(args.junit) != bool(args.junit_out):
+        parser.error("--junit and --junit-out go together")
+    try:
+        merged = merge([load(path) for path in args.reports])
+        if args.junit:
+            junit_merge.merge_files(args.junit, args.junit_out)
+    except MergeRefused as exc:
+        print(f"vllm-conformance merge: refused: {exc}", file=sys.stderr)
+        return 2
+    yaml_path, md_path = report_files.write(args.output, merged)
+    counts = merged["counts"]
+    print(f"merged {len(args.reports)} report(s): {merged['result']}, {counts} -> {yaml_path} and {md_path}")
+    # The exit status the one run would have had (its shards' worst), so a pipeline gates on the merge.
+    return int(merged["exit_status"] or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
