@@ -116,6 +116,8 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("faults/test_watermark_faults.py", ("watermark",)),
     ("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
     ("integration/test_logprob_drift_on_real_vllm.py", ("plain", "perturbed", "bfloat16")),
+    # Opt-in (make test-fleet): two replicas behind nginx.
+    ("integration/test_fleet_entry_behind_nginx.py", ("replica_a", "replica_b")),
 )
 # Tests whose verdicts depend on the server's speed (whole-suite runs pinned verdict by
 # verdict, which include validation_bounds.answered_fast; admission timing its refusals):
@@ -153,15 +155,20 @@ def _group_of(item: pytest.Item) -> int:
 
 # The serving suite's real-server proofs run only where asked (make test-serving): they do not fit CI's budget.
 SERVING_PROOFS_ENV = "VLLM_CONFORMANCE_SERVING_PROOFS"
+# The fleet_entry proofs (two replicas behind nginx) likewise (make test-fleet).
+FLEET_PROOFS_ENV = "VLLM_CONFORMANCE_FLEET_PROOFS"
+OPT_IN_PROOFS = {"serving_proof": SERVING_PROOFS_ENV, "fleet_proof": FLEET_PROOFS_ENV}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not os.environ.get(SERVING_PROOFS_ENV):
+    for marker, env in OPT_IN_PROOFS.items():
+        if os.environ.get(env):
+            continue
         # Deselected, not skipped: a skipped test's servers would still be started for its group.
-        opted_out = [item for item in items if item.get_closest_marker("serving_proof")]
+        opted_out = [item for item in items if item.get_closest_marker(marker)]
         if opted_out:
             config.hook.pytest_deselected(items=opted_out)
-            items[:] = [item for item in items if not item.get_closest_marker("serving_proof")]
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
     for item in items:
         item.stash[_GROUP] = _group_of(item)
     items.sort(key=lambda item: item.stash[_GROUP])  # stable: the order within a group is kept

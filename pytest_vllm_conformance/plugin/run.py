@@ -78,6 +78,7 @@ class RunState:
             "server_log": bool(settings.log or self.serve_log),
             "startup_baseline_log": bool(settings.baseline_log),
             "eval_task": bool(settings.eval_task),
+            "ingress": bool(settings.ingress_url),
             # The key callers send where the run's requests go (the ingress's own, else the server's).
             "api_key": bool(ingress_key(settings)),
             "watermark_key": self.watermark_key is not None,

@@ -194,3 +194,24 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
     for pid in pids:  # API server and engine core are gone: no orphan
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_two_shards_merged_equal_the_single_run(pytester, gated_server):
+    """Split by marker over one real server; the merged report is the one run's (date, shards and URL aside)."""
+    from pytest_vllm_conformance.plugin import cli
+    from tests.support.merged_reports import comparable
+
+    selections = {"whole": "discovery or scale_out", "first": "discovery", "second": "scale_out"}
+    for name, markers in selections.items():
+        report = pytester.path / f"{name}.yaml"
+        args = ("-m", markers, f"--vllm-api-key={TEST_KEY}", f"--vllm-report={report}")
+        result = run_suites(pytester, *args, url=gated_server.url, profile=GATED_PROFILE, junit=False)
+        assert result.ret == 0, result.stdout.str()[-3000:]
+    shards = [str(pytester.path / f"{name}.yaml") for name in ("first", "second")]
+    assert cli.main(["merge", *shards, "-o", str(pytester.path / "merged.yaml")]) == 0
+    whole, merged = (yaml.safe_load((pytester.path / f"{n}.yaml").read_text()) for n in ("whole", "merged"))
+    assert whole["features"]["scale_out"]["result"] == "success"
+    assert whole["features"]["discovery"]["checked"] == merged["features"]["discovery"]["checked"]
+    assert {key: value for key, value in comparable(merged).items() if key != "selection"} == {
+        key: value for key, value in comparable(whole).items() if key != "selection"
+    }

@@ -21,6 +21,10 @@ TEST_KEY = "sk-conformance-test-5d1e7a"
 GATED_SERVE_ARGS = (*CPU_SERVE_ARGS, "--enable-scale-out", "--enable-prompt-embeds", "--disable-fastapi-docs")
 
 
+FLEET_REPLICA_ARGS = (*CPU_SERVE_ARGS, "--enable-prompt-tokens-details")
+RESPONSES_STORE_ENV = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
+
+
 # Every server our tests start, by name: model, flags and environment.
 # A name here is what SERVER_GROUPS and ``served`` speak of.
 def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
@@ -72,6 +76,11 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
             (*CPU_SERVE_ARGS, "--reasoning-parser", "deepseek_r1", *scripted_output.serve_args()),
             env=scripted_output.server_env(models["tiny-llama-thinking"]),
         ),
+        # Two replicas of one deployment behind an entry (the fleet_entry proofs, opt-in: make test-fleet):
+        # Responses stored in memory, prompt-token details in usage. "--seed 0" is vLLM's default seed,
+        # written out only so that the pool starts two servers of one flag set.
+        "replica_a": ServerSpec.of(llama, FLEET_REPLICA_ARGS, env=RESPONSES_STORE_ENV),
+        "replica_b": ServerSpec.of(llama, (*FLEET_REPLICA_ARGS, "--seed", "0"), env=RESPONSES_STORE_ENV),
         "watermark": ServerSpec.of(
             llama,
             (*CPU_SERVE_ARGS, "--enable-scale-out", *cpu_watermark.serve_args()),

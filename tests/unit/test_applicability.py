@@ -122,3 +122,20 @@ def test_without_a_directory_the_lock_is_free():
     lock = RunLock(None)
     with lock.exclusive(), lock.shared():
         pass
+
+
+def test_the_fleet_entry_is_claimed_only_behind_a_declared_replicated_ingress():
+    fleet = {"fleet_entry": {"replicated": True, "responses_store": True, "prefix_aware_routing": True}}
+    stored, prefix = "fleet_entry.stored_response_found", "fleet_entry.prefix_served_from_cache"
+    assert claim(stored, profile=fleet, ingress=True).claimed
+    assert claim(prefix, profile=fleet, ingress=True).claimed
+    assert claim(stored, ingress=True).reason == "fleet_entry.replicated is false (plugin policy)"
+    assert claim(stored, profile=fleet).reason.startswith("not given: --vllm-ingress-url")
+    # vLLM stores Responses only with VLLM_ENABLE_RESPONSES_API_STORE=1: off unless the profile says so.
+    replicated = {"fleet_entry": {"replicated": True}}
+    assert claim(stored, profile=replicated, ingress=True).reason == (
+        "fleet_entry.responses_store is false (vLLM 0.32.0 default)"
+    )
+    assert claim(prefix, profile=replicated, ingress=True).reason == (
+        "fleet_entry.prefix_aware_routing is false (plugin policy)"
+    )

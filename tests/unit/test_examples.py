@@ -36,3 +36,29 @@ def test_a_gateway_or_old_release_named_relative_to_the_checkout_is_found_from_a
     assert found == str(REPO / ".venv-litellm" / "bin" / "litellm")
     monkeypatch.delenv("VLLM_CONFORMANCE_LITELLM")
     assert executable_from_env("VLLM_CONFORMANCE_LITELLM") is None
+
+
+def test_the_nginx_entries_differ_only_by_affinity_and_nginx_accepts_them(tmp_path):
+    import subprocess
+
+    import pytest
+
+    from fixtures.nginx_entry import NginxEntry, entry_config, nginx_executable
+
+    replicas = ["http://127.0.0.1:18001", "http://127.0.0.1:18002"]
+    round_robin, affinity = (entry_config(name, replicas, 18080) for name in ("round-robin.conf", "affinity.conf"))
+    for config in (round_robin, affinity):
+        assert "server 127.0.0.1:18001;" in config and "server 127.0.0.1:18002;" in config
+        assert "listen 127.0.0.1:18080;" in config and "vllm-0" not in config
+    assert "hash $http_x_session_affinity consistent;" in "\n".join(without_comments(affinity))
+    assert "hash" not in "\n".join(without_comments(round_robin))
+    if not nginx_executable():
+        pytest.skip("nginx is not installed (make test-fleet installs it)")
+    for name in ("round-robin.conf", "affinity.conf"):
+        entry = NginxEntry(name, replicas)
+        checked = subprocess.run(
+            [str(entry.executable), "-t", "-c", str(entry.config), "-p", str(entry.folder), "-e", "stderr"],
+            capture_output=True,
+            text=True,
+        )
+        assert checked.returncode == 0, checked.stderr

@@ -1,0 +1,67 @@
+"""What the fleet_entry suite sends through the entry, and what it reads back.
+
+Each replica keeps some state in its own process: the Responses store (a dict
+in the API server, with VLLM_ENABLE_RESPONSES_API_STORE=1) and the prefix
+cache. An entry that spreads requests over replicas without affinity loses
+that state for the caller: a stored response is "not found" when the read
+lands on another replica, and a repeated prefix is computed again. These
+helpers make the requests and return what each attempt saw; the suite judges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_vllm_conformance.connection.client import BoundedClient
+
+# A caller's session, for entries that hash on a header (nginx `hash $http_x_session_affinity`,
+# Envoy's header hash policy). Entries that route by cookie or by response id ignore it.
+SESSION_HEADER = "X-Session-Affinity"
+SESSION_VALUE = "vllm-conformance-fleet-entry"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One request through the entry: its status and what it showed."""
+
+    status: int
+    seen: Any
+    detail: str
+
+
+def create_stored_response(entry: BoundedClient, model: str) -> tuple[Attempt, str | None]:
+    body = {"model": model, "input": "Say hello.", "store": True, "max_output_tokens": 4}
+    response = entry.post("/v1/responses", body, headers={SESSION_HEADER: SESSION_VALUE})
+    data = response.json_or_none()
+    response_id = data.get("id") if isinstance(data, dict) else None
+    return Attempt(response.status, response_id, response.describe()), response_id if response.status == 200 else None
+
+
+def read_stored_response(entry: BoundedClient, response_id: str, reads: int) -> list[Attempt]:
+    attempts = []
+    for _ in range(reads):
+        response = entry.get(f"/v1/responses/{response_id}", headers={SESSION_HEADER: SESSION_VALUE})
+        data = response.json_or_none()
+        found = isinstance(data, dict) and data.get("id") == response_id
+        attempts.append(Attempt(response.status, found, f"{response.describe()} {response.text[:160]!r}"))
+    return attempts
+
+
+def prefix_prompt(tokens: int) -> list[int]:
+    """A fixed prompt of ``tokens`` token ids, valid in any vocabulary of 300 ids or more."""
+    return [10 + (index * 37) % 280 for index in range(tokens)]
+
+
+def cached_tokens_of(entry: BoundedClient, model: str, prompt: list[int]) -> Attempt:
+    body = {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0}
+    response = entry.post("/v1/completions", body, headers={SESSION_HEADER: SESSION_VALUE})
+    data = response.json_or_none()
+    usage = data.get("usage") if isinstance(data, dict) else None
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Attempt(response.status, cached, f"{response.describe()} usage {usage}")
+
+
+def summary(attempts: list[Attempt]) -> str:
+    return ", ".join(f"{index + 1}: {attempt.status} {attempt.seen}" for index, attempt in enumerate(attempts))
