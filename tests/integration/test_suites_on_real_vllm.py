@@ -68,6 +68,8 @@ OPT_IN = {
     "metrics.dashboard_series_exported": NOT_CLAIMED,
     # Neither server runs a reasoning parser (the reasoning server's proofs: test_reasoning_on_real_vllm.py).
     **dict.fromkeys(REASONING_PASSED, NOT_CLAIMED),
+    # No entry in front of several replicas (make test-fleet runs them behind nginx).
+    **dict.fromkeys(["fleet_entry.stored_response_found", "fleet_entry.prefix_served_from_cache"], NOT_CLAIMED),
     # Neither server runs a tool-call parser, and both profiles accept vLLM ignoring guided_* fields.
     **dict.fromkeys(
         [
