@@ -96,6 +96,8 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("unbounded_embeds",),
     ),
     ("faults/test_context_faults.py", ("plain", "short_context")),
+    # Two replicas, one with another --max-model-len: the servers the context faults just used.
+    ("integration/test_fleet_on_real_vllm.py", ("plain", "short_context")),
     ("integration/test_rendering_on_real_vllm.py", ("plain", "retemplated")),
     ("integration/test_generation_controls.py", ("plain", "generation")),
     ("faults/test_generation_faults.py", ("generation",)),
@@ -279,13 +281,15 @@ requires_vllm = pytest.mark.skipif(
 )
 
 
-def run_suites(pytester: pytest.Pytester, *args: str, url: str, profile: str | None = None, junit: bool = True):
-    """Run the real suites against ``url`` in a fresh pytest process; returns pytester's RunResult.
+def run_suites(pytester: pytest.Pytester, *args: str, url: str | None, profile: str | None = None, junit: bool = True):
+    """Run the real suites against ``url`` (None: the targets are in ``args``) in a fresh pytest process.
+
+    Returns pytester's RunResult.
 
     A subprocess, not pytester's in-process run: the in-process run restores
     sys.modules afterwards, which breaks libraries that import lazily (httpcore).
     """
-    argv = [str(SUITES), f"--vllm-url={url}", "-p", "no:cacheprovider", "-rA"]
+    argv = [str(SUITES), *([f"--vllm-url={url}"] if url else []), "-p", "no:cacheprovider", "-rA"]
     if profile is not None:
         path = pytester.path / "profile.yaml"
         path.write_text(profile)
