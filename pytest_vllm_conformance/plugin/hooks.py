@@ -69,16 +69,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _group_replicas(config: pytest.Config, state: RunState) -> None:
-    """A fleet under xdist: each replica's tests on one worker (--dist loadgroup), replicas side by side."""
-    handed_over = getattr(config, "workerinput", {}).get(WORKER_INPUT_KEY)
-    if handed_over is not None:
-        # Workers name each test's group in its node id only when told the controller groups them.
-        if handed_over.get("loadgroup"):
-            config.option.loadgroup = True
-        return
-    if state.fleet and getattr(config.option, "numprocesses", None) and config.getoption("dist", "no") == "load":
-        config.option.dist = "loadgroup"
-        state.header_notes.append("vllm fleet: --dist loadgroup (each replica's tests on one worker at a time)")
+    """A fleet under xdist: each replica's tests on one worker at a time, replicas side by side."""
+    if state.fleet and not hasattr(config, "workerinput") and config.getoption("dist", "no") in targets.GROUPED_DIST:
+        state.header_notes.append(
+            "vllm fleet: each replica's tests on one xdist worker at a time, replicas side by side"
+        )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    state = run_state(config)
+    if not state.fleet or config.getoption("dist", "no") not in targets.GROUPED_DIST:
+        return None
+    return targets.replica_scheduler(config, log, [target.name for target in state.targets])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -109,7 +112,6 @@ def pytest_configure_node(node: Any) -> None:
     state = run_state(node.config)
     handed = targets.hand_over(state)
     if handed is not None:
-        handed["loadgroup"] = node.config.getoption("dist", "no") == "loadgroup"
         node.workerinput[WORKER_INPUT_KEY] = handed
 
 
@@ -173,13 +175,12 @@ def _parametrize_per_replica(
     """A fleet: the test once per replica (and per case the replica's own facts give), ``[replica-case]``."""
     combos = []
     for target in state.targets:
-        group = pytest.mark.xdist_group(target.name)
         per_source = [_cases(state, target, contract_id, source) for _, source in sources]
         for picked in itertools.product(*per_source):
             marks = [mark for param in picked for mark in param.marks]
             ids = [target.name, *(str(param.id) for param in picked)]
             values = (target.name, *(param.values[0] for param in picked))
-            combos.append(pytest.param(*values, marks=[group, *marks], id="-".join(ids)))
+            combos.append(pytest.param(*values, marks=marks, id="-".join(ids)))
     if not sources:
         combos = [pytest.param(combo.values[0], marks=combo.marks, id=combo.id) for combo in combos]
         metafunc.parametrize(TARGET_PARAMETER, combos, indirect=True, scope="session")

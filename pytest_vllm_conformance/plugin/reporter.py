@@ -211,8 +211,7 @@ class ConformanceReporter:
         replicas = self.replica_entries()
         for entry in replicas:
             where = f"vLLM {entry['vllm_version'] or 'unknown'}, model {entry['model']}, at {entry['url']}"
-            problem = f" ({entry['problem']})" if entry.get("problem") else ""
-            lines.append(f"replica {entry['name']}: {entry['result']}: {where}{problem}")
+            lines.append(f"replica {entry['name']}: {entry['result']}: {entry.get('problem') or where}")
         if facts is not None and not replicas:
             profile = f"profile {self.state.profile.name}" if self.state.profile else "no profile"
             lines.append(

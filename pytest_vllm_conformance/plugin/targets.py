@@ -29,6 +29,8 @@ from pytest_vllm_conformance.plugin.run import RunState, TargetState
 # The session-scoped fixture every target fixture depends on; a fleet parametrizes it per replica.
 TARGET_PARAMETER = "vllm_target"
 REPLICA_PROPERTY = "vllm_replica"
+# The xdist modes a fleet schedules itself: pytest-xdist's default under -n, and its grouping mode.
+GROUPED_DIST = ("load", "loadgroup")
 
 
 Establish = Callable[..., Target]
@@ -177,3 +179,24 @@ def header_lines(state: RunState) -> list[str]:
             f"max_model_len {facts.max_model_len}{labels}"
         )
     return lines
+
+
+def replica_scheduler(config: pytest.Config, log: Any, replicas: list[str]) -> Any:
+    """pytest-xdist's scope scheduling with one scope per replica: a replica's tests go to one worker.
+
+    Read from the test id (``[NAME]`` or ``[NAME-case]``), so ids stay what a
+    serial run gives; a test of no replica (the fleet's own) is a scope alone.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    longest_first = sorted(replicas, key=len, reverse=True)
+
+    class ReplicaScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            params = nodeid.partition("[")[2]
+            for name in longest_first:
+                if params.startswith((f"{name}]", f"{name}-")):
+                    return f"replica {name}"
+            return nodeid
+
+    return ReplicaScheduling(config, log)

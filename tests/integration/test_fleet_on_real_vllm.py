@@ -57,7 +57,7 @@ def test_a_replica_on_another_max_model_len_is_named_by_the_fleet_feature(pytest
     assert "max_model_len: 512 -> 256: replica-a=512 replica-b=256" in message
     summary = result.stdout.str()
     assert "replica replica-a: success" in summary
-    assert "replica replica-b: success" in summary  # its own contracts hold; the fleet feature fails it
+    assert "replica replica-b: failure" in summary  # its own contracts hold; the fleet feature fails it
 
 
 def test_one_server_under_two_names_is_a_fleet_that_agrees(pytester, plain_server):
@@ -95,7 +95,7 @@ def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(p
     for contract in DISCOVERY:
         assert seen[f"{contract}[up]"] == "passed"
         assert seen[f"{contract}[down]"] == "failed"
-        assert failed[f"{contract}[down]"].startswith("replica down (")
+        assert f"replica down ({nobody}): cannot reach vLLM" in failed[f"{contract}[down]"]
     assert seen["fleet.replicas_reached"] == "failed"
     assert "replica down" in failed["fleet.replicas_reached"]
     assert seen["fleet.replicas_agree[down]"] == "failed"
@@ -105,10 +105,14 @@ def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(p
 def test_a_fleet_under_xdist_runs_each_replica_on_one_worker(pytester, plain_server):
     pytest.importorskip("xdist")
     fleet = fleet_file(pytester, [("one", plain_server.url), ("two", plain_server.url)])
-    result = run_fleet(pytester, fleet, "-n", "2")
+    result = run_fleet(pytester, fleet, "-n", "2", "-v")
     assert result.ret == pytest.ExitCode.OK
-    assert "vllm fleet: --dist loadgroup" in result.stdout.str()
-    names = set(junit_results(pytester.path / "junit.xml"))
-    # xdist's loadgroup names the group (the replica) after the id.
-    assert "test_version_parses[one]@one" in names
-    assert "test_version_parses[two]@two" in names
+    assert "vllm fleet: each replica's tests on one xdist worker at a time" in result.stdout.str()
+    workers: dict[str, set[str]] = {}
+    for line in result.outlines:
+        if line.startswith("[gw") and "PASSED" in line and "test_discovery.py" in line:
+            replica = "one" if "[one]" in line else "two"
+            workers.setdefault(replica, set()).add(line.split("]", 1)[0].lstrip("["))
+    assert {replica: len(seen) for replica, seen in workers.items()} == {"one": 1, "two": 1}
+    # The same ids as a serial run: nothing appended by the scheduling.
+    assert "test_version_parses[one]" in set(junit_results(pytester.path / "junit.xml"))
