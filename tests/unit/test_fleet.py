@@ -106,3 +106,28 @@ def test_a_declared_rolling_upgrade_allows_two_versions_and_nothing_else():
     fleet = Fleet((Member("a", OBSERVED), Member("b", newer), Member("c", observation(vllm_version="0.30.1"))))
     assert disallowed_versions(fleet, ["0.31", "0.32"], ("a", "b", "c")) == ["c: 0.30.1"]
     assert disallowed_versions(fleet, None, ("a", "b", "c")) == []
+
+
+def test_each_replica_is_in_the_test_id_and_one_target_keeps_its_ids(pytester):
+    from tests.conftest import SUITES
+
+    two = pytester.runpytest_subprocess(
+        str(SUITES / "test_discovery.py"),
+        "--collect-only",
+        "-q",
+        "--vllm-url=http://a:8000",
+        "--vllm-url=http://b:8000",
+    )
+    assert "suites/test_discovery.py::test_version_parses[a:8000]" in two.stdout.str()
+    assert "suites/test_discovery.py::test_version_parses[b:8000]" in two.stdout.str()
+    one = pytester.runpytest_subprocess(
+        str(SUITES / "test_discovery.py"), "--collect-only", "-q", "--vllm-url=http://a:8000"
+    )
+    assert "suites/test_discovery.py::test_version_parses\n" in one.stdout.str() + "\n"
+
+
+def test_a_bad_fleet_file_stops_the_run_before_any_request(pytester):
+    (pytester.path / "fleet.yaml").write_text("replicas:\n  - {name: a}\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--vllm-fleet={pytester.path / 'fleet.yaml'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*fleet file*1 problem(s)*", "*replicas.0: 'url' is a required property*"])
