@@ -55,7 +55,10 @@ docs: $(STAMP)
 	$(PY) -m pytest_vllm_conformance.plugin.option_docs --write docs
 	$(PY) -m atlas render
 
-test: lint unit models
+# The lint (mypy takes one core) runs beside the unit tests, each one's output printed whole
+# when it ends; the server tests start after both.
+test: models
+	$(MAKE) -j2 --output-sync=target lint unit
 	$(PY) -m pytest tests --ignore=tests/unit $(PYTEST_ARGS)
 
 # Opt-in: the suites against a real vLLM 0.29 server, which predates the

@@ -21,6 +21,7 @@ NEWEST_MEASURABLE = "0.32"
 PYTHON_ENV = "VLLM_CONFORMANCE_PYTHON_{}"
 
 TOOL_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+SCRIPTED_PROCESSOR = "fixtures.scripted_output:ScriptedOutputProcessor"
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class FlagSet:
     # The suites these flags can change (pytest -m); plain runs every suite. Every suite under every
     # flag set would take about 6 minutes a server here: five times the run for no new verdicts.
     suites: str = ""
+    scripted: bool = False  # every answer scripted (fixtures/scripted_output.py), so the model thinks
 
 
 # The production profile every release is held to: a locked-down endpoint, the refusals the
@@ -79,6 +81,15 @@ FLAG_SETS: tuple[FlagSet, ...] = (
         (*CPU_SERVE_ARGS, *TOOL_ARGS, "--override-generation-config", '{"temperature": 0.0}'),
         profile="generation.tool_call_parser=hermes",
         suites="structured_outputs or tool_calls",
+    ),
+    FlagSet(
+        "reasoning",
+        "the thinking model behind --reasoning-parser deepseek_r1, its every answer scripted to think first",
+        "tiny-llama-thinking",
+        (*CPU_SERVE_ARGS, "--reasoning-parser", "deepseek_r1", "--logits-processors", SCRIPTED_PROCESSOR),
+        profile="generation.reasoning_parser=deepseek_r1",
+        suites="reasoning or rendering or token_accounting",
+        scripted=True,
     ),
     FlagSet(
         "yarn",

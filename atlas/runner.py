@@ -80,7 +80,14 @@ def measure(release: str, flags: FlagSet, python: str, models: dict[str, Path], 
         "model_config": model_config(models[flags.model]),
     }
     key = Secret("sk-atlas-" + secrets.token_hex(8)) if flags.api_key else None
-    server = VllmServer(models[flags.model], flags.args, python=python, api_key=key, log_path=work / "vllm-serve.log")
+    env = None
+    if flags.scripted:  # imported only here: it imports vLLM
+        from fixtures import scripted_output
+
+        env = scripted_output.server_env(models[flags.model])
+    server = VllmServer(
+        models[flags.model], flags.args, python=python, api_key=key, env=env, log_path=work / "vllm-serve.log"
+    )
     try:
         server.start()
     except LaunchError:

@@ -18,6 +18,7 @@ import pytest
 if TYPE_CHECKING:
     from fixtures.servers import ServerPool, ServerSpec
 
+from tests.support import warm_runs
 from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE
 from tests.support.servers import server_specs
 
@@ -99,6 +100,8 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Two replicas, one with another --max-model-len: the servers the context faults just used.
     ("integration/test_fleet_on_real_vllm.py", ("plain", "short_context")),
     ("integration/test_rendering_on_real_vllm.py", ("plain", "retemplated")),
+    # The reasoning server: the reasoning, rendering and accounting suites on it, and the fault proxy in front.
+    ("integration/test_reasoning_on_real_vllm.py", ("reasoning",)),
     ("integration/test_generation_controls.py", ("plain", "generation")),
     ("faults/test_generation_faults.py", ("generation",)),
     # The padding model's runs, apart from their modules: its server starts while the generation faults run.
@@ -282,12 +285,14 @@ requires_vllm = pytest.mark.skipif(
 
 
 def run_suites(pytester: pytest.Pytester, *args: str, url: str | None, profile: str | None = None, junit: bool = True):
-    """Run the real suites against ``url`` (None: the targets are in ``args``) in a fresh pytest process.
+    """Run the real suites against ``url`` (None: the targets are in ``args``) in a pytest process of its own.
 
     Returns pytester's RunResult.
 
-    A subprocess, not pytester's in-process run: the in-process run restores
-    sys.modules afterwards, which breaks libraries that import lazily (httpcore).
+    A process of its own, not pytester's in-process run: the in-process run
+    restores sys.modules afterwards, which breaks libraries that import lazily
+    (httpcore). The process is forked from a warm interpreter
+    (tests/support/warm_runs.py), which saves each run its imports.
     """
     argv = [str(SUITES), *([f"--vllm-url={url}"] if url else []), "-p", "no:cacheprovider", "-rA"]
     if profile is not None:
@@ -296,7 +301,7 @@ def run_suites(pytester: pytest.Pytester, *args: str, url: str | None, profile: 
         argv.append(f"--vllm-profile={path}")
     if junit:
         argv.append(f"--junitxml={pytester.path / 'junit.xml'}")
-    return pytester.runpytest_subprocess(*argv, *args, timeout=900)
+    return warm_runs.runpytest(pytester, *argv, *args, timeout=900)
 
 
 # ---- real servers shared by the integration and fault tests -------------------

@@ -7,7 +7,7 @@ same suites failing when one contract is broken.
 import pytest
 
 from tests.conftest import requires_vllm, run_suites
-from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, TOOL_CALLS_WITH_PARSER
+from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, REASONING_PASSED, TOOL_CALLS_WITH_PARSER
 from tests.support.servers import TEST_KEY
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
@@ -68,6 +68,8 @@ OPT_IN = {
         NOT_CLAIMED,
     ),
     "metrics.dashboard_series_exported": NOT_CLAIMED,
+    # Neither server runs a reasoning parser (the reasoning server's proofs: test_reasoning_on_real_vllm.py).
+    **dict.fromkeys(REASONING_PASSED, NOT_CLAIMED),
     # Neither server runs a tool-call parser, and both profiles accept vLLM ignoring guided_* fields.
     **dict.fromkeys(
         [

@@ -15,6 +15,8 @@ from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import run_suites
 from tests.support.profiles import (
     GENERATION_PROFILE,
+    REASONING_PASSED,
+    REASONING_PROFILE,
     WATERMARK_KEY,
     WATERMARK_KEY_ENV,
     WATERMARK_PROFILE,
@@ -238,3 +240,18 @@ def test_a_0_29_capture_diffed_against_0_32_compares_the_extension_fields(pytest
         "find it gone (baseline item.summary, target None)"
         in failed_checks(junit)[f"profile_diff.serving_unchanged[{removed}]"]
     )
+
+
+def test_0_29_reasoning_comes_back_where_its_facts_say(pytester, vllm_server_pool, tiny_models):
+    """0.29 as 0.32: the reasoning in `reasoning` (the field 0.28 already had), a history's reasoning_content
+    renamed and rendered, reasoning items and thinking blocks; on the same scripted thinking model and parser."""
+    from fixtures import scripted_output
+
+    model = tiny_models["tiny-llama-thinking"]
+    args = (*CPU_SERVE_ARGS, "--reasoning-parser", "deepseek_r1", *scripted_output.serve_args())
+    server = vllm_server_pool.get(model, args, env=scripted_output.server_env(model), python=PYTHON_0_29)
+    run_suites(pytester, "-m", "reasoning", url=server.url, profile=REASONING_PROFILE)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, REASONING_PASSED)
+    cases = {run.case for run in contract_runs(junit) if run.contract == "reasoning.history_rendered_as_documented"}
+    assert cases == {"reasoning", "reasoning_content"}

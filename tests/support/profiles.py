@@ -25,6 +25,23 @@ generation:
   tool_call_parser: hermes
 """
 
+# The reasoning server's profile: its reasoning parser.
+REASONING_PROFILE = """
+profile: 1
+name: reasoning
+generation:
+  reasoning_parser: deepseek_r1
+"""
+
+# The reasoning contracts on the reasoning server: four chat cases (a question and after a tool result, plain and
+# streamed), the two history field names of 0.28-0.32, Responses and Anthropic messages plain and streamed.
+REASONING_PASSED = {
+    "reasoning.reasoning_in_its_field": {"passed": 4},
+    "reasoning.stream_reassembles_to_the_same_answer": "passed",
+    "reasoning.history_rendered_as_documented": {"passed": 2},
+    "reasoning.routes_return_reasoning_blocks": {"passed": 4},
+}
+
 # The tool_calls contracts a declared tool-call parser claims.
 TOOL_CALLS_WITH_PARSER = tuple(
     f"tool_calls.{name}"

@@ -24,7 +24,7 @@ GATED_SERVE_ARGS = (*CPU_SERVE_ARGS, "--enable-scale-out", "--enable-prompt-embe
 # Every server our tests start, by name: model, flags and environment.
 # A name here is what SERVER_GROUPS and ``served`` speak of.
 def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
-    from fixtures import cpu_watermark
+    from fixtures import cpu_watermark, scripted_output
     from fixtures.servers import ServerSpec
     from pytest_vllm_conformance.connection.secrets import Secret
 
@@ -65,6 +65,13 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
         # plain with a chat template that differs in one place: an end-of-text token before each system message
         # (a doubled BOS on one branch). The one-message chat fingerprint cannot see it; the rendering corpus can.
         "retemplated": ServerSpec.of(llama, (*CPU_SERVE_ARGS, "--chat-template", SYSTEM_BOS_TEMPLATE)),
+        # The thinking model behind the deepseek_r1 reasoning parser, its every answer scripted (think, reasoning,
+        # end of think, content, end of text): a real reasoning parser parsing real output.
+        "reasoning": ServerSpec.of(
+            models["tiny-llama-thinking"],
+            (*CPU_SERVE_ARGS, "--reasoning-parser", "deepseek_r1", *scripted_output.serve_args()),
+            env=scripted_output.server_env(models["tiny-llama-thinking"]),
+        ),
         "watermark": ServerSpec.of(
             llama,
             (*CPU_SERVE_ARGS, "--enable-scale-out", *cpu_watermark.serve_args()),

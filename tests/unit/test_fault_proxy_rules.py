@@ -22,6 +22,7 @@ from fixtures.fault_proxy import (
     RouteTo,
     SetJsonField,
     StripJsonField,
+    StripMessageField,
     rule_from_dict,
 )
 from tests.unit.echo_upstream import SECRET, TIMEOUT, Upstream, header_values, serving
@@ -132,6 +133,22 @@ def test_strip_and_set_json_fields_recompute_content_length(upstream: Upstream) 
     assert json.loads(was_set["body"]) == {"messages": [], "seed": 7}
     assert header_values(was_set, "content-length") == [str(len(was_set["body"]))]
     assert not_json["body"] == "not json"
+
+
+def test_strip_message_field_drops_it_from_every_message_of_the_role_only(upstream: Upstream) -> None:
+    rules = [StripMessageField("reasoning_content", path="/v1/chat/completions")]
+    messages = [
+        {"role": "user", "content": "q", "reasoning_content": "kept: not the assistant's"},
+        {"role": "assistant", "content": "a", "reasoning_content": "dropped"},
+        {"role": "assistant", "content": "b"},
+    ]
+    with FaultProxy(upstream.url, rules=rules) as proxy:
+        stripped = httpx.post(proxy.url + "/v1/chat/completions", json={"messages": messages}, timeout=TIMEOUT).json()
+        untouched = httpx.post(proxy.url + "/v1/chat/completions", json={"messages": []}, timeout=TIMEOUT).json()
+        assert proxy.hits == [1]
+    assert json.loads(stripped["body"])["messages"] == [messages[0], {"role": "assistant", "content": "a"}, messages[2]]
+    assert header_values(stripped, "content-length") == [str(len(stripped["body"]))]
+    assert json.loads(untouched["body"]) == {"messages": []}
 
 
 def test_rewrite_json_response_advertises_another_max_model_len(upstream: Upstream) -> None:

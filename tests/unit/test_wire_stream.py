@@ -206,6 +206,7 @@ EDITED_SAMPLES = {
     "null_output_item_index": "responses_stream.sse",
     "drop_mid_stream_usage": "chat_stream_continuous_usage.sse",
     "unknown_event": "responses_stream.sse",
+    "reasoning_into_content": "chat_reasoning_stream.sse",
 }
 
 

@@ -1,0 +1,57 @@
+"""Reasoning: with the declared reasoning parser, the reasoning comes back where the version documents it.
+
+Claimed by the profile's ``generation.reasoning_parser`` (the server's
+``--reasoning-parser NAME``). A greedy chat answer, to a question and after a
+tool result, carries its reasoning in the field the version documents (fact
+``reasoning_output_field``), never under a former name nor inside
+``content``, streamed or not (parsers have leaked on one path only,
+vllm#46042, and after tool results, #39885); the streamed deltas reassemble
+to the unstreamed answer; a history's reasoning under the current and a
+former name is accepted or refused as documented and never left out of the
+prompt silently (``/tokenize``'s rendering); Responses and Anthropic messages
+return it as reasoning items and thinking blocks where served.
+"""
+
+import pytest
+
+from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance.features.reasoning.answers import Asker, chat_cases, field_problems, reassembly_problems
+from pytest_vllm_conformance.features.reasoning.history import history_cases, history_problems
+from pytest_vllm_conformance.features.reasoning.routes import route_cases, route_problems
+
+
+@pytest.fixture(scope="module")
+def asker(vllm_client, vllm_facts, vllm_expect):
+    return Asker.of(vllm_client, vllm_facts.model, vllm_expect)
+
+
+@contract("reasoning.reasoning_in_its_field")
+@each("case", chat_cases)
+def test_reasoning_in_its_field(case, asker):
+    answer = asker(streamed=case.streamed, after_tool=case.after_tool)
+    reference = asker(streamed=False, after_tool=case.after_tool) if case.streamed else None
+    problems = field_problems(answer, asker.documented, asker.markers, reference)
+    assert not problems, f"{case}: " + "; ".join(problems) + f" ({answer.describe()})"
+
+
+@contract("reasoning.stream_reassembles_to_the_same_answer")
+def test_stream_reassembles_to_the_same_answer(asker):
+    problems = reassembly_problems(asker(streamed=True), asker(streamed=False), asker.documented)
+    assert not problems, "; ".join(problems)
+
+
+@contract("reasoning.history_rendered_as_documented")
+@each("case", history_cases)
+def test_history_rendered_as_documented(case, vllm_client, vllm_facts, vllm_record):
+    problems, note = history_problems(vllm_client, vllm_facts.model, case)
+    if note:
+        vllm_record("reasoning_history", note)
+    assert not problems, f"{case}: " + "; ".join(problems)
+
+
+@contract("reasoning.routes_return_reasoning_blocks")
+@each("case", route_cases)
+def test_routes_return_reasoning_blocks(case, vllm_client, vllm_facts, vllm_expect, asker):
+    shape = vllm_expect.fact("reasoning_route_shapes")[case.name]
+    problems = route_problems(vllm_client, vllm_facts.model, case, shape, asker.markers)
+    assert not problems, f"{case}: " + "; ".join(problems)

@@ -1,0 +1,56 @@
+"""The reasoning suite's judgements on answers built by hand, and the stream edit that leaks reasoning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fixtures.fault_proxy.stream_rules import EDITS, split_events
+from pytest_vllm_conformance.features.reasoning.answers import ReasonedAnswer, field_problems, reassembly_problems
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "wire_samples" / "chat_reasoning_stream.sse"
+NAMES = ("reasoning", "reasoning_content")
+MARKERS = ("<think>", "</think>")
+
+
+def answer(reasoning: str = "", content: str = "", *, former: str = "", streamed: bool = False) -> ReasonedAnswer:
+    return ReasonedAnswer(streamed, {"reasoning": reasoning, "reasoning_content": former}, content, ["stop"])
+
+
+def test_reasoning_in_its_field_alone_holds():
+    assert field_problems(answer("Two rivers.", " Two."), "reasoning", MARKERS) == []
+
+
+def test_reasoning_under_the_former_name_or_inside_content_is_named():
+    assert field_problems(answer(former="Two rivers."), "reasoning", MARKERS) == [
+        "the reasoning came back under 'reasoning_content', a former name; the version documents 'reasoning'",
+        "no reasoning in 'reasoning'",
+    ]
+    leaked = answer(content="<think>Two rivers.</think> Two.", streamed=True)
+    assert field_problems(leaked, "reasoning", MARKERS, reference=answer("Two rivers.", " Two.")) == [
+        "the reasoning came back inside content ('Two rivers.')",
+        "content holds the think marker '<think>'",
+        "content holds the think marker '</think>'",
+        "no reasoning in 'reasoning'",
+    ]
+
+
+def test_a_stream_reassembles_or_says_which_part_differs():
+    whole = answer("Two rivers.", " Two.")
+    assert reassembly_problems(answer("Two rivers.", " Two.", streamed=True), whole, "reasoning") == []
+    assert reassembly_problems(answer("", "Two rivers. Two.", streamed=True), whole, "reasoning") == [
+        "the streamed reasoning deltas reassemble to '', the same request unstreamed says 'Two rivers.'",
+        "the streamed content deltas reassemble to 'Two rivers. Two.', the same request unstreamed says ' Two.'",
+    ]
+    assert reassembly_problems(whole, answer(content=" Two."), "reasoning")[0].startswith("nothing to compare")
+
+
+def test_the_leak_edit_moves_every_reasoning_delta_into_content():
+    payloads = split_events(SAMPLE.read_bytes())
+    deltas = [json.loads(p)["choices"][0]["delta"] for p in EDITS["reasoning_into_content"](payloads) if p != "[DONE]"]
+    original = [json.loads(p)["choices"][0]["delta"] for p in payloads if p != "[DONE]"]
+    assert not any("reasoning" in delta for delta in deltas)
+    assert "".join(d.get("content") or "" for d in deltas) == "".join(
+        (d.get("reasoning") or "") + (d.get("content") or "") for d in original
+    )
+    assert any(d.get("reasoning") for d in original)
