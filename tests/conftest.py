@@ -97,6 +97,8 @@ SERVER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("unbounded_embeds",),
     ),
     ("faults/test_context_faults.py", ("plain", "short_context")),
+    # Two replicas, one with another --max-model-len: the servers the context faults just used.
+    ("integration/test_fleet_on_real_vllm.py", ("plain", "short_context")),
     ("integration/test_rendering_on_real_vllm.py", ("plain", "retemplated")),
     # The reasoning server: the reasoning, rendering and accounting suites on it, and the fault proxy in front.
     ("integration/test_reasoning_on_real_vllm.py", ("reasoning",)),
@@ -289,15 +291,17 @@ requires_vllm = pytest.mark.skipif(
 )
 
 
-def run_suites(pytester: pytest.Pytester, *args: str, url: str, profile: str | None = None, junit: bool = True):
-    """Run the real suites against ``url`` in a pytest process of its own; returns pytester's RunResult.
+def run_suites(pytester: pytest.Pytester, *args: str, url: str | None, profile: str | None = None, junit: bool = True):
+    """Run the real suites against ``url`` (None: the targets are in ``args``) in a pytest process of its own.
+
+    Returns pytester's RunResult.
 
     A process of its own, not pytester's in-process run: the in-process run
     restores sys.modules afterwards, which breaks libraries that import lazily
     (httpcore). The process is forked from a warm interpreter
     (tests/support/warm_runs.py), which saves each run its imports.
     """
-    argv = [str(SUITES), f"--vllm-url={url}", "-p", "no:cacheprovider", "-rA"]
+    argv = [str(SUITES), *([f"--vllm-url={url}"] if url else []), "-p", "no:cacheprovider", "-rA"]
     if profile is not None:
         path = pytester.path / "profile.yaml"
         path.write_text(profile)

@@ -40,6 +40,7 @@ INPUTS: dict[str, str] = {
     "startup_baseline_log": "--vllm-baseline-log=FILE (the log of a start to compare with)",
     "serving_baseline": "--vllm-baseline-url=URL (the old release or flags) or --vllm-perf-baseline-file=PATH",
     "ingress": "--vllm-ingress-url=URL (the entry callers use, in front of the replicas)",
+    "fleet": "more than one replica (--vllm-url given more than once, or --vllm-fleet=FILE)",
 }
 
 # What a claimed contract may need to be checked at all (``needs``), and what its skip says is missing.

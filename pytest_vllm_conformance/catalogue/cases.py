@@ -32,6 +32,8 @@ class CaseContext:
     facts: ServerFacts | None
     expect: Expectations
     settings: Settings
+    # The replicas of a fleet by name, in the run's order (empty for a run with one target).
+    replicas: tuple[str, ...] = ()
 
     @property
     def server(self) -> ServerFacts:

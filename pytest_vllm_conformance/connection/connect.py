@@ -43,7 +43,7 @@ class Target:
 
 
 def configured(settings: Settings) -> bool:
-    return bool(settings.url or settings.serve or settings.ingress_url)
+    return bool(settings.url or settings.fleet or settings.serve or settings.ingress_url)
 
 
 def connection_for(settings: Settings) -> Connection:
@@ -93,11 +93,14 @@ def sdk_client_for(settings: Settings, base_url: str) -> Any:
     )
 
 
-def establish(settings: Settings, known_routes: KnownRoutes | None = None) -> Target:
-    """Start the embedded server if asked to, then discover the target (``known_routes``: see ``discover``)."""
+def establish(settings: Settings, known_routes: KnownRoutes | None = None, url: str | None = None) -> Target:
+    """Start the embedded server if asked to, then discover the target (``known_routes``: see ``discover``).
+
+    ``url``: one replica of a fleet (else the one --vllm-url).
+    """
     server = None
     # Given only the public entry (--vllm-ingress-url), the run tests what callers reach.
-    base_url = settings.url or (None if settings.serve else settings.ingress_url)
+    base_url = url or (settings.url[0] if settings.url else None) or (None if settings.serve else settings.ingress_url)
     if not base_url:
         if not settings.serve:
             raise NoTarget(NO_TARGET)

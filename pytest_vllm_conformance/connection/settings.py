@@ -22,7 +22,10 @@ MIB = 1024 * 1024
 @dataclass(frozen=True)
 class Settings:
     # the server under test, and how to reach it
-    url: str | None = None
+    # One URL: the server under test; several: the replicas of a fleet (with those of the fleet file).
+    url: tuple[str, ...] = ()
+    fleet: Path | None = None
+    fleet_expand_dns: bool = False
     ingress_url: str | None = None
     api_key: Secret | None = None
     ingress_api_key: Secret | None = None

@@ -26,8 +26,9 @@ from pytest_vllm_conformance.connection.ingress import Ask, IngressExposure, not
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features import startup_log
+from pytest_vllm_conformance.features.fleet import Fleet, Member
 from pytest_vllm_conformance.features.preflight import lint as preflight
-from pytest_vllm_conformance.plugin.run import run_state
+from pytest_vllm_conformance.plugin.run import TargetState, run_state
 
 
 @pytest.fixture(scope="session")
@@ -36,41 +37,69 @@ def vllm_settings(pytestconfig: pytest.Config) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def vllm_facts(pytestconfig: pytest.Config) -> ServerFacts:
-    facts = run_state(pytestconfig).facts
-    if facts is None:
-        pytest.fail(NO_TARGET, pytrace=False)
-    return facts
+def vllm_target(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> TargetState:
+    """The target a test runs against: in a fleet, the replica it is parametrized with (``[NAME-...]``)."""
+    state = run_state(pytestconfig)
+    name = getattr(request, "param", None)
+    return state.replica(name) if isinstance(name, str) and state.fleet else state.primary
 
 
 @pytest.fixture(scope="session")
-def vllm_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> BoundedClient:
+def vllm_facts(vllm_target: TargetState) -> ServerFacts:
+    facts = vllm_target.facts
+    if facts is None:
+        pytest.fail(vllm_target.problem or NO_TARGET, pytrace=False)
+    return facts
+
+
+def _url(target: TargetState) -> str:
+    if target.base_url is None:
+        raise RuntimeError("the run has no target yet")
+    return target.base_url
+
+
+@pytest.fixture(scope="session")
+def vllm_client(pytestconfig: pytest.Config, vllm_target: TargetState, vllm_facts: ServerFacts) -> BoundedClient:
     state = run_state(pytestconfig)
-    client = client_for(state.settings, state.url, target_key(state.settings))
+    client = client_for(state.settings, _url(vllm_target), target_key(state.settings))
     state.clients.append(client)
     return client
 
 
 @pytest_asyncio.fixture
-async def vllm_async_client(pytestconfig: pytest.Config, vllm_facts: ServerFacts):
+async def vllm_async_client(pytestconfig: pytest.Config, vllm_target: TargetState, vllm_facts: ServerFacts):
     state = run_state(pytestconfig)
     settings = state.settings
-    client = async_client_for(settings, state.url)
+    client = async_client_for(settings, _url(vllm_target))
     yield client
     await client.aclose()
 
 
 @pytest.fixture(scope="session")
-def vllm_expect(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> Expectations:
-    return run_state(pytestconfig).expectations()
+def vllm_expect(pytestconfig: pytest.Config, vllm_target: TargetState, vllm_facts: ServerFacts) -> Expectations:
+    return run_state(pytestconfig).expectations(vllm_target)
 
 
 @pytest.fixture(scope="session")
-def vllm_ingress_client(pytestconfig: pytest.Config, vllm_client: BoundedClient) -> BoundedClient:
+def vllm_fleet(pytestconfig: pytest.Config) -> Fleet:
+    """Every replica of the run by name: its observation (the capture) or why it was not reached."""
+    state = run_state(pytestconfig)
+    return Fleet(
+        tuple(
+            Member(target.name, target.facts.observed if target.facts else None, target.problem)
+            for target in state.targets
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+def vllm_ingress_client(
+    pytestconfig: pytest.Config, vllm_target: TargetState, vllm_client: BoundedClient
+) -> BoundedClient:
     """Callers' entry (--vllm-ingress-url); without one the server is its own public entry."""
     state = run_state(pytestconfig)
     ingress = state.settings.ingress_url
-    if not ingress or ingress == state.base_url:
+    if not ingress or ingress == vllm_target.base_url:
         return vllm_client
     client = client_for(state.settings, ingress, ingress_key(state.settings))
     state.clients.append(client)
@@ -78,11 +107,13 @@ def vllm_ingress_client(pytestconfig: pytest.Config, vllm_client: BoundedClient)
 
 
 @pytest.fixture(scope="session")
-def vllm_direct_client(pytestconfig: pytest.Config, vllm_client: BoundedClient) -> BoundedClient | None:
+def vllm_direct_client(
+    pytestconfig: pytest.Config, vllm_target: TargetState, vllm_client: BoundedClient
+) -> BoundedClient | None:
     """The server itself, bypassing the ingress; None when only --vllm-ingress-url was given."""
     state = run_state(pytestconfig)
     ingress = state.settings.ingress_url
-    return None if ingress and ingress == state.base_url else vllm_client
+    return None if ingress and ingress == vllm_target.base_url else vllm_client
 
 
 @pytest.fixture(scope="session")
@@ -130,9 +161,9 @@ def vllm_record(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
-def vllm_exclusive(pytestconfig: pytest.Config):
+def vllm_exclusive(vllm_target: TargetState):
     """``with vllm_exclusive():`` no other test (on any xdist worker) talks to the server meanwhile."""
-    return run_state(pytestconfig).run_lock.exclusive
+    return vllm_target.run_lock.exclusive
 
 
 @pytest.fixture(scope="session")
@@ -142,10 +173,10 @@ def vllm_watermark_key(pytestconfig: pytest.Config) -> Secret | None:
 
 
 @pytest.fixture(scope="session")
-def vllm_openai(pytestconfig: pytest.Config, vllm_facts: ServerFacts):
+def vllm_openai(pytestconfig: pytest.Config, vllm_target: TargetState, vllm_facts: ServerFacts):
     """The official OpenAI SDK pointed at the target, with the run's byte cap and timeout."""
     state = run_state(pytestconfig)
-    sdk = sdk_client_for(state.settings, state.url)
+    sdk = sdk_client_for(state.settings, _url(vllm_target))
     yield sdk
     sdk.close()
 

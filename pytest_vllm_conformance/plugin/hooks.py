@@ -8,29 +8,22 @@ configuration), ``target`` (launcher + discovery), ``contracts``/``cases``/
 
 from __future__ import annotations
 
-import dataclasses
-import functools
+import itertools
 import shutil
-import tempfile
 from collections.abc import Generator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_vllm_conformance import CONTRACT_MARKER, EACH_MARKER, NOT_CLAIMED
-from pytest_vllm_conformance.catalogue import cases, contracts, routes
+from pytest_vllm_conformance.catalogue import cases, contracts
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
-from pytest_vllm_conformance.connection.client import display_url
-from pytest_vllm_conformance.connection.connect import NO_TARGET, client_for, configured, establish
-from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts
-from pytest_vllm_conformance.connection.launcher import LaunchError
-from pytest_vllm_conformance.connection.run_lock import RunLock
-from pytest_vllm_conformance.features.profile_diff import capture
-from pytest_vllm_conformance.plugin import options
+from pytest_vllm_conformance.connection.connect import NO_TARGET, configured, establish
+from pytest_vllm_conformance.plugin import options, targets
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
-from pytest_vllm_conformance.plugin.run import STATE, RunState, configure_run, run_state
+from pytest_vllm_conformance.plugin.run import STATE, RunState, TargetState, configure_run, run_state
+from pytest_vllm_conformance.plugin.targets import REPLICA_PROPERTY, TARGET_PARAMETER, target_of
 from pytest_vllm_conformance.reporting.redaction import scrub_report
 
 pytest_plugins = ("pytest_vllm_conformance.plugin.fixtures",)
@@ -50,6 +43,7 @@ TARGET_FIXTURES = frozenset(
         "vllm_openai",
         "vllm_ingress_client",
         "vllm_direct_client",
+        "vllm_fleet",
     }
 )
 
@@ -69,8 +63,25 @@ def pytest_configure(config: pytest.Config) -> None:
     for feature in catalogue.features.values():
         config.addinivalue_line("markers", f"{feature.name}: {feature.statement}")
     state = configure_run(config)
+    _group_replicas(config, state)
     # Report files, the JUnit finish, the summary, and scrubbing of log records, warnings and headers.
     config.pluginmanager.register(ConformanceReporter(config, state), REPORTER_NAME)
+
+
+def _group_replicas(config: pytest.Config, state: RunState) -> None:
+    """A fleet under xdist: each replica's tests on one worker at a time, replicas side by side."""
+    if state.fleet and not hasattr(config, "workerinput") and config.getoption("dist", "no") in targets.GROUPED_DIST:
+        state.header_notes.append(
+            "vllm fleet: each replica's tests on one xdist worker at a time, replicas side by side"
+        )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    state = run_state(config)
+    if not state.fleet or config.getoption("dist", "no") not in targets.GROUPED_DIST:
+        return None
+    return targets.replica_scheduler(config, log, [target.name for target in state.targets])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -87,71 +98,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state = run_state(config)
     handed_over = getattr(config, "workerinput", {}).get(WORKER_INPUT_KEY)
     if handed_over:
-        state.facts = ServerFacts.from_dict(handed_over["facts"])
-        state.base_url = handed_over["base_url"]
-        state.serve_log = handed_over.get("serve_log")
-        state.run_lock = RunLock(Path(handed_over["lock_dir"]))
+        targets.take_over(state, handed_over)
         return
     if hasattr(config, "workerinput") or not configured(state.settings) or config.option.collectonly:
         return
-    try:
-        state.target = establish(state.settings, functools.partial(routes.known_routes, state.catalogue))
-    except (DiscoveryError, LaunchError) as exc:
-        raise pytest.UsageError(state.redactor(str(exc))) from None
-    except contracts.ReleaseNotCovered as exc:
-        # The first fact discovery asks of a release older than the catalogue: nothing in the run could be judged.
-        raise pytest.UsageError(_at_target(state, str(exc))) from None
-    state.facts = state.target.facts
-    version = state.facts.parsed_version
-    if version is not None and state.catalogue.releases.is_older(version):
-        raise pytest.UsageError(_at_target(state, state.catalogue.releases.refusal(version)))
-    state.base_url = state.target.base_url
-    state.serve_log = str(state.target.log_path) if state.target.log_path else None
-    _observe_target(state)
-
-
-def _at_target(state: RunState, problem: str) -> str:
-    where = state.settings.url or state.settings.ingress_url
-    return state.redactor(f"{display_url(where)}: {problem}" if where else problem)
-
-
-def _observe_target(state: RunState) -> None:
-    """Capture and baseline: observe the target once and hand the observation on in the facts."""
-    settings = state.settings
-    if not settings.capture_profile and state.baseline is None:
-        return
-    assert state.facts is not None, "observed after discovery"
-    with client_for(settings, state.url) as client:
-        try:
-            observed, notes = capture.observe_and_record(
-                client,
-                state.facts,
-                state.catalogue,
-                capture_path=settings.capture_profile,
-                baseline=state.baseline,
-                diff_report=settings.diff_report,
-                redactor=state.redactor,
-                baseline_ignore=state.expectations().declared("profile_diff", "ignore").value,
-            )
-        except OSError as exc:
-            raise pytest.UsageError(f"cannot write {exc.filename}: {exc.strerror or exc}") from None
-    state.facts = dataclasses.replace(state.facts, observed=observed)
-    state.header_notes.extend(notes)
+    # Looked up here, not in targets: a test may stand in for the server the plugin would start.
+    targets.establish_all(state, establish)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: hand the discovered target to each worker instead of probing again."""
+    """pytest-xdist: hand the discovered targets to each worker instead of probing again."""
     state = run_state(node.config)
-    if state.facts is not None:
-        if state.lock_dir is None:
-            state.lock_dir = tempfile.mkdtemp(prefix="vllm-conformance-lock-")
-        node.workerinput[WORKER_INPUT_KEY] = {
-            "facts": state.facts.to_dict(),
-            "base_url": state.base_url,
-            "serve_log": state.serve_log,
-            "lock_dir": state.lock_dir,
-        }
+    handed = targets.hand_over(state)
+    if handed is not None:
+        node.workerinput[WORKER_INPUT_KEY] = handed
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -165,7 +126,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if exclusive or not TARGET_FIXTURES.intersection(getattr(item, "fixturenames", ())):
         yield
         return
-    with state.run_lock.shared():
+    with target_of(state, item).run_lock.shared():
         yield
 
 
@@ -177,25 +138,55 @@ def _contract_id(node: pytest.Item | pytest.Function) -> str | None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = run_state(metafunc.config)
     contract_id = _contract_id(metafunc.definition)
-    claim = state.claim(contract_id) if contract_id else None
-    for marker in metafunc.definition.iter_markers(EACH_MARKER):
-        argname, source = marker.args
-        if claim is not None and not claim.claimed:
-            # Decided at collection (pytest_collection_modifyitems): one placeholder case says why.
-            metafunc.parametrize(argname, [None], ids=["none"])
-            continue
-        context = cases.CaseContext(state.facts, state.expectations(), state.settings)
-        try:
-            values = list(source(context))
-        except (cases.NoCases, contracts.NoFact) as exc:
-            values, reason = [], str(exc)
-        else:
-            reason = f"{source.__name__} found nothing to check on this server"
-        if values:
-            metafunc.parametrize(argname, values, ids=[value.id for value in values])
-        else:
-            # A claimed contract with nothing to check is an error, never a quiet skip.
-            metafunc.parametrize(argname, [pytest.param(None, marks=NO_CASES(reason))], ids=["none"])
+    sources = [marker.args for marker in metafunc.definition.iter_markers(EACH_MARKER)]
+    if state.fleet and TARGET_PARAMETER in metafunc.fixturenames:
+        _parametrize_per_replica(metafunc, state, contract_id, sources)
+        return
+    for argname, source in sources:
+        metafunc.parametrize(argname, _cases(state, state.primary, contract_id, source))
+
+
+def _cases(state: RunState, target: TargetState, contract_id: str | None, source: Any) -> list[Any]:
+    """The source's cases on ``target``, each a pytest.param with its id."""
+    claim = state.claim(contract_id, target) if contract_id else None
+    if (claim is not None and not claim.claimed) or target.problem:
+        # Decided at collection (pytest_collection_modifyitems) or at setup: one placeholder case says why.
+        return [pytest.param(None, id="none")]
+    context = cases.CaseContext(target.facts, state.expectations(target), state.settings, _replica_names(state))
+    try:
+        values = list(source(context))
+    except (cases.NoCases, contracts.NoFact) as exc:
+        values, reason = [], str(exc)
+    else:
+        reason = f"{source.__name__} found nothing to check on this server"
+    if values:
+        return [pytest.param(value, id=value.id) for value in values]
+    # A claimed contract with nothing to check is an error, never a quiet skip.
+    return [pytest.param(None, marks=NO_CASES(reason), id="none")]
+
+
+def _replica_names(state: RunState) -> tuple[str, ...]:
+    return tuple(target.name for target in state.targets) if state.fleet else ()
+
+
+def _parametrize_per_replica(
+    metafunc: pytest.Metafunc, state: RunState, contract_id: str | None, sources: list[Any]
+) -> None:
+    """A fleet: the test once per replica (and per case the replica's own facts give), ``[replica-case]``."""
+    combos = []
+    for target in state.targets:
+        per_source = [_cases(state, target, contract_id, source) for _, source in sources]
+        for picked in itertools.product(*per_source):
+            marks = [mark for param in picked for mark in param.marks]
+            ids = [target.name, *(str(param.id) for param in picked)]
+            values = (target.name, *(param.values[0] for param in picked))
+            combos.append(pytest.param(*values, marks=marks, id="-".join(ids)))
+    if not sources:
+        combos = [pytest.param(combo.values[0], marks=combo.marks, id=combo.id) for combo in combos]
+        metafunc.parametrize(TARGET_PARAMETER, combos, indirect=True, scope="session")
+        return
+    argnames = [TARGET_PARAMETER, *(argname for argname, _ in sources)]
+    metafunc.parametrize(argnames, combos, indirect=[TARGET_PARAMETER])
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -211,11 +202,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.add_marker(contract.feature)
         item.user_properties.append(("vllm_contract", contract.id))
         item.user_properties.append(("vllm_feature", contract.feature))
-        if state.facts is not None:
-            item.user_properties.append(("vllm_version", state.facts.version or "unknown"))
+        target = target_of(state, item)
+        if state.fleet and TARGET_PARAMETER in getattr(item, "fixturenames", ()):
+            item.user_properties.append((REPLICA_PROPERTY, target.name))
+        if target.facts is not None:
+            item.user_properties.append(("vllm_version", target.facts.version or "unknown"))
         if state.separate_ingress and state.catalogue.judged_at_ingress(contract):
             item.user_properties.append(("vllm_judged_at", "ingress"))
-        claim = state.claim(contract.id)
+        claim = state.claim(contract.id, target)
         if claim.status != CLAIMED:
             # Typed: reporting reads these properties, not the skip message.
             item.user_properties.append(("vllm_claim", claim.status))
@@ -225,6 +219,16 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         elif claim.unchecked:
             # Claimed, so a plain skip: its feature is partial, the report says what the run lacked.
             item.add_marker(pytest.mark.skip(reason=f"not checked: {claim.unchecked}"))
+    if state.fleet:
+        # One replica after another (stable: each replica's tests keep the one-target order), so a
+        # replica's session and module fixtures are set up once.
+        order = {target.name: index for index, target in enumerate(state.targets)}
+        items.sort(key=lambda item: order.get(_replica_of(item) or "", -1))
+
+
+def _replica_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get(TARGET_PARAMETER) if callspec is not None else None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -240,7 +244,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     contract_id = _contract_id(item)
     if contract_id is None:
         return
-    claim = run_state(item.config).claim(contract_id)
+    state = run_state(item.config)
+    target = target_of(state, item)
+    if target.problem and TARGET_PARAMETER in getattr(item, "fixturenames", ()):
+        pytest.fail(target.problem, pytrace=False)
+    claim = state.claim(contract_id, target)
     if claim.status == UNMEETABLE:
         pytest.fail(f"{contract_id}: {claim.reason}", pytrace=False)
     no_cases = item.get_closest_marker(NO_CASES.name)
@@ -272,7 +280,9 @@ def pytest_make_collect_report(
 def pytest_report_header(config: pytest.Config) -> list[str]:
     state = run_state(config)
     lines = []
-    if state.facts is not None:
+    if state.fleet:
+        lines.extend(targets.header_lines(state))
+    elif state.facts is not None:
         facts = state.facts
         lines.append(
             f"vllm target: {facts.url} ({'embedded server' if state.target and state.target.server else 'given'})"
@@ -297,7 +307,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     for client in state.clients:
         client.close()
-    if state.target is not None:
-        state.target.close()
-    if state.lock_dir is not None:
-        shutil.rmtree(state.lock_dir, ignore_errors=True)
+    for target in state.targets:
+        if target.target is not None:
+            target.target.close()
+        if target.lock_dir is not None:
+            shutil.rmtree(target.lock_dir, ignore_errors=True)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pytest_vllm_conformance.connection.settings import MIB
 
-Kind = Literal["str", "int", "float", "path", "list", "flag", "version", "choice", "url"]
+Kind = Literal["str", "int", "float", "path", "list", "flag", "version", "choice", "url", "urls"]
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,29 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option(
         "vllm-url",
-        "Base URL of the vLLM server under test (a path is a prefix, as behind --root-path).",
-        kind="url",
+        "Base URL of the vLLM server under test (a path is a prefix, as behind --root-path). Given more than once "
+        "(the env variable and ini take a comma or space separated list), each URL is a replica of a fleet, "
+        "named host:port (docs/fleet.md).",
+        kind="urls",
+        default=(),
         env="VLLM_URL",
         metavar="URL",
+    ),
+    Option(
+        "vllm-fleet",
+        "A fleet file (YAML: replicas, each with a url and an optional name and labels; docs/fleet.md): every "
+        "replica is a target, checked contract by contract. Adds to any --vllm-url.",
+        kind="path",
+        env="VLLM_CONFORMANCE_FLEET",
+        metavar="FILE",
+    ),
+    Option(
+        "vllm-fleet-expand-dns",
+        "A replica's host name that resolves to several addresses (a headless Service, say) becomes one replica "
+        "per address, named NAME-ADDRESS; the header says which names were expanded.",
+        kind="flag",
+        default=False,
+        env="VLLM_CONFORMANCE_FLEET_EXPAND_DNS",
     ),
     Option(
         "vllm-api-key",

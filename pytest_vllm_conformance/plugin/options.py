@@ -98,13 +98,13 @@ def register(parser: pytest.Parser) -> None:
             continue
         group.addoption(
             option.flag,
-            action="append" if option.kind == "list" else "store",
+            action="append" if option.kind in ("list", "urls") else "store",
             default=None,
             dest=option.dest,
             metavar=option.metavar,
             help=help_text,
         )
-        ini_type: Literal["args", "string"] = "args" if option.kind == "list" else "string"
+        ini_type: Literal["args", "string"] = "args" if option.kind in ("list", "urls") else "string"
         parser.addini(option.dest, option.help, type=ini_type)
 
 
@@ -124,11 +124,19 @@ def _resolve_one(option: Option, config: pytest.Config, environ: Mapping[str, st
         return Setting(_convert(option, cli, "cli"), "cli")
     if option.env and environ.get(option.env):
         raw = environ[option.env]
-        return Setting(_convert(option, shlex.split(raw) if option.kind == "list" else raw, "env"), "env")
+        return Setting(_convert(option, _env_value(option, raw), "env"), "env")
     ini = config.getini(option.dest)
     if ini:
         return Setting(_convert(option, ini, "ini"), "ini")
     return Setting(option.default, "default")
+
+
+def _env_value(option: Option, raw: str) -> Any:
+    if option.kind == "list":
+        return shlex.split(raw)
+    if option.kind == "urls":
+        return raw.replace(",", " ").split()
+    return raw
 
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -175,8 +183,14 @@ def _convert(option: Option, raw: Any, source: Source) -> Any:
             raise ValueError(f"choose one of {', '.join(option.choices)}")
         if option.kind == "url":
             return server_url(str(raw))
+        if option.kind == "urls":
+            # Each item may itself be a comma separated list (an ini line, a CI variable).
+            items = [part for item in raw for part in str(item).replace(",", " ").split()]
+            return tuple(server_url(item) for item in items)
     except ValueError as exc:
         shown = "***" if option.secret else repr(_masked_url(str(raw)) if option.kind == "url" else raw)
+        if option.kind == "urls":
+            shown = repr(", ".join(_masked_url(str(item)) for item in raw))
         raise pytest.UsageError(f"{option.flag} (from {where}): {shown} is not valid: {exc}") from None
     if option.secret:
         return Secret(str(raw))

@@ -30,6 +30,7 @@ from pytest_vllm_conformance.reporting.outcomes import (
     OutcomeCollector,
     feature_results,
     overall_result,
+    replica_results,
 )
 from pytest_vllm_conformance.reporting.redaction import LogRecordRedaction, url_password
 
@@ -44,7 +45,8 @@ class ConformanceReporter:
         self.state = state
         self.redactor = state.redactor
         # A URL given as scheme://user:password@host: its password is a secret too.
-        self.redactor.add(url_password(state.settings.url))
+        for url in state.settings.url:
+            self.redactor.add(url_password(url))
         self.collector = OutcomeCollector()
         self.started = datetime.now(UTC)
         self.controls_run = not hasattr(config, "workerinput")
@@ -141,6 +143,7 @@ class ConformanceReporter:
             if facts.inventory is not None:
                 run.routes = facts.inventory.source
                 run.routes_not_mounted = facts.inventory.not_mounted
+        run.replicas = self.replica_entries()
         run.gate = state.settings.gate
         run.embedded_server = bool(state.target is not None and state.target.server is not None)
         if state.profile is not None:
@@ -151,6 +154,30 @@ class ConformanceReporter:
         run.selection = {name: value for name, value in selection.items() if value}
         return run
 
+    def replica_entries(self) -> list[dict[str, Any]]:
+        """A fleet: each replica, where it is, what it runs, and its own result; empty for one target."""
+        state = self.state
+        if not state.fleet:
+            return []
+        names = [target.name for target in state.targets]
+        results = replica_results(state.catalogue.statements(), self.collector.finished(), names)
+        entries = []
+        for target in state.targets:
+            facts = target.facts
+            entry: dict[str, Any] = {
+                "name": target.name,
+                "url": display_url(target.base_url or target.given_url or ""),
+                "vllm_version": facts.version if facts else None,
+                "model": facts.model if facts else None,
+                "result": results[target.name],
+            }
+            if target.labels:
+                entry["labels"] = dict(target.labels)
+            if target.problem:
+                entry["problem"] = target.problem
+            entries.append(entry)
+        return entries
+
     def _suite_properties(self) -> dict[str, str]:
         """Run-wide facts as testsuite properties, valid in every JUnit family."""
         facts = self.state.facts
@@ -159,6 +186,9 @@ class ConformanceReporter:
             values.update(
                 vllm_version=facts.version or "unknown", vllm_model=facts.model, vllm_url=display_url(facts.url)
             )
+        replicas = self.replica_entries()
+        if replicas:
+            values["vllm_replicas"] = ", ".join(f"{entry['name']}={entry['result']}" for entry in replicas)
         if self.state.profile is not None:
             values["vllm_profile"] = self.state.profile.name
         if self.written is not None:
@@ -178,7 +208,11 @@ class ConformanceReporter:
     def summary_lines(self) -> list[str]:
         lines = []
         facts = self.state.facts
-        if facts is not None:
+        replicas = self.replica_entries()
+        for entry in replicas:
+            where = f"vLLM {entry['vllm_version'] or 'unknown'}, model {entry['model']}, at {entry['url']}"
+            lines.append(f"replica {entry['name']}: {entry['result']}: {entry.get('problem') or where}")
+        if facts is not None and not replicas:
             profile = f"profile {self.state.profile.name}" if self.state.profile else "no profile"
             lines.append(
                 f"vLLM {facts.version or 'unknown'}, model {facts.model}, at {display_url(facts.url)} ({profile})"

@@ -17,14 +17,42 @@ import pytest
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
+from pytest_vllm_conformance.connection import fleet
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.connect import Target, ingress_key
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.run_lock import RunLock
-from pytest_vllm_conformance.connection.secrets import Redactor, Secret
+from pytest_vllm_conformance.connection.secrets import Redactor, Secret, url_password
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.plugin import options
+
+
+@dataclass
+class TargetState:
+    """One target of the run: the server under test, or one replica of a fleet."""
+
+    # The replica's name; "" for the one target of a run that is not a fleet (no replica names anywhere).
+    name: str = ""
+    given_url: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    expanded_from: str | None = None
+    target: Target | None = None
+    facts: ServerFacts | None = None
+    base_url: str | None = None
+    # The embedded server's log, also on xdist workers (which have no target of their own).
+    serve_log: str | None = None
+    claims: dict[str, applicability.Claim] = field(default_factory=dict)
+    # Shared by the controlling process and its xdist workers (none in a run without workers).
+    run_lock: RunLock = field(default_factory=lambda: RunLock(None))
+    lock_dir: str | None = None
+    # Why this replica could not be reached: its tests fail saying so, the other replicas still run.
+    problem: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How messages name it: the replica, else its URL."""
+        return self.name or self.given_url or ""
 
 
 @dataclass
@@ -35,9 +63,40 @@ class RunState:
     catalogue: contracts.Catalogue
     profile: Profile | None
     redactor: Redactor
-    target: Target | None = None
-    facts: ServerFacts | None = None
-    base_url: str | None = None
+    # One per replica; one (unnamed) for a run with a single target or none.
+    targets: list[TargetState] = field(default_factory=lambda: [TargetState()])
+
+    @property
+    def fleet(self) -> bool:
+        return len(self.targets) > 1
+
+    @property
+    def primary(self) -> TargetState:
+        """The run's one target, or the first replica that was reached (the fleet's reference by default)."""
+        return next((target for target in self.targets if target.facts is not None), self.targets[0])
+
+    def replica(self, name: str) -> TargetState:
+        return next(target for target in self.targets if target.name == name)
+
+    @property
+    def facts(self) -> ServerFacts | None:
+        return self.primary.facts
+
+    @property
+    def target(self) -> Target | None:
+        return self.primary.target
+
+    @property
+    def base_url(self) -> str | None:
+        return self.primary.base_url
+
+    @property
+    def serve_log(self) -> str | None:
+        return self.primary.serve_log
+
+    @property
+    def run_lock(self) -> RunLock:
+        return self.primary.run_lock
 
     @property
     def url(self) -> str:
@@ -53,45 +112,45 @@ class RunState:
         return bool(ingress) and self.base_url is not None and ingress != self.base_url
 
     clients: list[BoundedClient] = field(default_factory=list)
-    # The embedded server's log, also on xdist workers (which have no target of their own).
-    serve_log: str | None = None
     watermark_key: Secret | None = None
     baseline: Profile | None = None
     header_notes: list[str] = field(default_factory=list)
-    claims: dict[str, applicability.Claim] = field(default_factory=dict)
-    # Shared by the controlling process and its xdist workers (none in a run without workers).
-    run_lock: RunLock = field(default_factory=lambda: RunLock(None))
-    lock_dir: str | None = None
 
-    def expectations(self) -> Expectations:
-        version = self.facts.parsed_version if self.facts else None
+    def expectations(self, target: TargetState | None = None) -> Expectations:
+        facts = (target or self.primary).facts
+        version = facts.parsed_version if facts else None
         return Expectations(self.catalogue, version, self.profile, self.baseline)
 
-    def inputs(self) -> dict[str, bool]:
+    def inputs(self, target: TargetState | None = None) -> dict[str, bool]:
         """Which inputs a contract may be claimed on (applicability.INPUTS) or need (NEEDS) this run has."""
         settings = self.settings
+        target = target or self.primary
         return {
             "baseline": bool(settings.baseline),
             "quality_baseline": bool(settings.baseline_url or settings.eval_baseline_file or settings.eval_save),
             "serving_baseline": bool(settings.baseline_url or settings.perf_baseline_file),
             "manifests": bool(settings.manifests),
-            "server_log": bool(settings.log or self.serve_log),
+            "server_log": bool(settings.log or target.serve_log),
             "startup_baseline_log": bool(settings.baseline_log),
             "eval_task": bool(settings.eval_task),
             "ingress": bool(settings.ingress_url),
+            "fleet": self.fleet,
             # The key callers send where the run's requests go (the ingress's own, else the server's).
             "api_key": bool(ingress_key(settings)),
             "watermark_key": self.watermark_key is not None,
             "server_behind_ingress": not (settings.ingress_url and not (settings.url or settings.serve)),
-            "reported_max_model_len": self.facts is not None and isinstance(self.facts.max_model_len, int),
+            "reported_max_model_len": target.facts is not None and isinstance(target.facts.max_model_len, int),
         }
 
-    def claim(self, contract_id: str) -> applicability.Claim:
-        """Decided once per contract per process, after the target is known (facts name the version)."""
-        if contract_id not in self.claims:
+    def claim(self, contract_id: str, target: TargetState | None = None) -> applicability.Claim:
+        """Decided once per contract per target per process, after the target is known (facts name the version)."""
+        target = target or self.primary
+        if contract_id not in target.claims:
             contract = self.catalogue.contract(contract_id)
-            self.claims[contract_id] = applicability.claim(contract, self.catalogue, self.expectations(), self.inputs())
-        return self.claims[contract_id]
+            target.claims[contract_id] = applicability.claim(
+                contract, self.catalogue, self.expectations(target), self.inputs(target)
+            )
+        return target.claims[contract_id]
 
 
 STATE = pytest.StashKey[RunState]()
@@ -114,10 +173,41 @@ def configure_run(config: pytest.Config) -> RunState:
     for spelling in keys.spellings(watermark_key.reveal()) if watermark_key else ():
         redactor.add(spelling)
     state = RunState(
-        settings, sources, contracts.load(), profile, redactor, watermark_key=watermark_key, baseline=baseline
+        settings,
+        sources,
+        contracts.load(),
+        profile,
+        redactor,
+        targets=_targets(settings),
+        watermark_key=watermark_key,
+        baseline=baseline,
     )
+    for target in state.targets:
+        redactor.add(url_password(target.given_url))
     config.stash[STATE] = state
     return state
+
+
+def _targets(settings: Settings) -> list[TargetState]:
+    """One target state per replica (--vllm-url given more than once, --vllm-fleet); one unnamed one otherwise."""
+    try:
+        replicas = [fleet.Replica(fleet.default_name(url), url) for url in settings.url]
+        expand = settings.fleet_expand_dns
+        if settings.fleet is not None:
+            listed, expand_listed = fleet.load_fleet_file(settings.fleet, options.server_url)
+            replicas += listed
+            expand = expand or expand_listed
+        if expand:
+            replicas = fleet.expand_dns(replicas)
+        replicas = fleet.unique_names(replicas)
+    except fleet.FleetError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if len(replicas) <= 1:
+        return [TargetState(given_url=replica.url) for replica in replicas] or [TargetState()]
+    return [
+        TargetState(replica.name, replica.url, replica.labels, expanded_from=replica.expanded_from)
+        for replica in replicas
+    ]
 
 
 def _load_baseline(path: Path) -> Profile:

@@ -63,6 +63,7 @@ class ContractTest:
     at_ingress: bool = False  # judged through the run's ingress (the plugin's vllm_judged_at property)
     hidden: str = ""  # what the ingress did not expose to it (its vllm_ingress_hidden property)
     picture: str = ""  # a picture of its figures beside the report, by file name (its vllm_picture property)
+    replica: str = ""  # the fleet's replica it ran against (its vllm_replica property); "" with one target
 
 
 def failure_reason(report: Any) -> str:
@@ -112,6 +113,7 @@ FIGURES_PROPERTY = "vllm_figures"
 JUDGED_AT_PROPERTY = "vllm_judged_at"
 HIDDEN_PROPERTY = "vllm_ingress_hidden"
 PICTURE_PROPERTY = "vllm_picture"
+REPLICA_PROPERTY = "vllm_replica"
 
 
 class OutcomeCollector:
@@ -128,6 +130,8 @@ class OutcomeCollector:
         test = self.tests.setdefault(report.nodeid, ContractTest(report.nodeid, str(contract), str(feature)))
         if properties.get(FIGURES_PROPERTY):
             test.figures = _shorten(str(properties[FIGURES_PROPERTY]))
+        if properties.get(REPLICA_PROPERTY):
+            test.replica = str(properties[REPLICA_PROPERTY])
         if properties.get(PICTURE_PROPERTY):
             test.picture = str(properties[PICTURE_PROPERTY])
         test.at_ingress = properties.get(JUDGED_AT_PROPERTY) == "ingress"
@@ -237,6 +241,14 @@ def feature_results(features: dict[str, str], tests: list[ContractTest]) -> list
             results[test.feature] = FeatureResult(test.feature, "")
         results[test.feature].add(test)
     return list(results.values())
+
+
+def replica_results(features: dict[str, str], tests: list[ContractTest], replicas: list[str]) -> dict[str, str]:
+    """A fleet: each replica's overall result, from its own tests (those of no replica, the fleet's own, aside)."""
+    return {
+        name: overall_result(feature_results(features, [test for test in tests if test.replica == name]))
+        for name in replicas
+    }
 
 
 def overall_result(results: list[FeatureResult]) -> str:

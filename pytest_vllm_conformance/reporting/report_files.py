@@ -25,6 +25,7 @@ from pytest_vllm_conformance.reporting.outcomes import (
     OUTCOMES,
     PASSED,
     SKIPPED,
+    ContractTest,
     FeatureResult,
     overall_result,
 )
@@ -55,6 +56,8 @@ class RunInfo:
     # Where the route table the suites probed came from (discovery's RouteInventory.source).
     routes: str | None = None
     routes_not_mounted: list[str] = field(default_factory=list)
+    # A fleet: one entry per replica (name, url, vllm_version, model, result, and problem when not reached).
+    replicas: list[dict[str, Any]] = field(default_factory=list)
 
 
 def markdown_path(report_path: Path) -> Path:
@@ -87,6 +90,8 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         report["target"]["routes"] = run.routes
     if run.routes_not_mounted:
         report["target"]["routes_not_mounted"] = list(run.routes_not_mounted)
+    if run.replicas:
+        report["replicas"] = [dict(replica) for replica in run.replicas]
     if run.selection:
         report["selection"] = dict(run.selection)
     report["result"] = overall_result(features)
@@ -136,11 +141,14 @@ def _feature(feature: FeatureResult) -> dict[str, Any]:
     for outcome, tests in ((FAILED, feature.failed), (SKIPPED, feature.skipped)):
         if tests:
             ordered = sorted(tests, key=lambda t: (t.contract, t.test_id))
-            entry[outcome] = [{"contract": t.contract, "test": t.test_id, "reason": t.reason} for t in ordered]
+            entry[outcome] = [
+                {"contract": t.contract, "test": t.test_id, "reason": t.reason} | _replica(t) for t in ordered
+            ]
     if feature.measured:
         ordered = sorted(feature.measured, key=lambda t: (t.contract, t.test_id))
         entry["figures"] = [
             {"contract": t.contract, "test": t.test_id, "outcome": t.outcome, "figures": t.figures}
+            | _replica(t)
             | ({"picture": t.picture} if t.picture else {})
             for t in ordered
         ]
@@ -154,6 +162,10 @@ def _feature(feature: FeatureResult) -> dict[str, Any]:
             for contract, reason, count in sorted(feature.not_claimed_by_contract())
         ]
     return entry
+
+
+def _replica(test: ContractTest) -> dict[str, str]:
+    return {"replica": test.replica} if test.replica else {}
 
 
 def _scrubbed(value: Any, redactor: Redactor) -> Any:
@@ -216,6 +228,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         rows.append((f"selection ({name})", _code(value)))
     lines = [f"# vLLM conformance report: {report['result']}", "", "| | |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows]
+    if report.get("replicas"):
+        lines += ["", "## Replicas", "", "| replica | URL | vLLM version | model | result |", "|---|---|---|---|---|"]
+        for replica in report["replicas"]:
+            result = replica["result"] + (f": {replica['problem']}" if replica.get("problem") else "")
+            lines.append(
+                f"| {_md(replica['name'])} | {_code(replica['url'] or 'none')} | "
+                f"{_md(replica['vllm_version'] or 'unknown')} | {_code(replica['model'] or 'unknown')} | "
+                f"{_md(result)} |"
+            )
     lines += [
         "",
         "## Features",

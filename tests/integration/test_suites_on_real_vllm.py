@@ -22,6 +22,8 @@ OPT_IN = {
         NOT_CLAIMED,
     ),
     **dict.fromkeys(["profile_diff.baseline_compared", "profile_diff.serving_unchanged"], NOT_CLAIMED),
+    # Claimed only by a run with more than one replica (tests/integration/test_fleet_on_real_vllm.py).
+    **dict.fromkeys(["fleet.replicas_reached", "fleet.replicas_agree"], NOT_CLAIMED),
     **dict.fromkeys(
         [
             "admission.burst_bounded",
