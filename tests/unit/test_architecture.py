@@ -69,7 +69,6 @@ HELPER_LINES_STILL_OVER = {
     "test_auth.py": 49,
     "test_tool_calls.py": 53,
     "test_quality.py": 43,
-    "test_watermark.py": 134,
 }
 
 
