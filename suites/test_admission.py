@@ -11,91 +11,18 @@ with vLLM's ErrorResponse. Nothing else may talk to the server meanwhile:
 under pytest-xdist the other workers wait (``vllm_exclusive``).
 """
 
-import functools
-import time
-
 import pytest
 
 from pytest_vllm_conformance import contract
 from pytest_vllm_conformance.catalogue.vllm_answers import error
 from pytest_vllm_conformance.features import admission
-from pytest_vllm_conformance.features.metrics import ExpositionError, parse
 
-# A void burst, a slow clean one, or one that let a single request past the bound is measured again, up to
-# this many times each (features/admission.py: measure).
-ATTEMPTS = 3
-IDLE_WITHIN = 30.0
-FIRST_TOKEN_WITHIN = 60.0
+# The suite's fixtures, from its feature room.
+from pytest_vllm_conformance.features.admission import bound as bound
+from pytest_vllm_conformance.features.admission import burst as burst
+from pytest_vllm_conformance.features.admission import rejection as rejection
+
 CAPACITY_WITHIN = 10.0
-
-
-@pytest.fixture(scope="module")
-def bound(vllm_expect):
-    return vllm_expect.declared("admission", "max_queued_requests")
-
-
-@pytest.fixture(scope="module")
-def rejection(vllm_expect):
-    return vllm_expect.fact("admission_rejection")
-
-
-def _metric(client, expect, name):
-    """A counter or gauge total from /metrics now, or None (not exported, or no readable page)."""
-    page = client.get(expect.fact("metrics_path"))
-    try:
-        return parse(page.text).total(name) if name and page.status == 200 else None
-    except ExpositionError:
-        return None
-
-
-def _wait_until_idle(client, expect):
-    """No request of an earlier test may still hold a slot: the running and waiting gauges read 0."""
-    deadline = time.monotonic() + IDLE_WITHIN
-    gauges = expect.fact("admission_unfinished_gauges")
-    while time.monotonic() < deadline:
-        counts = [_metric(client, expect, gauge) for gauge in gauges]
-        if None in counts or sum(counts) == 0:
-            return
-        time.sleep(0.2)
-
-
-@pytest.fixture(scope="module")
-def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive):
-    size = vllm_expect.declared("admission", "burst_requests").value
-    request = vllm_expect.fact("admission_burst_request")
-    hold = vllm_expect.fact("admission_hold_request")
-    hold_body = {
-        "model": vllm_facts.model,
-        **hold["body"],
-        "max_tokens": vllm_facts.max_model_len - hold["prompt_allowance"],
-    }
-    call = ("POST", request["path"], {"json_body": {"model": vllm_facts.model, **request["body"]}})
-    counter = vllm_expect.fact("admission_rejection_counter")
-
-    def attempt():
-        _wait_until_idle(vllm_client, vllm_expect)
-        return vllm_client.run(
-            functools.partial(
-                admission.exact_burst,
-                bound=bound.value,
-                hold_path=hold["path"],
-                hold_body=hold_body,
-                burst_calls=[call] * size,
-                rejection_status=rejection["status"],
-                counted_before=_metric(vllm_client, vllm_expect, counter),
-                first_chunk_within=FIRST_TOKEN_WITHIN,
-            )
-        )
-
-    with vllm_exclusive():
-        # A first generation is slow (warm-up): one tiny request first keeps the burst's arrivals close together.
-        warm_up = vllm_expect.fact("tiny_completion")
-        vllm_client.post(warm_up["path"], {"model": vllm_facts.model, **warm_up["body"]})
-        limit = vllm_expect.declared("admission", "max_rejection_seconds").value
-        try:
-            return admission.measure(attempt, max_rejection_seconds=limit, tries=ATTEMPTS)
-        except admission.BoundNotHeld as void:
-            pytest.skip(f"could not run: {void}")
 
 
 @contract("admission.burst_bounded")
@@ -149,7 +76,7 @@ def test_rejection_error_response(burst, rejection, vllm_expect):
 @contract("admission.rejections_counted")
 def test_rejections_counted(burst, vllm_client, vllm_expect):
     counter = vllm_expect.fact("admission_rejection_counter")
-    after = _metric(vllm_client, vllm_expect, counter)
+    after = admission.metric_total(vllm_client, vllm_expect, counter)
     assert burst.counted_before is not None and after is not None, f"/metrics has no {counter} to count refusals with"
     grown = after - burst.counted_before
     refused = len(burst.rejected) + len(burst.held_refused)

@@ -17,82 +17,19 @@ does not expose at all (its own 404/405 to the route's own request while the
 server answers it) is reported "not exposed by the ingress", not failed.
 """
 
-from urllib.parse import urlsplit
-
-import pytest
-
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.routes import guarded_route_variants, is_public, unguarded_routes
-from pytest_vllm_conformance.connection.ingress import NOT_EXPOSED
+from pytest_vllm_conformance.features.auth import WRONG_KEY
 
-WRONG_KEY = "Bearer conformance-wrong-key"
-# Plugin policy: a gateway's own refusal of a caller's key (Kong and LiteLLM say 401, Envoy's ext_authz 403).
-INGRESS_REFUSALS = (401, 403)
-REDIRECTS = (301, 302, 307, 308)
-
-
-@pytest.fixture(scope="module")
-def auth(vllm_expect):
-    return vllm_expect.declared("endpoint", "auth")
-
-
-@pytest.fixture(scope="module")
-def through_ingress(vllm_ingress_exposure):
-    return vllm_ingress_exposure.separate
-
-
-@pytest.fixture(scope="module")
-def entry(through_ingress):
-    """Where the probes go, as failures name it."""
-    return "the ingress" if through_ingress else "the server"
-
-
-@pytest.fixture(scope="module")
-def via(through_ingress):
-    """Said after what a probe saw, so that an ingress's answer is never taken for vLLM's."""
-    return " through the ingress" if through_ingress else ""
-
-
-@pytest.fixture(scope="module")
-def refusals(vllm_expect, through_ingress):
-    return INGRESS_REFUSALS if through_ingress else (vllm_expect.fact("auth_failure_status"),)
-
-
-@pytest.fixture(scope="module")
-def entry_requires_key(vllm_ingress_client, entry):
-    response = vllm_ingress_client.get("/v1/models", auth=False)
-    if 200 <= response.status < 300:
-        pytest.skip(f"{entry} answers /v1 without a key, so every route does (see auth.open_server_declared)")
-
-
-@pytest.fixture
-def hidden(vllm_not_exposed):
-    """``hidden(route, report=False)``: the ingress does not expose ``route`` (asked its own request, with the key)."""
-
-    def hidden(route, report=False):
-        return vllm_not_exposed(str(route), lambda client: route.send(client), report=report)
-
-    return hidden
-
-
-@pytest.fixture
-def refused(through_ingress, refusals, hidden):
-    """``refused(variant, response)``: the probe got no answer from past a key check."""
-
-    def refused(variant, response):
-        if response.status in refusals:
-            return True
-        if not through_ingress:
-            return False
-        return hidden(variant.route) or response.status in NOT_EXPOSED or _redirects_to(response, variant.route)
-
-    return refused
-
-
-def _redirects_to(response, route) -> bool:
-    """A gateway's redirect of ``/path/`` to ``/path``: the route itself, whose own probe is judged on its own."""
-    location = urlsplit(response.headers.get("location") or "").path
-    return response.status in REDIRECTS and location.endswith(route.concrete_path)
+# The suite's fixtures, from its feature room.
+from pytest_vllm_conformance.features.auth import auth as auth
+from pytest_vllm_conformance.features.auth import entry as entry
+from pytest_vllm_conformance.features.auth import entry_requires_key as entry_requires_key
+from pytest_vllm_conformance.features.auth import hidden as hidden
+from pytest_vllm_conformance.features.auth import refusals as refusals
+from pytest_vllm_conformance.features.auth import refused as refused
+from pytest_vllm_conformance.features.auth import through_ingress as through_ingress
+from pytest_vllm_conformance.features.auth import via as via
 
 
 @contract("auth.open_server_declared")

@@ -9,65 +9,19 @@ the profile's ``context.max_tokens_clamp`` says whether a clamp is acceptable,
 and without one the version's documented behaviour is.
 """
 
-import re
-
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.context import PromptUnavailable, context_endpoints
+from pytest_vllm_conformance.features.context import assert_refused_naming_the_limit, context_endpoints
+
+# The suite's fixtures, from its feature room.
+from pytest_vllm_conformance.features.context import clamp as clamp
+from pytest_vllm_conformance.features.context import generate as generate
+from pytest_vllm_conformance.features.context import max_model_len as max_model_len
+from pytest_vllm_conformance.features.context import overflow as overflow
+from pytest_vllm_conformance.features.context import refusal as refusal
 
 OUTPUT_TOKENS = 2
-
-
-@pytest.fixture(scope="module")
-def max_model_len(vllm_facts):
-    """The limit as /v1/models advertises it (the contracts need it reported): every boundary is placed there."""
-    return vllm_facts.max_model_len
-
-
-@pytest.fixture(scope="module")
-def refusal(vllm_expect):
-    return vllm_expect.fact("context_limit_refusal")
-
-
-@pytest.fixture(scope="module")
-def overflow(vllm_expect):
-    return vllm_expect.fact("context_overflow")
-
-
-@pytest.fixture(scope="module")
-def clamp(vllm_expect):
-    return vllm_expect.declared("context", "max_tokens_clamp")
-
-
-@pytest.fixture
-def generate(endpoint, vllm_client, vllm_facts):
-    def generate(prompt_tokens, max_tokens):
-        try:
-            return endpoint.generate(vllm_client, vllm_facts.model, prompt_tokens, max_tokens)
-        except PromptUnavailable as exc:
-            pytest.skip(str(exc))
-
-    return generate
-
-
-def assert_refused_naming_the_limit(generation, max_model_len, refusal):
-    assert generation.status < 500, (
-        f"a server error instead of a refusal naming max_model_len {max_model_len}: {generation}"
-    )
-    assert generation.status == refusal["status"], (
-        f"expected {refusal['status']} naming max_model_len {max_model_len}, got {generation}"
-    )
-    param = generation.error.get("param")
-    assert param in refusal["params"], (
-        f"the refusal names param {param!r}, not one of {refusal['params']}: {generation}"
-    )
-    named = re.search(refusal["limit_in_message"], generation.error_message)
-    named_limit = int(named.group(1)) if named else None
-    assert named_limit == max_model_len, (
-        f"the refusal names a limit of {named_limit}, but /v1/models reports max_model_len {max_model_len}: "
-        f"the server enforces another limit than it advertises: {generation}"
-    )
 
 
 @contract("context.max_model_len_as_declared")

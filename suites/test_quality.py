@@ -32,61 +32,14 @@ from __future__ import annotations
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.quality import assemble, greedy, logprob_drift, offline, session, task_files
-from pytest_vllm_conformance.features.quality.not_worse import not_worse
-from pytest_vllm_conformance.features.quality.runner import EvalFailed
+from pytest_vllm_conformance.features.quality import logprob_drift, session, task_files
+
+# The suite's fixtures, from its feature room.
+from pytest_vllm_conformance.features.quality.assemble import lm_eval_ready as lm_eval_ready
+from pytest_vllm_conformance.features.quality.assemble import outcome_of
+from pytest_vllm_conformance.features.quality.assemble import quality as quality
+from pytest_vllm_conformance.features.quality.not_worse import assert_not_worse
 from pytest_vllm_conformance.features.quality.task_files import user_eval_tasks
-
-
-@pytest.fixture(scope="module")
-def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, tmp_path_factory):
-    settings = vllm_settings
-    spread = hasattr(pytestconfig, "workerinput") and pytestconfig.getoption("dist", "no") in ("load", "worksteal")
-    try:
-        run = assemble.open_declared_run(
-            settings,
-            vllm_expect,
-            vllm_facts,
-            vllm_client,
-            tmp_path_factory.mktemp("quality"),
-            spread_over_workers=spread,
-        )
-    except (session.BaselineUnusable, ValueError) as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield run
-    run.close()
-    try:
-        run.save()
-    except OSError as exc:
-        pytest.fail(f"cannot write --vllm-eval-save {settings.eval_save}: {exc.strerror or exc}", pytrace=False)
-
-
-@pytest.fixture(scope="module")
-def lm_eval_ready(quality):
-    try:
-        offline.require_lm_eval()
-    except offline.LmEvalMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-def outcome_of(compare):
-    """One comparison; a skip when it cannot be made, a failure when a server could not answer it."""
-    try:
-        return compare()
-    except (session.NoBaseline, session.NotComparable) as exc:
-        pytest.skip(f"could not compare: {exc}")
-    except (EvalFailed, greedy.GreedyUnavailable, session.DriftFailed) as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-def assert_not_worse(outcomes, vllm_record):
-    """Fails when a metric is shown worse; a skip when one could not be judged (features/quality/not_worse.py)."""
-    judged = not_worse(outcomes)
-    for name, value in judged.properties:
-        vllm_record(name, value)
-    assert judged.failure is None, judged.failure
-    if judged.left_open:
-        pytest.skip(judged.left_open)
 
 
 @contract("quality.logprob_drift_within_noise")

@@ -15,86 +15,24 @@ import pytest
 
 from pytest_vllm_conformance import contract
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message
-from pytest_vllm_conformance.features.generation.answers import read_answer
-from pytest_vllm_conformance.features.generation.structured_outputs import padding_note
 from pytest_vllm_conformance.features.generation.tool_calls import (
+    CHAT,
     CUT_MAX_TOKENS,
     TOOLS,
     WEATHER,
     argument_problem,
-    judge_cut_call,
+    assert_one_valid_call,
     named,
-    shape_problems,
+    skip_if_cut,
     tool_request,
     without_strict,
 )
-from pytest_vllm_conformance.features.wire.schemas import deviations_from
 
-CHAT = "/v1/chat/completions"
-
-
-@pytest.fixture(scope="module")
-def finish_reasons(vllm_expect):
-    return vllm_expect.fact("tool_call_finish_reasons")
-
-
-@pytest.fixture(scope="module")
-def cut_call(vllm_expect):
-    """``cut_call(answer, names)``: the Judgement of a forced call's answer cut by max_tokens."""
-    parser = vllm_expect.declared("generation", "tool_call_parser").value
-    envelopes = vllm_expect.fact("tool_call_envelopes").get(parser)
-    return lambda answer, names: judge_cut_call(answer, names, parser, envelopes)
-
-
-@pytest.fixture(scope="module")
-def padding(vllm_expect):
-    return padding_note(vllm_expect.fact("json_whitespace_control"), vllm_expect.version_label, tool_calls=True)
-
-
-@pytest.fixture(scope="module")
-def call(vllm_client, vllm_facts, vllm_expect):
-    """The answer to ``tool_request(tool_choice, ...)``, asserted served and in OpenAI's chat shape."""
-    deviations = deviations_from(vllm_expect.fact("wire_deviations"))
-
-    def call(tool_choice, *, stream=False, **extra):
-        response = vllm_client.post(CHAT, tool_request(vllm_facts.model, tool_choice, stream=stream, **extra))
-        assert response.status == 200, (
-            f"tool_choice {tool_choice!r} was not served: {response.describe()} {response.text[:300]!r}"
-        )
-        answer = read_answer(
-            response, streamed=stream
-        )  # first: a body cut at the byte cap is unreadable, not misshapen
-        problems = shape_problems(response, streamed=stream, deviations=deviations)
-        assert not problems, (
-            f"tool_choice {tool_choice!r}: not OpenAI's chat {'chunk' if stream else 'completion'} shape "
-            f"({response.describe()}):\n  " + "\n  ".join(problems)
-        )
-        return answer
-
-    return call
-
-
-def skip_if_cut(answer, what, names, cut_call, padding):
-    """A forced call cut by max_tokens: failed if a character breaks the call, else undecided (a skip)."""
-    if not answer.cut:
-        return
-    judged = cut_call(answer, names)
-    assert judged.problem is None, f"{what}: cut by max_tokens, and not a call of {names}: {judged.problem}"
-    why = judged.undecided or f"every character consistent with a call of {names} ({padding})"
-    pytest.skip(f"undecided: {what}: cut by max_tokens before the call closed, {why}: {answer.describe()}")
-
-
-def assert_one_valid_call(answer, what, finish_reason, names, cut_call, padding):
-    skip_if_cut(answer, what, names, cut_call, padding)
-    assert len(answer.tool_calls) == 1, f"{what}: expected one parsed tool call, got {answer.describe()}"
-    (call,) = answer.tool_calls
-    assert call.name in names, f"{what}: the call names {call.name!r}, not one of {names}"
-    assert answer.finish_reason == finish_reason, (
-        f"{what}: finish_reason {answer.finish_reason!r}, the version documents {finish_reason!r}: {answer.describe()}"
-    )
-    problem = argument_problem(call)
-    assert problem is None, f"{what}: the strict function's arguments were not constrained: {problem}"
-    return call
+# The suite's fixtures, from its feature room.
+from pytest_vllm_conformance.features.generation.tool_calls import call as call
+from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
+from pytest_vllm_conformance.features.generation.tool_calls import finish_reasons as finish_reasons
+from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
 
 
 @contract("tool_calls.named_function_called")

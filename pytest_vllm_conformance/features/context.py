@@ -15,8 +15,12 @@ clamp, not the model choosing to stop.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import pytest
 
 from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
@@ -169,3 +173,59 @@ def _chat_messages(client: BoundedClient, model: str, length: int) -> list[dict[
 def context_endpoints(ctx: CaseContext) -> list[ContextEndpoint]:
     """Generation routes whose prompt counts against max_model_len."""
     return [e for e in CONTEXT_ENDPOINTS if ctx.server.serves("POST", e.path)]
+
+
+# The suite's fixtures and its one shared verdict (suites/test_context.py imports them).
+
+
+@pytest.fixture(scope="module")
+def max_model_len(vllm_facts):
+    """The limit as /v1/models advertises it (the contracts need it reported): every boundary is placed there."""
+    return vllm_facts.max_model_len
+
+
+@pytest.fixture(scope="module")
+def refusal(vllm_expect):
+    return vllm_expect.fact("context_limit_refusal")
+
+
+@pytest.fixture(scope="module")
+def overflow(vllm_expect):
+    return vllm_expect.fact("context_overflow")
+
+
+@pytest.fixture(scope="module")
+def clamp(vllm_expect):
+    return vllm_expect.declared("context", "max_tokens_clamp")
+
+
+@pytest.fixture
+def generate(endpoint, vllm_client, vllm_facts) -> Callable[[int, int], Generation]:
+    """``generate(prompt_tokens, max_tokens)`` on the case's endpoint; a skip when no such prompt can be built."""
+
+    def generate(prompt_tokens: int, max_tokens: int) -> Generation:
+        try:
+            return endpoint.generate(vllm_client, vllm_facts.model, prompt_tokens, max_tokens)
+        except PromptUnavailable as exc:
+            pytest.skip(str(exc))
+
+    return generate
+
+
+def assert_refused_naming_the_limit(generation: Generation, max_model_len: int, refusal: dict[str, Any]) -> None:
+    assert generation.status < 500, (
+        f"a server error instead of a refusal naming max_model_len {max_model_len}: {generation}"
+    )
+    assert generation.status == refusal["status"], (
+        f"expected {refusal['status']} naming max_model_len {max_model_len}, got {generation}"
+    )
+    param = generation.error.get("param")
+    assert param in refusal["params"], (
+        f"the refusal names param {param!r}, not one of {refusal['params']}: {generation}"
+    )
+    named = re.search(refusal["limit_in_message"], generation.error_message)
+    named_limit = int(named.group(1)) if named else None
+    assert named_limit == max_model_len, (
+        f"the refusal names a limit of {named_limit}, but /v1/models reports max_model_len {max_model_len}: "
+        f"the server enforces another limit than it advertises: {generation}"
+    )

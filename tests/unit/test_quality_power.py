@@ -228,7 +228,7 @@ def clean_env(monkeypatch):
 STAND_IN = """
 from pytest_vllm_conformance import contract
 from pytest_vllm_conformance.features.quality import paired, session
-from suites.test_quality import assert_not_worse
+from pytest_vllm_conformance.features.quality.not_worse import assert_not_worse
 
 def outcome(right, n, **gate):
     same = {str(index): float(index < right) for index in range(n)}

@@ -8,19 +8,32 @@ the target tokenizes differently or serves another model than recorded.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import pytest
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.connect import client_for
 from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts, discover
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.quality import baseline_file, greedy, logprob_drift, long_context, task_files
+from pytest_vllm_conformance.features.quality import (
+    baseline_file,
+    greedy,
+    logprob_drift,
+    long_context,
+    offline,
+    task_files,
+)
 from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError
-from pytest_vllm_conformance.features.quality.runner import Endpoint
+from pytest_vllm_conformance.features.quality.runner import Endpoint, EvalFailed
 from pytest_vllm_conformance.features.quality.session import (
     BaselineUnusable,
+    DriftFailed,
+    NoBaseline,
+    NotComparable,
     QualityRun,
     ServerSide,
     check_gate,
@@ -175,3 +188,49 @@ def open_run(
     if probe is not None:
         run.recording.server["tokenizer_probe"] = probe
     return run
+
+
+T = TypeVar("T")
+
+# The suite's fixtures (suites/test_quality.py imports them).
+
+
+@pytest.fixture(scope="module")
+def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, tmp_path_factory):
+    settings = vllm_settings
+    spread = hasattr(pytestconfig, "workerinput") and pytestconfig.getoption("dist", "no") in ("load", "worksteal")
+    try:
+        run = open_declared_run(
+            settings,
+            vllm_expect,
+            vllm_facts,
+            vllm_client,
+            tmp_path_factory.mktemp("quality"),
+            spread_over_workers=spread,
+        )
+    except (BaselineUnusable, ValueError) as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield run
+    run.close()
+    try:
+        run.save()
+    except OSError as exc:
+        pytest.fail(f"cannot write --vllm-eval-save {settings.eval_save}: {exc.strerror or exc}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def lm_eval_ready(quality):
+    try:
+        offline.require_lm_eval()
+    except offline.LmEvalMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def outcome_of(compare: Callable[[], T]) -> T:
+    """One comparison; a skip when it cannot be made, a failure when a server could not answer it."""
+    try:
+        return compare()
+    except (NoBaseline, NotComparable) as exc:
+        pytest.skip(f"could not compare: {exc}")
+    except (EvalFailed, greedy.GreedyUnavailable, DriftFailed) as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -9,9 +9,11 @@ interval straddles the tolerance ("undecided": too few items to tell).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from pytest_vllm_conformance.features.quality.session import Outcome
 
@@ -61,3 +63,13 @@ def not_worse(outcomes: Sequence[Outcome]) -> NotWorse:
         judged.notes.extend(note for note in outcome.notes if note not in judged.notes)
     judged.properties.append(("figures", "; ".join(figures)))
     return judged
+
+
+def assert_not_worse(outcomes: Sequence[Outcome], vllm_record: Callable[[str, Any], None]) -> None:
+    """Fails when a metric is shown worse; a skip when one could not be judged (not_worse, above)."""
+    judged = not_worse(outcomes)
+    for name, value in judged.properties:
+        vllm_record(name, value)
+    assert judged.failure is None, judged.failure
+    if judged.left_open:
+        pytest.skip(judged.left_open)
