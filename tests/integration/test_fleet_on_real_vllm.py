@@ -60,28 +60,6 @@ def test_a_replica_on_another_max_model_len_is_named_by_the_fleet_feature(pytest
     assert "replica replica-b: failure" in summary  # its own contracts hold; the fleet feature fails it
 
 
-def test_one_server_under_two_names_is_a_fleet_that_agrees(pytester, plain_server):
-    fleet = fleet_file(pytester, [("one", plain_server.url), ("two", plain_server.url)])
-    report = pytester.path / "report.yaml"
-    result = run_fleet(pytester, fleet, f"--vllm-report={report}")
-    assert result.ret == pytest.ExitCode.OK
-    junit = pytester.path / "junit.xml"
-    assert_verdicts(
-        junit,
-        {**dict.fromkeys(DISCOVERY, "passed"), "fleet.replicas_reached": "passed", "fleet.replicas_agree": "passed"},
-        failed=set(),
-    )
-    keys = set(per_replica(contract_runs(junit)))
-    assert {f"{contract}[{name}]" for contract in DISCOVERY for name in ("one", "two")} <= keys
-    assert "fleet.replicas_agree[two]" in keys
-    written = yaml.safe_load(report.read_text())
-    assert [(entry["name"], entry["result"]) for entry in written["replicas"]] == [
-        ("one", "success"),
-        ("two", "success"),
-    ]
-    assert written["result"] == "success"
-
-
 def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(pytester, plain_server):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
@@ -102,11 +80,27 @@ def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(p
     assert "vllm unreachable: replica down" in result.stdout.str()
 
 
-def test_a_fleet_under_xdist_runs_each_replica_on_one_worker(pytester, plain_server):
+def test_one_server_under_two_names_agrees_and_under_xdist_each_replica_runs_on_one_worker(pytester, plain_server):
     pytest.importorskip("xdist")
     fleet = fleet_file(pytester, [("one", plain_server.url), ("two", plain_server.url)])
-    result = run_fleet(pytester, fleet, "-n", "2", "-v")
+    report = pytester.path / "report.yaml"
+    result = run_fleet(pytester, fleet, "-n", "2", "-v", f"--vllm-report={report}")
     assert result.ret == pytest.ExitCode.OK
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit,
+        {**dict.fromkeys(DISCOVERY, "passed"), "fleet.replicas_reached": "passed", "fleet.replicas_agree": "passed"},
+        failed=set(),
+    )
+    keys = set(per_replica(contract_runs(junit)))
+    assert {f"{contract}[{name}]" for contract in DISCOVERY for name in ("one", "two")} <= keys
+    assert "fleet.replicas_agree[two]" in keys
+    written = yaml.safe_load(report.read_text())
+    assert [(entry["name"], entry["result"]) for entry in written["replicas"]] == [
+        ("one", "success"),
+        ("two", "success"),
+    ]
+    assert written["result"] == "success"
     assert "vllm fleet: each replica's tests on one xdist worker at a time" in result.stdout.str()
     workers: dict[str, set[str]] = {}
     for line in result.outlines:
@@ -115,4 +109,4 @@ def test_a_fleet_under_xdist_runs_each_replica_on_one_worker(pytester, plain_ser
             workers.setdefault(replica, set()).add(line.split("]", 1)[0].lstrip("["))
     assert {replica: len(seen) for replica, seen in workers.items()} == {"one": 1, "two": 1}
     # The same ids as a serial run: nothing appended by the scheduling.
-    assert "test_version_parses[one]" in set(junit_results(pytester.path / "junit.xml"))
+    assert "test_version_parses[one]" in set(junit_results(junit))
