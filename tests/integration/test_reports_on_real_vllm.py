@@ -156,7 +156,8 @@ def test_no_artifact_of_a_real_run_holds_the_key(pytester, gated_server, monkeyp
         assert TEST_KEY not in text, f"the key is in {name}"
 
 
-# It runs first, on an empty pool (SERVER_GROUPS); asking for the pool lets the next tests' servers start beside it.
+# It runs first, on an empty pool (tests/support/schedule.py); asking for the pool lets the next tests'
+# servers start beside it.
 @pytest.mark.usefixtures("vllm_server_pool")
 def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, tiny_models, monkeypatch):
     """The plugin's own server gets the key through its environment; its log and every artifact stay clean."""

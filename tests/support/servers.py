@@ -26,26 +26,39 @@ RESPONSES_STORE_ENV = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
 
 
 # Every server our tests start, by name: model, flags and environment.
-# A name here is what SERVER_GROUPS and ``served`` speak of.
+# A name here is what tests/support/schedule.py and ``served`` speak of; two names may share one server.
 def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
     from fixtures import cpu_watermark, scripted_output
     from fixtures.servers import ServerSpec
     from pytest_vllm_conformance.connection.secrets import Secret
 
     llama = models["tiny-llama"]
+    # Two changes on one server, each read by tests that cannot see the other: the rendering corpus and the
+    # capture do not see numerics (the capture holds no dtype), and the greedy and drift gates send
+    # completions, which no chat template touches.
+    retemplated_bfloat16 = ServerSpec.of(
+        llama, ("--dtype", "bfloat16", *CPU_SERVE_ARGS[2:], "--chat-template", SYSTEM_BOS_TEMPLATE)
+    )
+    short_context_unbounded_embeds = ServerSpec.of(
+        llama,
+        ("--dtype", "float32", "--enforce-eager", "--max-model-len", "256", "--enable-prompt-embeds"),
+        env={"VLLM_MAX_EMBED_DECODE_BYTES": "0"},
+    )
 
     return {
         # vLLM 0.32's defaults.
         "plain": ServerSpec.of(llama, CPU_SERVE_ARGS),
         # An API key and no /openapi.json: route-driven suites run on the contract data's route table.
         "hardened": ServerSpec.of(llama, GATED_SERVE_ARGS, api_key=Secret(TEST_KEY)),
-        # vLLM's own switch that turns the prompt-embeds decode bound off (vLLM before 0.30 had none).
-        "unbounded_embeds": ServerSpec.of(
-            llama, (*CPU_SERVE_ARGS, "--enable-prompt-embeds"), env={"VLLM_MAX_EMBED_DECODE_BYTES": "0"}
-        ),
         # A YaRN checkpoint with no --max-model-len: the length vLLM derives is what is checked.
         "yarn": ServerSpec.of(models["tiny-llama-yarn512"], DERIVED_LENGTH_ARGS),
-        "short_context": ServerSpec.of(llama, ("--dtype", "float32", "--enforce-eager", "--max-model-len", "256")),
+        # A shorter --max-model-len (the context faults, the skewed replica of the fleet tests) and prompt embeds
+        # decoded without vLLM's bound (VLLM_MAX_EMBED_DECODE_BYTES=0, its own switch; vLLM before 0.30 had none).
+        # One server for two faults, because each costs a start (tests/support/schedule.py): no test that reads
+        # one reads the other (the capture and the fleet do not look at prompt embeds, the embedding suite does
+        # not look at the context length). Its second name says which fault a test is after.
+        "short_context": short_context_unbounded_embeds,
+        "unbounded_embeds": short_context_unbounded_embeds,
         # A queue bound of one; 2048 tokens of context so the held requests outlast the burst.
         "bounded": ServerSpec.of(
             llama,
@@ -56,7 +69,7 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
         # One sequence at a time: a server that queues what plain runs at once (the serving suite's fault).
         "one_seq": ServerSpec.of(llama, (*CPU_SERVE_ARGS, "--max-num-seqs", "1")),
         # The same model and weights as plain, other numerics: a healthy change the quality gate must pass.
-        "bfloat16": ServerSpec.of(llama, ("--dtype", "bfloat16", *CPU_SERVE_ARGS[2:])),
+        "bfloat16": retemplated_bfloat16,
         # The yarn checkpoint with YaRN factor 2 instead of 4: the copy whose rotary scaling is wrong.
         "yarn_factor2": ServerSpec.of(models["tiny-llama-yarn512-factor2"], DERIVED_LENGTH_ARGS),
         # Tool calls through the hermes parser, render routes that show resolved sampling
@@ -68,7 +81,7 @@ def server_specs(models: dict[str, Path]) -> dict[str, ServerSpec]:
         "padding": ServerSpec.of(models["tiny-llama-other-seed"], PADDING_SERVE_ARGS),
         # plain with a chat template that differs in one place: an end-of-text token before each system message
         # (a doubled BOS on one branch). The one-message chat fingerprint cannot see it; the rendering corpus can.
-        "retemplated": ServerSpec.of(llama, (*CPU_SERVE_ARGS, "--chat-template", SYSTEM_BOS_TEMPLATE)),
+        "retemplated": retemplated_bfloat16,
         # The thinking model behind the deepseek_r1 reasoning parser, its every answer scripted (think, reasoning,
         # end of think, content, end of text): a real reasoning parser parsing real output.
         "reasoning": ServerSpec.of(
