@@ -18,7 +18,7 @@ DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-e
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint unit docs test-matrix test-gateways test-serving test-fleet atlas models venv clean
+.PHONY: demo test lint unit docs test-matrix test-gateways test-serving test-fleet test-extended atlas models venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,11 @@ test-fleet: models
 	command -v nginx >/dev/null || (apt-get update -qq && apt-get install -y -qq nginx-light)
 	VLLM_CONFORMANCE_FLEET_PROOFS=1 VLLM_CONFORMANCE_TEST_MAX_SERVERS=$${VLLM_CONFORMANCE_TEST_MAX_SERVERS:-2} \
 		$(PY) -m pytest tests -m fleet_proof $(PYTEST_ARGS)
+
+# Opt-in: second proofs of contracts the server tests already prove failing, each costing a server
+# start or a minute of CI (marker extended_proof).
+test-extended: models
+	VLLM_CONFORMANCE_EXTENDED_PROOFS=1 $(PY) -m pytest tests -m extended_proof $(PYTEST_ARGS)
 
 # Opt-in: the suites through LiteLLM's proxy in front of a real vLLM server.
 # LiteLLM lives in its own venv: its dependencies are no business of the plugin's.

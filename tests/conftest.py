@@ -60,7 +60,13 @@ SUITES = REPO / "suites"
 SERVING_PROOFS_ENV = "VLLM_CONFORMANCE_SERVING_PROOFS"
 # The fleet_entry proofs (two replicas behind nginx) likewise (make test-fleet).
 FLEET_PROOFS_ENV = "VLLM_CONFORMANCE_FLEET_PROOFS"
-OPT_IN_PROOFS = {"serving_proof": SERVING_PROOFS_ENV, "fleet_proof": FLEET_PROOFS_ENV}
+# Second proofs of contracts CI already proves failing, each costing a server start or a minute (make test-extended).
+EXTENDED_PROOFS_ENV = "VLLM_CONFORMANCE_EXTENDED_PROOFS"
+OPT_IN_PROOFS = {
+    "serving_proof": SERVING_PROOFS_ENV,
+    "fleet_proof": FLEET_PROOFS_ENV,
+    "extended_proof": EXTENDED_PROOFS_ENV,
+}
 
 _GROUP = pytest.StashKey[int]()
 _UPCOMING = pytest.StashKey["dict[int, list[int]]"]()

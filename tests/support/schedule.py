@@ -69,7 +69,7 @@ GROUPS: tuple[Group, ...] = (
     Group("faults/test_generation_faults.py::test_a_dropped_constraint_fails_where_the_model_pads", ("padding",)),
     Group("faults/test_generation_faults.py::test_a_dropped_tool_choice_fails_where_the_model_pads", ("padding",)),
     Group("integration/test_context_and_profiles.py", ("plain", "yarn")),
-    # Apart from its module, beside the yarn server the context tests use.
+    # Opt-in (make test-extended): apart from its module, beside the yarn server the context tests use.
     Group(
         "integration/test_logprob_drift_on_real_vllm.py::test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket",
         ("yarn", "yarn_factor2"),
