@@ -89,7 +89,7 @@ def sdk_client_for(settings: Settings, base_url: str) -> Any:
         api_key=settings.api_key.reveal() if settings.api_key else "no-key",
         max_retries=0,
         timeout=settings.timeout,
-        http_client=http_client,  # type: ignore[arg-type]  # openai types its own httpx copy
+        http_client=http_client,
     )
 
 
