@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 from tests.support import schedule, warm_runs
 from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE
-from tests.support.servers import server_specs
+from tests.support.servers import SHARED_MACHINE_ENV, server_specs
 
 pytest_plugins = ["pytester"]
 
@@ -68,19 +68,6 @@ OPT_IN_PROOFS = {
     "extended_proof": EXTENDED_PROOFS_ENV,
 }
 
-# Our servers share a 2-core machine, and the server tests are bound by its CPU, so they run lighter than vLLM's
-# CPU defaults (a user's server, and the plugin's embedded one, keep those):
-# - unbound compute threads, one each: vLLM's CPU worker binds its thread to core 0 on a machine smaller than
-#   one server per core, every server's the same core (the server tests took 20:22 instead of 21:47, 2026-12-04);
-# - the worker inside the engine-core process (vLLM's uniproc executor, which the CPU platform keeps when V1
-#   multiprocessing is off; AsyncLLM still runs the engine core in its own process): the mp executor's worker and
-#   engine core poll their shared-memory queue, so 60 short completions cost 25 CPU-s instead of 10.7, and a start
-#   imports torch and vLLM twice instead of three times (53.7 CPU-s instead of 40.3; 2026-12-04, bench/start_cost.py).
-SHARED_MACHINE_ENV = {
-    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-    "OMP_NUM_THREADS": "1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-}
 
 _GROUP = pytest.StashKey[int]()
 _UPCOMING = pytest.StashKey["dict[int, list[int]]"]()

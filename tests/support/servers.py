@@ -24,6 +24,21 @@ GATED_SERVE_ARGS = (*CPU_SERVE_ARGS, "--enable-scale-out", "--enable-prompt-embe
 FLEET_REPLICA_ARGS = (*CPU_SERVE_ARGS, "--enable-prompt-tokens-details")
 RESPONSES_STORE_ENV = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
 
+# Our servers share a 2-core machine, and the server tests are bound by its CPU, so they run lighter than vLLM's
+# CPU defaults (a user's server, and the plugin's embedded one, keep those):
+# - unbound compute threads, one each: vLLM's CPU worker binds its thread to core 0 on a machine smaller than
+#   one server per core, every server's the same core (the server tests took 20:22 instead of 21:47, 2026-12-04);
+# - the worker inside the engine-core process (vLLM's uniproc executor, which the CPU platform keeps when V1
+#   multiprocessing is off; AsyncLLM still runs the engine core in its own process): the mp executor's worker and
+#   engine core poll their shared-memory queue, so 60 short completions cost 25 CPU-s instead of 10.7, and a start
+#   imports torch and vLLM twice instead of three times (53.7 CPU-s instead of 40.3; 2026-12-04, measured by hand
+#   with the thread settings equal; bench/start_cost.py compares vLLM's plain defaults with these).
+SHARED_MACHINE_ENV = {
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "OMP_NUM_THREADS": "1",
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+}
+
 
 # Every server our tests start, by name: model, flags and environment.
 # A name here is what tests/support/schedule.py and ``served`` speak of; two names may share one server.
