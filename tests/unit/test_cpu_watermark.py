@@ -1,4 +1,4 @@
-"""The CPU watermark's two halves, without a server (fixtures/cpu_watermark.py).
+"""The CPU watermark's two halves, without a server (fixtures/cpu_watermark/).
 
 The integration tests prove it end to end; these pin what a short run on a
 tiny model never exercises: the persistent batch being reordered (vLLM's
@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 logits_processor = pytest.importorskip("vllm.v1.sample.logits_processor")
 
 from fixtures import cpu_watermark  # noqa: E402
+from fixtures.cpu_watermark.processor import GumbelWatermarkProcessor  # noqa: E402
 from pytest_vllm_conformance.features.watermark import GumbelDetector  # noqa: E402
 
 KEY = 0x51DE_C0DE_1234_5678
@@ -39,7 +40,7 @@ class Params:
 def processor(monkeypatch):
     monkeypatch.setenv(cpu_watermark.KEY_ENV, hex(KEY))
     monkeypatch.setenv(cpu_watermark.CONTEXT_WIDTH_ENV, "4")
-    return cpu_watermark.GumbelWatermarkProcessor(None, torch.device("cpu"), False)
+    return GumbelWatermarkProcessor(None, torch.device("cpu"), False)
 
 
 def update(size, removed=(), added=(), moved=()):
