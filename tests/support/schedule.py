@@ -25,16 +25,15 @@ class Group:
     servers: tuple[str, ...]  # names of tests/support/servers.py's specs
 
 
-# In the order they run. The order is chosen so that a server is started once, every group that
-# measures latency finds its servers already up, and long groups come before the groups whose servers start beside
-# them. The embedded server's test runs first, on an empty pool.
+# In the order they run. The order is chosen so that a server is started once, every group that measures latency
+# finds its servers already up, and each server starts while a group that leaves a slot free runs for at least a
+# server's start (about 30 s beside the tests) before the group that needs it. The embedded server's test runs first,
+# on an empty pool; the quiet tests (QUIET_TESTS) come early, while the servers they need are the ones already up.
 GROUPS: tuple[Group, ...] = (
     Group(EMBEDDED_SERVER_TEST, ()),
     Group("integration/test_suites_on_real_vllm.py", ("plain", "hardened")),
+    # The bounded server starts beside them.
     Group("faults/test_endpoint_faults.py", ("plain", "hardened")),
-    Group("integration/test_wire_on_real_vllm.py", ("plain",)),
-    Group("faults/test_wire_faults.py", ("plain",)),
-    Group("faults/test_target_faults.py", ("plain",)),
     Group("integration/test_operational_suites.py", ("plain", "bounded")),
     # The serving module's CI test (the others are opt-in): plain's engine paused and resumed.
     Group(
@@ -42,8 +41,10 @@ GROUPS: tuple[Group, ...] = (
         "test_an_engine_paused_behind_a_healthy_api_server_fails_progress_while_healthy",
         ("plain",),
     ),
+    # The short_context server starts beside the report tests, the reasoning server beside the target faults.
     Group("integration/test_reports_on_real_vllm.py", ("hardened",)),
-    # Loads the plain server; the one_seq server starts while the report tests run.
+    Group("faults/test_target_faults.py", ("plain",)),
+    # Opt-in (make test-serving): loads the plain server; the one_seq server starts beside the target faults.
     Group("integration/test_serving_on_real_vllm.py", ("plain", "one_seq")),
     Group("faults/test_context_faults.py", ("plain", "short_context")),
     # Apart from its module: unbounded_embeds is the short_context server (tests/support/servers.py).
@@ -53,15 +54,20 @@ GROUPS: tuple[Group, ...] = (
     ),
     # Two replicas, one with another --max-model-len: the servers the context faults just used.
     Group("integration/test_fleet_on_real_vllm.py", ("plain", "short_context")),
+    # The reasoning server: the reasoning, rendering and accounting suites on it, and the fault proxy in front.
+    Group("integration/test_reasoning_on_real_vllm.py", ("reasoning",)),
+    # The perturbed server starts beside the reasoning tests; the self-test, first, needs only plain (a minute and
+    # a half), so the retemplated server starts beside it too.
     Group("integration/test_quality_on_real_vllm.py", ("plain", "perturbed")),
     # bfloat16 is the retemplated server (tests/support/servers.py), which the rendering tests use next.
     Group("integration/test_logprob_drift_on_real_vllm.py", ("plain", "perturbed", "retemplated")),
     Group("integration/test_rendering_on_real_vllm.py", ("plain", "retemplated")),
-    # The reasoning server: the reasoning, rendering and accounting suites on it, and the fault proxy in front.
-    Group("integration/test_reasoning_on_real_vllm.py", ("reasoning",)),
+    # Plain alone for about a minute and a half: the generation and padding servers start beside them.
+    Group("integration/test_wire_on_real_vllm.py", ("plain",)),
+    Group("faults/test_wire_faults.py", ("plain",)),
     Group("integration/test_generation_controls.py", ("plain", "generation")),
     Group("faults/test_generation_faults.py", ("generation",)),
-    # The padding model's runs, apart from their modules: its server starts while the generation faults run.
+    # The padding model's runs, apart from their modules; the yarn server starts beside them.
     Group(
         "integration/test_generation_controls.py::test_a_model_padding_its_json_is_undecided_never_failed",
         ("padding",),
@@ -74,10 +80,10 @@ GROUPS: tuple[Group, ...] = (
         "integration/test_logprob_drift_on_real_vllm.py::test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket",
         ("yarn", "yarn_factor2"),
     ),
+    # Needs no server (the watermark detectors against vLLM's own code): the watermark server starts beside it.
+    Group("integration/test_watermark_crosscheck.py", ()),
     Group("integration/test_watermark_on_real_vllm.py", ("watermark",)),
     Group("faults/test_watermark_faults.py", ("watermark",)),
-    # Needs no server: the watermark detectors against vLLM's own code.
-    Group("integration/test_watermark_crosscheck.py", ()),
     # Opt-in (make test-fleet): two replicas behind nginx.
     Group("integration/test_fleet_entry_behind_nginx.py", ("replica_a", "replica_b")),
     # Opt-in, each with a venv of its own (make test-matrix, make test-gateways).
@@ -87,10 +93,9 @@ GROUPS: tuple[Group, ...] = (
 
 # Tests whose verdicts depend on the server's speed (whole-suite runs pinned verdict by verdict, which include
 # validation_bounds.answered_fast; admission timing its refusals): they run alone on the machine
-# with no server starting beside them.
+# with no server starting beside them. (The xdist comparison is not one: its markers hold no timed check.)
 QUIET_TESTS = (
     "integration/test_suites_on_real_vllm.py",
-    "integration/test_reports_on_real_vllm.py::test_xdist_run_matches_the_serial_run_discovers_once_and_reports_once",
     "integration/test_operational_suites.py",
     "integration/test_serving_on_real_vllm.py",
 )
