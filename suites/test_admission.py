@@ -75,7 +75,7 @@ def test_rejection_error_response(burst, rejection, vllm_expect):
 
 @contract("admission.rejections_counted")
 def test_rejections_counted(burst, vllm_client, vllm_expect):
-    counter = vllm_expect.fact("admission_rejection_counter")
+    counter = vllm_expect.release.admission_rejection_counter
     after = admission.metric_total(vllm_client, vllm_expect, counter)
     assert burst.counted_before is not None and after is not None, f"/metrics has no {counter} to count refusals with"
     grown = after - burst.counted_before
@@ -85,7 +85,7 @@ def test_rejections_counted(burst, vllm_client, vllm_expect):
 
 @contract("admission.capacity_released")
 def test_capacity_released(burst, vllm_client, vllm_facts, vllm_expect):
-    request = vllm_expect.fact("tiny_completion")
+    request = vllm_expect.release.tiny_completion
     body = {"model": vllm_facts.model, **request["body"]}
     response = vllm_client.run(
         lambda client: admission.wait_until_served(client, request["path"], body, CAPACITY_WITHIN)

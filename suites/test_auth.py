@@ -96,7 +96,7 @@ def test_unguarded_route_is_public(
     response = probe(vllm_ingress_client)
     if vllm_not_exposed(str(route), probe, response):
         return
-    risk = vllm_expect.fact("unguarded_route_risks").get(route.path, "not declared public")
+    risk = vllm_expect.release.unguarded_route_risks.get(route.path, "not declared public")
     assert response.status in (*refusals, 403, 404), (
         f"{route} answers without a key{via} ({risk}): probed without a key under another method so that "
         f"nothing runs, {response.describe()} came from past the key check; public_routes are {public}"

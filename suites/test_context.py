@@ -28,7 +28,7 @@ OUTPUT_TOKENS = 2
 def test_max_model_len_as_declared(vllm_facts, vllm_expect):
     declared = vllm_expect.declared("context", "max_model_len")
     reported = vllm_facts.max_model_len
-    yarn = vllm_expect.fact("yarn_max_model_len")
+    yarn = vllm_expect.release.yarn_max_model_len
     assert reported == declared.value, (
         f"/v1/models reports max_model_len {reported} for {vllm_facts.model!r}, expected {declared} "
         f"(without --max-model-len, {vllm_expect.version_label} derives a YaRN checkpoint's from {yarn['rule']})"

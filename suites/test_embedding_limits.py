@@ -35,7 +35,7 @@ def send(vllm_client, vllm_facts):
 
 @pytest.fixture(scope="module")
 def parameter(vllm_expect):
-    return vllm_expect.fact("prompt_embeds_parameter")
+    return vllm_expect.release.prompt_embeds_parameter
 
 
 def refused_parameter(response):
@@ -53,7 +53,7 @@ def hidden_size(send, vllm_expect):
     declared = vllm_expect.declared("endpoint", "prompt_embeds_hidden_size")
     if declared.value:
         return declared.value
-    hint = re.search(vllm_expect.fact("prompt_embeds_hidden_size_hint"), send(tensor_payload.dense_float32(1, 1)).text)
+    hint = re.search(vllm_expect.release.prompt_embeds_hidden_size_hint, send(tensor_payload.dense_float32(1, 1)).text)
     if hint is None:
         pytest.skip("could not run: the model's hidden size is unknown; declare endpoint.prompt_embeds_hidden_size")
     return int(hint.group(1))
@@ -81,7 +81,7 @@ def test_small_prompt_embeds_accepted(hidden_size, send):
 @contract("embedding_limits.oversized_declaration_refused")
 @each("declaration", oversized_prompt_embeds)
 def test_oversized_declaration_refused(declaration, send, parameter, vllm_client, vllm_expect):
-    bound = vllm_expect.fact("prompt_embeds_decode_bound")
+    bound = vllm_expect.release.prompt_embeds_decode_bound
     note = "" if bound["bounded"] else f" ({bound['note']})"
     max_seconds = vllm_expect.declared("endpoint", "prompt_embeds_max_seconds")
     max_growth = vllm_expect.declared("endpoint", "prompt_embeds_max_growth_bytes")

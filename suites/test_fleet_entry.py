@@ -33,7 +33,7 @@ def test_stored_response_found(vllm_ingress_client, vllm_facts, vllm_expect, vll
 
 @contract("fleet_entry.prefix_served_from_cache")
 def test_prefix_served_from_cache(vllm_ingress_client, vllm_facts, vllm_expect, vllm_record):
-    usage = vllm_expect.fact("prompt_cache_usage")
+    usage = vllm_expect.release.prompt_cache_usage
     prompt = prefix_prompt(vllm_expect.declared("fleet_entry", "prefix_tokens").value)
     first = cached_tokens_of(vllm_ingress_client, vllm_facts.model, prompt)
     assert first.status == 200, f"the prefix request failed through the entry: {first.detail}"

@@ -24,9 +24,9 @@ from pytest_vllm_conformance.features.metrics import (
 @pytest.fixture(scope="module")
 def page(vllm_client, vllm_facts, vllm_expect):
     # A version may create the series of finished requests only once there is one.
-    warm_up = vllm_expect.fact("tiny_completion")
+    warm_up = vllm_expect.release.tiny_completion
     vllm_client.post(warm_up["path"], {"model": vllm_facts.model, **warm_up["body"]})
-    return vllm_client.get(vllm_expect.fact("metrics_path"))
+    return vllm_client.get(vllm_expect.release.metrics_path)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_exposition_parses(page, vllm_expect):
         exposition = parse(page.text)
     except ExpositionError as exc:
         pytest.fail(f"/metrics is not Prometheus text ({page.describe()}): {exc}", pytrace=False)
-    prefix = vllm_expect.fact("metric_prefix")
+    prefix = vllm_expect.release.metric_prefix
     assert exposition.names_with_prefix(prefix), f"/metrics parses but holds no {prefix} family: {page.describe()}"
 
 
@@ -67,5 +67,5 @@ def test_version_families_exported(family, parsed, vllm_expect):
 @contract("metrics.dashboard_series_exported")
 @each("series", dashboard_series)
 def test_dashboard_series_exported(series, parsed, vllm_expect):
-    gap = series_gap(series.name, parsed, vllm_expect.fact("metric_renames"), vllm_expect.fact("metric_conditions"))
+    gap = series_gap(series.name, parsed, vllm_expect.release.metric_renames, vllm_expect.release.metric_conditions)
     assert gap is None, gap.describe(vllm_expect.version_label)

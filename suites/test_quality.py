@@ -29,6 +29,8 @@ assert contracts (agreement, statistical gates), never wording.
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from pytest_vllm_conformance import contract, each
@@ -112,4 +114,4 @@ def test_user_task_not_worse(quality, lm_eval_ready, user_task, vllm_record):
     runs = outcome_of(lambda: quality.user_task(user_task.name))
     if not runs:
         pytest.fail(f"lm-eval ran {user_task.name!r} but gave no per-item results", pytrace=False)
-    assert_not_worse([outcome_of(lambda run=run: quality.user_task_outcome(run)) for run in runs], vllm_record)
+    assert_not_worse([outcome_of(partial(quality.user_task_outcome, run)) for run in runs], vllm_record)

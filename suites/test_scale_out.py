@@ -35,7 +35,7 @@ def test_enabled_routes_served(route, scale_out, vllm_client):
 @contract("scale_out.disabled_routes_refused")
 @each("route", scale_out_routes)
 def test_disabled_routes_refused(route, scale_out, vllm_client, vllm_expect):
-    gate = vllm_expect.fact("scale_out_gate")
+    gate = vllm_expect.release.scale_out_gate
     response = route.send(vllm_client)
     assert gate["gate"] != "none", f"scale-out is {scale_out}, but {gate['note']}: {response.describe()}"
     expected = scale_out_refusal_status(gate, route.path)

@@ -151,7 +151,7 @@ def test_progress_while_healthy(declared, vllm_facts, vllm_client, vllm_expect, 
         pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
     within = declared["progress_within_seconds"]
     with vllm_exclusive():
-        seen = session.progress_while_healthy(vllm_client, vllm_expect.fact("health_path"), workload, within.value)
+        seen = session.progress_while_healthy(vllm_client, vllm_expect.release.health_path, workload, within.value)
     if seen.health_status != 200:
         pytest.skip(f"could not run: /health answered {seen.health_status}, so the server does not claim health")
     assert seen.first_token_seconds is not None, (

@@ -37,7 +37,7 @@ def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect
 
 @contract("startup_log.start_reached_ready")
 def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record):
-    seen = startup_phases(vllm_startup_log.path, vllm_offline_expect.fact("startup_log_phases"))
+    seen = startup_phases(vllm_startup_log.path, vllm_offline_expect.release.startup_log_phases)
     for name, seconds in seen.seconds.items():
         vllm_record(f"startup_phase_{name}_seconds", f"{seconds:.2f}")
     vllm_record("figures", seen.line())
@@ -46,7 +46,7 @@ def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record)
 
 @contract("startup_log.phases_not_slower")
 def test_phases_not_slower(vllm_startup_log, vllm_settings, vllm_offline_expect, vllm_record):
-    fact = vllm_offline_expect.fact("startup_log_phases")
+    fact = vllm_offline_expect.release.startup_log_phases
     target = startup_phases(vllm_startup_log.path, fact)
     try:
         baseline = startup_phases(vllm_settings.baseline_log, fact)

@@ -36,7 +36,7 @@ def test_constraint_enforced(case, vllm_client, vllm_facts, vllm_expect):
     answer = read_answer(response, streamed=case.streamed)
     judged = case.constraint.judge(answer.text, cut=answer.cut)
     if judged.undecided:
-        padding = padding_note(vllm_expect.fact("json_whitespace_control"), vllm_expect.version_label)
+        padding = padding_note(vllm_expect.release.json_whitespace_control, vllm_expect.version_label)
         pytest.skip(f"undecided: {case}: {judged.undecided} ({padding})")
     assert judged.problem is None, f"{case} was not applied: {judged.problem}"
 
@@ -70,7 +70,7 @@ def test_legacy_fields_not_silently_dropped(legacy, vllm_client, vllm_facts, vll
     judged = legacy.constraint.judge(answer.text, cut=answer.cut)
     if judged.undecided:
         pytest.skip(f"undecided: {legacy.field} was served with 200, and whether it was honoured: {judged.undecided}")
-    removed = vllm_expect.fact("removed_guided_fields")
+    removed = vllm_expect.release.removed_guided_fields
     assert judged.problem is None, (
         f"{legacy.field} was accepted with 200 and ignored ({removed['answer']}): {judged.problem}. A client still "
         f"sending it gets unconstrained output; it should send {legacy.instead}, or an ingress should refuse "

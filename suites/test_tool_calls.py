@@ -41,7 +41,7 @@ def test_named_function_called(call, finish_reasons, cut_call, padding, vllm_rec
     assert_one_valid_call(answer, "a named tool_choice", finish_reasons["named"], ["get_weather"], cut_call, padding)
     loose = call(named("get_weather"), tools=(without_strict(WEATHER),))
     unstrict = [argument_problem(found, (WEATHER,)) for found in loose.tool_calls]
-    constrained = vllm_expect.fact("tool_arguments_constrained_without_strict")
+    constrained = vllm_expect.release.tool_arguments_constrained_without_strict
     if loose.cut:
         verdict = "undecided (cut by max_tokens before the call closed)"
     else:
@@ -101,7 +101,7 @@ def test_cut_call_ends_length(call, cut_call):
 
 @contract("tool_calls.forced_choice_refused_without_parser")
 def test_forced_choice_refused_without_parser(vllm_client, vllm_facts, vllm_expect):
-    refusal = vllm_expect.fact("tool_choice_without_parser")
+    refusal = vllm_expect.release.tool_choice_without_parser
     for tool_choice in ("required", named("get_weather")):
         response = vllm_client.post(CHAT, tool_request(vllm_facts.model, tool_choice, max_tokens=8))
         message = error_message(response) or ""

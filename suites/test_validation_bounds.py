@@ -24,7 +24,7 @@ ANSWERED_FAST_ATTEMPTS = 3
 
 @pytest.fixture(scope="module")
 def bounds(vllm_expect):
-    return vllm_expect.fact("validation_error_bounds")
+    return vllm_expect.release.validation_error_bounds
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def _unbounded_note(bounds):
 @each("malformed", malformed_list_requests)
 def test_error_body_bounded(malformed, observe, max_bytes, bounds, vllm_expect):
     response = observe(malformed)
-    status = vllm_expect.fact("validation_error_status")
+    status = vllm_expect.release.validation_error_status
     assert response.status == status, f"{malformed}: expected {status}, got {response.describe()}"
     assert not response.truncated, (
         f"{malformed}: the error body passed the bound of {max_bytes.value} bytes ({max_bytes.basis}): "

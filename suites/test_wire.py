@@ -130,7 +130,7 @@ def test_responses_stream_shape(exchange, judged, shape, vllm_facts):
 @contract("wire.responses_stream_framing")
 @each("exchange", wire.responses_stream_exchanges)
 def test_responses_stream_framing(exchange, judged, rules, vllm_expect, vllm_facts):
-    terminal = vllm_expect.fact("wire_responses_terminal_event")
+    terminal = vllm_expect.release.wire_responses_terminal_event
 
     @stream_judge("framed as OpenAI's clients cannot read", named_events=True)
     def judge(events):

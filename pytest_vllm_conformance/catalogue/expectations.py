@@ -16,6 +16,7 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue.contracts import Catalogue
+from pytest_vllm_conformance.catalogue.release_facts import ReleaseFacts
 from pytest_vllm_conformance.catalogue.serving_profile import Profile
 
 PLUGIN_POLICY = "plugin policy"
@@ -58,6 +59,11 @@ class Expectations:
 
     def fact(self, name: str) -> Any:
         return self.catalogue.fact(name, self.version)
+
+    @property
+    def release(self) -> ReleaseFacts:
+        """The facts the suites read, typed (``release.scale_out_gate`` is ``fact("scale_out_gate")``)."""
+        return ReleaseFacts(self.fact)
 
     def setting(self, option: Any, option_name: str, section: str, key: str) -> Expectation:
         """An option (command line, env, ini) over the profile's value, over its default; the basis says which."""

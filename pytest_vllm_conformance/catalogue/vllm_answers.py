@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_vllm_conformance.catalogue.release_facts import ScaleOutGate
 from pytest_vllm_conformance.connection.client import Response
 
 # A handler that ran answers with its result or refuses the body; a closed
@@ -54,7 +55,7 @@ def reached_handler(response: Response) -> bool:
     return response.status in HANDLER_STATUSES and envelope(response.json_or_none()) != BARE_ENVELOPE
 
 
-def scale_out_refusal_status(gate: dict[str, Any], path: str) -> int | None:
+def scale_out_refusal_status(gate: ScaleOutGate, path: str) -> int | None:
     """The status a closed scale-out gate answers on ``path`` (fact ``scale_out_gate``)."""
     return gate.get("refusal_status_by_path", {}).get(path, gate.get("refusal_status"))
 

@@ -318,7 +318,7 @@ def rejection(vllm_expect):
 
 def metric_total(client: BoundedClient, expect: Expectations, name: str | None) -> float | None:
     """A counter or gauge total from /metrics now, or None (not exported, or no readable page)."""
-    page = client.get(expect.fact("metrics_path"))
+    page = client.get(expect.release.metrics_path)
     try:
         return parse(page.text).total(name) if name and page.status == 200 else None
     except ExpositionError:
@@ -347,7 +347,7 @@ def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive
         "max_tokens": vllm_facts.max_model_len - hold["prompt_allowance"],
     }
     call = ("POST", request["path"], {"json_body": {"model": vllm_facts.model, **request["body"]}})
-    counter = vllm_expect.fact("admission_rejection_counter")
+    counter = vllm_expect.release.admission_rejection_counter
 
     def attempt():
         _wait_until_idle(vllm_client, vllm_expect)
@@ -366,7 +366,7 @@ def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive
 
     with vllm_exclusive():
         # A first generation is slow (warm-up): one tiny request first keeps the burst's arrivals close together.
-        warm_up = vllm_expect.fact("tiny_completion")
+        warm_up = vllm_expect.release.tiny_completion
         vllm_client.post(warm_up["path"], {"model": vllm_facts.model, **warm_up["body"]})
         limit = vllm_expect.declared("admission", "max_rejection_seconds").value
         try:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext
+from pytest_vllm_conformance.catalogue.release_facts import StartupPhase
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 QUOTE_CHARS = 400
@@ -202,6 +203,6 @@ def grown(target: Phases, baseline: Phases, *, max_growth: float, min_seconds: f
     return found
 
 
-def startup_phases(path: Path, fact: Mapping[str, Mapping[str, Any]]) -> Phases:
+def startup_phases(path: Path, fact: Mapping[str, StartupPhase]) -> Phases:
     """The phases of the log at ``path`` by the fact ``startup_log_phases`` (raises LogUnreadable)."""
     return phases(path, phase_rules(fact))

@@ -21,6 +21,7 @@ from typing import Any
 import jsonschema
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
+from pytest_vllm_conformance.catalogue.release_facts import JsonWhitespaceControl
 from pytest_vllm_conformance.features.generation.answers import HELD, Judgement
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 
@@ -173,7 +174,7 @@ class ConstraintCase:
         return generation_request(self.endpoint, model, fields, max_tokens=MAX_TOKENS, stream=self.streamed)
 
 
-def padding_note(whitespace_control: Mapping[str, Any], version_label: str, *, tool_calls: bool = False) -> str:
+def padding_note(whitespace_control: JsonWhitespaceControl, version_label: str, *, tool_calls: bool = False) -> str:
     """Why a JSON answer may run to max_tokens, and what would stop it (fact ``json_whitespace_control``)."""
     if tool_calls and not whitespace_control["flag_reaches_tool_calls"]:
         return (
@@ -190,7 +191,7 @@ def padding_note(whitespace_control: Mapping[str, Any], version_label: str, *, t
 
 def constraint_cases(ctx: CaseContext) -> list[ConstraintCase]:
     forms = ctx.expect.fact("structured_output_forms")
-    no_free_whitespace = ctx.expect.fact("json_whitespace_control")["request_fields"] or {}
+    no_free_whitespace = ctx.expect.release.json_whitespace_control["request_fields"] or {}
     served = {("response_format", kind) for kind in forms["response_format"]}
     served |= {("structured_outputs", kind) for kind in forms["structured_outputs"]}
     cases = [
@@ -271,7 +272,7 @@ class LegacyField:
 
 
 def legacy_fields(ctx: CaseContext) -> list[LegacyField]:
-    removed = ctx.expect.fact("removed_guided_fields")
+    removed = ctx.expect.release.removed_guided_fields
     fields = []
     for entry in removed["fields"]:
         ((kind, spec),) = entry["constraint"].items()

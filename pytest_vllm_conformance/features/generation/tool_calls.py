@@ -28,7 +28,7 @@ from pytest_vllm_conformance.features.generation.structured_outputs import paddi
 from pytest_vllm_conformance.features.wire import stream
 from pytest_vllm_conformance.features.wire.schemas import Deviation, deviations_from, judge
 
-WEATHER = {
+WEATHER: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -42,7 +42,7 @@ WEATHER = {
         },
     },
 }
-CLOCK = {
+CLOCK: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_time",
@@ -192,7 +192,7 @@ def cut_call(vllm_expect):
 
 @pytest.fixture(scope="module")
 def padding(vllm_expect):
-    return padding_note(vllm_expect.fact("json_whitespace_control"), vllm_expect.version_label, tool_calls=True)
+    return padding_note(vllm_expect.release.json_whitespace_control, vllm_expect.version_label, tool_calls=True)
 
 
 @pytest.fixture(scope="module")

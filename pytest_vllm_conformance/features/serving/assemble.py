@@ -106,7 +106,7 @@ def serve(
         direct=client if ingress_client is not client else None,
         rounds=values["rounds"],
         warm_up_requests=values["warm_up_requests"],
-        metrics_path=expect.fact("metrics_path"),
+        metrics_path=expect.release.metrics_path,
         gauge_names=expect.fact("serving_gauges"),
     )
     served = Served(run, target_workload, unusable=baseline if isinstance(baseline, str) else None)

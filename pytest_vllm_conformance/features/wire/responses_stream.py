@@ -10,9 +10,9 @@ loses text or hangs a client waiting for the end.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from pytest_vllm_conformance.catalogue.release_facts import ResponsesTerminalEvent
 from pytest_vllm_conformance.features.wire import WireRules
 from pytest_vllm_conformance.features.wire.stream import Event, Stream
 
@@ -79,7 +79,9 @@ def _text_problems(events: list[Event]) -> list[str]:
     return problems
 
 
-def framing_verdict(rules: WireRules, terminal_fact: Mapping[str, Any], stream: Stream) -> tuple[list[str], list[str]]:
+def framing_verdict(
+    rules: WireRules, terminal_fact: ResponsesTerminalEvent, stream: Stream
+) -> tuple[list[str], list[str]]:
     """(failures, report lines) of a Responses stream's framing.
 
     ``terminal_fact`` (contract data ``wire_responses_terminal_event``) names
