@@ -9,6 +9,8 @@ server for every test here: the reasoning suite beside the rendering and
 token-accounting suites, and the fault proxy in front of it.
 """
 
+import re
+
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteStream, StripMessageField
@@ -53,10 +55,12 @@ def test_reasoning_moved_into_content_in_streams_only_fails_the_field_and_the_re
             f"POST /v1/chat/completions{after} streamed: the reasoning came back inside content ({REASONING!r}); "
             "no reasoning in 'reasoning'"
         ) in failed[key], failed[key]
-    assert (
-        f"the streamed content deltas reassemble to {REASONING + CONTENT!r}, the same request unstreamed says "
-        f"{CONTENT!r}"
-    ) in failed[reassembly], failed[reassembly]
+    # A loaded server may stream <think> inside the reasoning (features/reasoning/answers.py, markers_in_reasoning),
+    # which the proxy then moves into the content with the rest.
+    reassembled = re.escape(f"{REASONING + CONTENT}', the same request unstreamed says {CONTENT!r}")
+    assert re.search(f"the streamed content deltas reassemble to '(<think>)?{reassembled}", failed[reassembly]), failed[
+        reassembly
+    ]
 
 
 def test_a_gateway_dropping_the_former_field_from_the_history_fails_the_history_rendering(pytester, served):

@@ -6,7 +6,12 @@ import json
 from pathlib import Path
 
 from fixtures.fault_proxy.stream_rules import EDITS, split_events
-from pytest_vllm_conformance.features.reasoning.answers import ReasonedAnswer, field_problems, reassembly_problems
+from pytest_vllm_conformance.features.reasoning.answers import (
+    ReasonedAnswer,
+    field_problems,
+    markers_in_reasoning,
+    reassembly_problems,
+)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "wire_samples" / "chat_reasoning_stream.sse"
 NAMES = ("reasoning", "reasoning_content")
@@ -43,6 +48,18 @@ def test_a_stream_reassembles_or_says_which_part_differs():
         "the streamed content deltas reassemble to 'Two rivers. Two.', the same request unstreamed says ' Two.'",
     ]
     assert reassembly_problems(whole, answer(content=" Two."), "reasoning")[0].startswith("nothing to compare")
+
+
+def test_a_start_marker_a_loaded_server_streams_into_the_reasoning_is_named_and_not_compared():
+    """vLLM passes a delta holding <think> and more tokens (no </think>) to reasoning whole (basic_parsers.py)."""
+    whole = answer("Two rivers.", " Two.")
+    coalesced = answer("<think>Two rivers.", " Two.", streamed=True)
+    assert markers_in_reasoning(coalesced, "reasoning", MARKERS) == ["<think>"]
+    assert markers_in_reasoning(whole, "reasoning", MARKERS) == []
+    assert reassembly_problems(coalesced, whole, "reasoning", MARKERS) == []
+    assert reassembly_problems(answer("<think>Two.", " Two.", streamed=True), whole, "reasoning", MARKERS) == [
+        "the streamed reasoning deltas reassemble to 'Two.', the same request unstreamed says 'Two rivers.'"
+    ]
 
 
 def test_the_leak_edit_moves_every_reasoning_delta_into_content():

@@ -155,11 +155,31 @@ def field_problems(
     return problems
 
 
-def reassembly_problems(streamed: ReasonedAnswer, whole: ReasonedAnswer, documented: str) -> list[str]:
+def markers_in_reasoning(answer: ReasonedAnswer, documented: str, markers: Sequence[str]) -> list[str]:
+    """The parser's markers left in the reasoning text itself.
+
+    vLLM's thinking parsers pass a streamed delta that holds the start marker
+    and more tokens, but not the end marker, to ``reasoning`` whole, marker
+    included (vllm/reasoning/basic_parsers.py, ``extract_reasoning_streaming``,
+    at v0.32.0); a delta holds several tokens when the API server
+    falls behind the engine, so whether it shows depends on the server's load.
+    """
+    text = answer.reasoning.get(documented, "")
+    return [marker for marker in markers if marker in text]
+
+
+def reassembly_problems(
+    streamed: ReasonedAnswer, whole: ReasonedAnswer, documented: str, markers: Sequence[str] = ()
+) -> list[str]:
+    """Where the streamed deltas differ from the unstreamed answer; the reasoning is compared without ``markers``
+    (``markers_in_reasoning`` says why a loaded server may leave one in)."""
     if not whole.reasoning.get(documented):
         return [f"nothing to compare: the unstreamed answer has no reasoning in {documented!r} ({whole.describe()})"]
+    reasoning = streamed.reasoning.get(documented, "")
+    for marker in markers:
+        reasoning = reasoning.replace(marker, "")
     pairs = [
-        ("reasoning", streamed.reasoning.get(documented, ""), whole.reasoning[documented]),
+        ("reasoning", reasoning, whole.reasoning[documented]),
         ("content", streamed.content, whole.content),
     ]
     return [
