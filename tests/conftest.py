@@ -71,6 +71,7 @@ OPT_IN_PROOFS = {
 
 _GROUP = pytest.StashKey[int]()
 _UPCOMING = pytest.StashKey["dict[int, list[int]]"]()
+_SERVERS = pytest.StashKey["dict[int, tuple[str, ...]]"]()
 _POOL = pytest.StashKey["ServerPool"]()
 _SPECS = pytest.StashKey["dict[str, ServerSpec]"]()
 
@@ -84,7 +85,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         group = schedule.group_of(item.nodeid)
         if group is None:  # a unit test first; a server test in no group (tests/unit/test_schedule.py) last
-            group = -1 if schedule.below_tests(item.nodeid).startswith("unit/") else len(schedule.GROUPS)
+            group = -1 if schedule.below_tests(item.nodeid).startswith("unit/") else len(schedule.ORDER)
         item.stash[_GROUP] = group
     items.sort(key=lambda item: item.stash[_GROUP])  # stable: the order within a group is kept
 
@@ -97,9 +98,20 @@ def _deselect(config: pytest.Config, items: list[pytest.Item], leaving: list[pyt
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """For each group that runs, the groups that run after it (after -k and -m deselection)."""
+    """For each group that runs, the groups that run after it and the servers its tests declare (after -k and -m)."""
     groups = list(dict.fromkeys(item.stash.get(_GROUP, -1) for item in session.items))
     session.config.stash[_UPCOMING] = {group: groups[index + 1 :] for index, group in enumerate(groups)}
+    session.config.stash[_SERVERS] = schedule.servers_by_group(
+        (item.stash.get(_GROUP, -1), _servers_to_start(item)) for item in session.items
+    )
+
+
+def _servers_to_start(item: pytest.Item) -> tuple[str, ...]:
+    """The servers the test declares; none for a test already known to skip (an opt-in whose venv is not given)."""
+    if item.get_closest_marker("skip") or any(mark.args[:1] == (True,) for mark in item.iter_markers("skipif")):
+        return ()
+    marker = item.get_closest_marker(schedule.SERVERS_MARKER)
+    return tuple(marker.args) if marker else ()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -109,11 +121,13 @@ def pytest_runtest_call(item: pytest.Item):
     group = item.stash.get(_GROUP, -1)
     if pool is not None and schedule.is_quiet(item.nodeid):
         pool.settle()  # a server started ahead of time must not still be starting beside a timed test
-    elif pool is not None and specs is not None and 0 <= group < len(schedule.GROUPS):
+    elif pool is not None and specs is not None and 0 <= group < len(schedule.ORDER):
         embedded = schedule.under(schedule.below_tests(item.nodeid), schedule.EMBEDDED_SERVER_TEST)
         room = pool.max_alive - (1 if embedded else 0)
-        wanted = schedule.servers_wanted_soonest(group, item.config.stash.get(_UPCOMING, {}).get(group, []), room)
-        pool.prefetch([specs[name] for name in wanted], keep=[specs[name] for name in schedule.servers_of(group)])
+        servers = item.config.stash.get(_SERVERS, {})
+        later = item.config.stash.get(_UPCOMING, {}).get(group, [])
+        wanted = schedule.servers_wanted_soonest(servers, group, later, room)
+        pool.prefetch([specs[name] for name in wanted], keep=[specs[name] for name in servers.get(group, ())])
     return (yield)
 
 
@@ -148,7 +162,11 @@ def tiny_models(pytestconfig: pytest.Config) -> dict[str, Path]:
     from fixtures import tiny_models
 
     models = tiny_models.build_all()
-    pytestconfig.stash[_SPECS] = server_specs(models)
+    specs = server_specs(models)
+    unknown = {name for names in pytestconfig.stash.get(_SERVERS, {}).values() for name in names} - set(specs)
+    if unknown:
+        raise pytest.UsageError(f"@pytest.mark.servers names no server of server_specs: {sorted(unknown)}")
+    pytestconfig.stash[_SPECS] = specs
     return models
 
 

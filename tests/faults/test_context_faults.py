@@ -16,7 +16,7 @@ from tests.conftest import requires_vllm, run_suites
 from tests.integration.test_suites_on_real_vllm import PLAIN_VERDICTS
 from tests.support.verdicts import assert_verdicts, failed_checks, of_features
 
-pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain", "short_context")]
 
 ENDPOINTS = ("POST /v1/completions", "POST /v1/chat/completions")
 

@@ -27,7 +27,7 @@ from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE
 from tests.support.servers import TEST_KEY
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, of_features
 
-pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain", "hardened")]
 
 # The routes the plain server serves malformed requests on, and the list field each is malformed in.
 MALFORMED = (("/v1/completions", "prompt"), ("/v1/chat/completions", "messages"), ("/v1/responses", "input"))
@@ -169,6 +169,7 @@ def test_a_slow_validator_fails_answered_fast(pytester, plain_server):
     assert re.search(r"answered in 1\.\d\d, 1\.\d\d, 1\.\d\d s, over 1\.0 \(profile plain\) s every time", message)
 
 
+@pytest.mark.servers("short_context")
 def test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits(pytester, served):
     # The fault is inside a real server: VLLM_MAX_EMBED_DECODE_BYTES=0 is vLLM's
     # own switch that turns the decode bound off, as vLLM before 0.30 had none.

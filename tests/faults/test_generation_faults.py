@@ -16,7 +16,7 @@ from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import GENERATION_PROFILE, TOOL_CALLS_WITH_PARSER, tool_call_verdicts
 from tests.support.verdicts import assert_verdicts, failed_checks
 
-pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("generation")]
 
 GENERATION_PATHS = r"/v1/(chat/)?completions"
 
@@ -202,6 +202,7 @@ DROPPED_CONSTRAINTS = {
 
 
 @pytest.mark.parametrize("dropped", sorted(DROPPED_CONSTRAINTS))
+@pytest.mark.servers("padding")
 def test_a_dropped_constraint_fails_where_the_model_pads(pytester, served, dropped):
     junit = run_through(pytester, served("padding"), StripJsonField(field=dropped), "structured_outputs")
     assert_verdicts(junit, DROPPED_CONSTRAINTS[dropped])
@@ -212,6 +213,7 @@ def test_a_dropped_constraint_fails_where_the_model_pads(pytester, served, dropp
     assert "cannot become JSON that meets the schema" in message and "cannot start a JSON value" in message
 
 
+@pytest.mark.servers("padding")
 def test_a_dropped_tool_choice_fails_where_the_model_pads(pytester, served):
     # Without tool_choice vLLM picks auto: the model writes text, which starts no call.
     junit = run_through(pytester, served("padding"), StripJsonField(field="tool_choice"), "tool_calls")

@@ -15,7 +15,7 @@ from fixtures.fault_proxy import FaultProxy, Respond, RewriteJsonResponse
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, verdicts
 
-pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 
 DISCOVERY_PASSED = dict.fromkeys(
     ("discovery.version_parses", "discovery.max_model_len_published", "discovery.core_routes_served"), "passed"

@@ -16,7 +16,7 @@ from tests.conftest import requires_vllm, run_watermark_through
 from tests.support.profiles import WATERMARK_APIS, watermark_ingress_rules
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
-pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("watermark")]
 
 SAMPLED, STRIPPED, CONTROL = (
     "watermark.sampled_output_watermarked",

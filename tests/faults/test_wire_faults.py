@@ -20,7 +20,7 @@ from tests.integration.test_wire_on_real_vllm import STRICT_PROFILE, STRICT_VERD
 from tests.support.profiles import PLAIN_PROFILE
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
-pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm]
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 
 CHAT, COMPLETIONS, RESPONSES = "/v1/chat/completions", "/v1/completions", "/v1/responses"
 WITH_USAGE, WITHOUT_USAGE, CONTINUOUS = "stream usage logprobs", "stream", "stream continuous usage logprobs"

@@ -14,7 +14,7 @@ from tests.conftest import requires_vllm, run_suites
 from tests.support.servers import DERIVED_LENGTH_ARGS
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "yarn")]
 
 # No --max-model-len: the server derives it from the checkpoint.
 CONTEXT_LIMITS = (

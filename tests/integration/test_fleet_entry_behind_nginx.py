@@ -27,6 +27,7 @@ pytestmark = [
     pytest.mark.fleet_proof,
     requires_vllm,
     pytest.mark.skipif(not nginx_executable(), reason="nginx is not installed (apt-get install nginx-light)"),
+    pytest.mark.servers("replica_a", "replica_b"),
 ]
 
 REPLICATED_PROFILE = """

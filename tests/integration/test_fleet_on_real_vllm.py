@@ -18,7 +18,7 @@ import yaml
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, junit_results
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "short_context")]
 
 DISCOVERY = ("discovery.version_parses", "discovery.max_model_len_published", "discovery.core_routes_served")
 

@@ -17,7 +17,7 @@ from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import GENERATION_PROFILE, TOOL_CALLS_WITH_PARSER, tool_call_verdicts
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "generation")]
 
 GENERATION = "-m structured_outputs or tool_calls"
 LEGACY = ("guided_regex", "guided_choice", "guided_json", "guided_grammar")
@@ -55,6 +55,7 @@ def test_generation_controls_hold_and_ignored_legacy_fields_fail(pytester, gener
     assert refused.properties["vllm_structured_output_refusal_words"] == "auto"
 
 
+@pytest.mark.servers("padding")
 def test_a_model_padding_its_json_is_undecided_never_failed(pytester, served):
     # tiny-llama-other-seed fills every JSON-schema answer and both forced calls with whitespace until
     # max_tokens; regex, choice and grammar leave it no room, and none nor the 4-token cut need any.

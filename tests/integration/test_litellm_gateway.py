@@ -44,6 +44,7 @@ pytestmark = [
     pytest.mark.gateway,
     requires_vllm,
     pytest.mark.skipif(not LITELLM, reason=f"set {LITELLM_ENV_VAR} to the litellm of a venv with litellm[proxy]"),
+    pytest.mark.servers("watermark", "hardened", "plain"),
 ]
 
 STRIPPED = "watermark.opt_out_stripped_at_ingress"

@@ -33,7 +33,7 @@ from fixtures.logprob_damage import PROMPT_LOGPROBS, lower_every_position, shift
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "perturbed", "retemplated")]
 
 DRIFT = "quality.logprob_drift_within_noise"
 GREEDY = "quality.greedy_tokens_match_baseline"
@@ -144,6 +144,7 @@ def test_a_permuted_projection_fails_drift_in_every_bucket_live_and_against_a_re
 # Opt-in (make test-extended): drift fails by bucket on the permuted projection in CI; this second fault costs
 # a server start of its own.
 @pytest.mark.extended_proof
+@pytest.mark.servers("yarn", "yarn_factor2")
 def test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket(pytester, served):
     factor4, factor2 = served.together("yarn", "yarn_factor2")
     result, junit, report = run_gates(pytester, f"--vllm-baseline-url={factor4.url}", url=factor2.url)

@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "bounded")]
 
 OPERATIONAL = "metrics or admission or startup_log"
 # A longer context than the plain server's: the requests holding the bound run longer (max_model_len tokens).

@@ -20,7 +20,7 @@ from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import REASONING_PASSED, REASONING_PROFILE
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("reasoning")]
 
 WHAT_THE_MODEL_SEES = {
     "rendering.chat_renders_as_tokenize": {"passed": len(CONVERSATIONS)},

@@ -16,7 +16,7 @@ from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, failed_checks
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "retemplated")]
 
 
 def test_a_template_changed_in_one_place_fails_the_diff_naming_each_conversation_and_its_first_difference(

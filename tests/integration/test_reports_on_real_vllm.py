@@ -28,7 +28,7 @@ from tests.support.profiles import GATED_PROFILE
 from tests.support.servers import CPU_SERVE_ARGS, TEST_KEY
 from tests.support.verdicts import contract_runs
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("hardened")]
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,7 @@ def test_no_artifact_of_a_real_run_holds_the_key(pytester, gated_server, monkeyp
 # It runs first, on an empty pool (tests/support/schedule.py); asking for the pool lets the next tests'
 # servers start beside it.
 @pytest.mark.usefixtures("vllm_server_pool")
+@pytest.mark.servers()
 def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, tiny_models, monkeypatch):
     """The plugin's own server gets the key through its environment; its log and every artifact stay clean."""
     key = "sk-embedded-conformance-41f7"

@@ -19,7 +19,7 @@ from fixtures.fault_proxy import Delay, FaultProxy
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, failed_checks, verdicts
 
-pytestmark = [requires_vllm]
+pytestmark = [requires_vllm, pytest.mark.servers("plain", "one_seq")]
 # All but the engine-pause proof: opt-in (make test-serving), as the docstring says.
 opt_in = pytest.mark.serving_proof
 
@@ -174,6 +174,7 @@ def _engine_core(api_server_pid: int) -> int:
     return found[0]
 
 
+@pytest.mark.servers("plain")
 def test_an_engine_paused_behind_a_healthy_api_server_fails_progress_while_healthy(pytester, served):
     """In CI (about 9 s on a warm plain server): a stopped process cannot answer, so the verdict does not
     depend on the machine's speed; SIGCONT in a finally, so plain serves the tests after it."""

@@ -11,7 +11,7 @@ from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, REASONING_PASSE
 from tests.support.servers import TEST_KEY
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "hardened")]
 
 
 NOT_CLAIMED = "not claimed"

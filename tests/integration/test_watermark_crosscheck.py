@@ -35,7 +35,8 @@ from pytest_vllm_conformance.features.watermark import (
     regularized_gamma_q,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# No server: vLLM's watermark code runs in this process.
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.servers()]
 
 
 # Imported when the module's first test runs, not at collection: importing vLLM takes about 10 s, which

@@ -26,7 +26,7 @@ from tests.support.profiles import (
 )
 from tests.support.verdicts import assert_verdicts, contract_runs
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("watermark")]
 
 APIS = {
     "/v1/completions": {"prompt": "The lighthouse keeper"},

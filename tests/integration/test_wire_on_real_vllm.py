@@ -15,7 +15,7 @@ from tests.integration.test_suites_on_real_vllm import WIRE_PLAIN
 from tests.support.profiles import PLAIN_PROFILE
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
-pytestmark = [pytest.mark.server, requires_vllm]
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain")]
 
 STRICT_PROFILE = PLAIN_PROFILE + "wire:\n  strict_openai: true\n"
 
