@@ -5,17 +5,47 @@ Claimed only with --vllm-ingress-url and a profile declaring
 memory of the replica that made it (vLLM stores only with
 VLLM_ENABLE_RESPONSES_API_STORE=1: ``fleet_entry.responses_store``); a prefix
 cache too (``fleet_entry.prefix_aware_routing``, with
---enable-prompt-tokens-details so that usage shows cached tokens).
+--enable-prompt-tokens-details so that usage shows cached tokens). Whether
+the entry reaches a replica at all is read on that replica's own /metrics,
+with nothing else of this run talking to it meanwhile.
 """
+
+import pytest
 
 from pytest_vllm_conformance import contract
 from pytest_vllm_conformance.features.fleet_entry import (
+    burst_reaches,
     cached_tokens_of,
     create_stored_response,
     prefix_prompt,
     read_stored_response,
     summary,
 )
+
+
+@contract("fleet_entry.reaches_every_replica")
+def test_reaches_every_replica(
+    vllm_ingress_client, vllm_client, vllm_facts, vllm_expect, vllm_exclusive, vllm_target, vllm_record
+):
+    requests = vllm_expect.declared("fleet_entry", "reach_requests").value
+    counter = vllm_expect.release.finished_request_counter
+    with vllm_exclusive():  # the counter must count only what comes through the entry
+        reach = burst_reaches(
+            vllm_ingress_client,
+            vllm_client,
+            vllm_facts.model,
+            metrics_path=vllm_expect.release.metrics_path,
+            counter=counter,
+            requests=requests,
+        )
+    if reach.served is None:
+        pytest.skip(f"undecided: cannot count what the replica served: {reach.problem}")
+    vllm_record("figures", f"{reach.answered} of {reach.sent} answered through the entry, {reach.served:g} served here")
+    assert reach.answered, f"the entry answered none of {reach.sent} completions: nothing to judge by"
+    assert reach.served > 0, (
+        f"the entry never routed to replica {vllm_target.label}: {reach.sent} requests of distinct sessions through "
+        f"it, {reach.answered} answered, and the replica's {counter} stayed at {reach.before:g}"
+    )
 
 
 @contract("fleet_entry.stored_response_found")

@@ -155,6 +155,10 @@ class ReleaseFacts:
         return self._read("metrics_path")
 
     @property
+    def finished_request_counter(self) -> str:
+        return self._read("finished_request_counter")
+
+    @property
     def metric_prefix(self) -> str:
         return self._read("metric_prefix")
 

@@ -10,10 +10,12 @@ helpers make the requests and return what each attempt saw; the suite judges.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient
+from pytest_vllm_conformance.features.metrics import ExpositionError, parse
 
 # A caller's session, for entries that hash on a header (nginx `hash $http_x_session_affinity`,
 # Envoy's header hash policy). Entries that route by cookie or by response id ignore it.
@@ -65,3 +67,46 @@ def cached_tokens_of(entry: BoundedClient, model: str, prompt: list[int]) -> Att
 
 def summary(attempts: list[Attempt]) -> str:
     return ", ".join(f"{index + 1}: {attempt.status} {attempt.seen}" for index, attempt in enumerate(attempts))
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What a replica's own counter of finished requests did while a burst went through the entry."""
+
+    sent: int
+    answered: int  # requests the entry answered 200
+    before: float | None  # None: the replica's page has no such counter (or could not be read)
+    after: float | None
+    problem: str = ""
+
+    @property
+    def served(self) -> float | None:
+        return None if self.before is None or self.after is None else self.after - self.before
+
+
+def finished_requests(replica: BoundedClient, metrics_path: str, counter: str) -> tuple[float | None, str]:
+    """The replica's count of finished requests, or None and why not."""
+    response = replica.get(metrics_path)
+    if response.status != 200:
+        return None, f"GET {metrics_path} on the replica: {response.describe()}"
+    try:
+        total = parse(response.text).total(counter)
+    except ExpositionError as exc:
+        return None, f"GET {metrics_path} on the replica: not Prometheus text: {exc}"
+    return total, "" if total is not None else f"the replica's {metrics_path} has no {counter}"
+
+
+def burst_reaches(
+    entry: BoundedClient, replica: BoundedClient, model: str, *, metrics_path: str, counter: str, requests: int
+) -> Reach:
+    """Send ``requests`` one-token completions through the entry, each of its own session, and read how many
+    the replica finished meanwhile (its caller keeps every other test off the replica)."""
+    before, problem = finished_requests(replica, metrics_path, counter)
+    answered = 0
+    burst = uuid.uuid4().hex[:8]
+    for number in range(requests):
+        body = {"model": model, "prompt": "Hello", "max_tokens": 1}
+        session = f"vllm-conformance-reach-{burst}-{number}"
+        answered += entry.post("/v1/completions", body, headers={SESSION_HEADER: session}).status == 200
+    after, problem_after = finished_requests(replica, metrics_path, counter)
+    return Reach(requests, answered, before, after, problem or problem_after)

@@ -5,9 +5,10 @@ Two replicas of the same tiny model, one started with another
 skewed replica with both values side by side, and each replica's own
 contracts keep their verdicts, pinned by id with the replica in the test
 id. One server under two names is a fleet that agrees. A replica nobody
-listens on fails its own tests, named, while the other still runs. Cheap:
-discovery and the fleet feature only, over servers the context faults
-already started.
+listens on fails its own tests, named, while the other still runs. An entry
+(the fault proxy) that forwards everything to one replica: the other is
+named as never reached. Cheap: discovery and the fleet features only, over
+servers the context faults already started.
 """
 
 import socket
@@ -15,6 +16,7 @@ import socket
 import pytest
 import yaml
 
+from fixtures.fault_proxy import FaultProxy
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, junit_results
 
@@ -110,3 +112,39 @@ def test_one_server_under_two_names_agrees_and_under_xdist_each_replica_runs_on_
     assert {replica: len(seen) for replica, seen in workers.items()} == {"one": 1, "two": 1}
     # The same ids as a serial run: nothing appended by the scheduling.
     assert "test_version_parses[one]" in set(junit_results(junit))
+
+
+ENTRY_PROFILE = """
+profile: 1
+name: entry-of-two
+fleet_entry: {replicated: true, responses_store: false}
+"""
+
+
+def test_an_entry_that_never_routes_to_one_replica_is_named(pytester, plain_server, served):
+    short = served("short_context")
+    fleet = fleet_file(pytester, [("replica-a", plain_server.url), ("replica-b", short.url)])
+    with FaultProxy(plain_server.url) as entry:  # forwards every request to replica-a, as a stale endpoint list would
+        result = run_suites(
+            pytester,
+            "-m",
+            "fleet_entry",
+            f"--vllm-fleet={fleet}",
+            f"--vllm-ingress-url={entry.url}",
+            url=None,
+            profile=ENTRY_PROFILE,
+        )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit,
+        {
+            "fleet_entry.reaches_every_replica": "passed",
+            "fleet_entry.stored_response_found": "not claimed",
+            "fleet_entry.prefix_served_from_cache": "not claimed",
+        },
+        failed={"fleet_entry.reaches_every_replica[replica-b]"},
+    )
+    message = failed_checks(junit)["fleet_entry.reaches_every_replica[replica-b]"]
+    assert "the entry never routed to replica replica-b: 32 requests of distinct sessions" in message, message
+    assert "32 answered" in message, message
