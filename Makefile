@@ -73,10 +73,10 @@ $(VENV_0_29)/.installed:
 test-matrix: models $(VENV_0_29)/.installed
 	VLLM_CONFORMANCE_PYTHON_0_29=$(abspath $(VENV_0_29))/bin/python $(PY) -m pytest tests -m version_matrix $(PYTEST_ARGS)
 
-# Opt-in: the serving suite's proofs on real servers (about 2 minutes with the one-sequence server's start),
-# outside the CI budget for now.
+# Every serving proof on real servers, the opt-in one against a saved run included (about 3 minutes with the
+# starts); CI runs all but that one.
 test-serving: models
-	VLLM_CONFORMANCE_SERVING_PROOFS=1 $(PY) -m pytest tests -m serving_proof $(PYTEST_ARGS)
+	VLLM_CONFORMANCE_SERVING_PROOFS=1 $(PY) -m pytest tests/integration/test_serving_on_real_vllm.py $(PYTEST_ARGS)
 
 # Opt-in: the fleet_entry proofs, two real replicas (two servers alive) behind Debian's nginx,
 # round-robin and with affinity (examples/nginx/). Two extra server starts do not fit CI's budget.

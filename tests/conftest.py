@@ -56,7 +56,7 @@ REPO = Path(__file__).resolve().parents[1]
 SUITES = REPO / "suites"
 
 
-# The serving suite's real-server proofs run only where asked (make test-serving): they do not fit CI's budget.
+# The serving proof against a saved run only where asked (make test-serving): three suite runs CI's budget lacks.
 SERVING_PROOFS_ENV = "VLLM_CONFORMANCE_SERVING_PROOFS"
 # The fleet_entry proofs (two replicas behind nginx) likewise (make test-fleet).
 FLEET_PROOFS_ENV = "VLLM_CONFORMANCE_FLEET_PROOFS"

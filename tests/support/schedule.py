@@ -38,11 +38,12 @@ ORDER: tuple[str, ...] = (
     # The serving module's CI test (the others are opt-in): plain's engine paused and resumed.
     "integration/test_serving_on_real_vllm.py::"
     "test_an_engine_paused_behind_a_healthy_api_server_fails_progress_while_healthy",
-    # The short_context server starts beside the report tests, the reasoning server beside the target faults.
+    # The one_seq server starts beside the report tests, the short_context server beside the target faults.
     "integration/test_reports_on_real_vllm.py",
     "faults/test_target_faults.py",
-    # Opt-in (make test-serving): loads the plain server; the one_seq server starts beside the target faults.
+    # Quiet: loads plain and one_seq (which is also the compiled start whose log the start-up proof reads).
     "integration/test_serving_on_real_vllm.py",
+    # The reasoning server starts beside the context faults and the fleet.
     "faults/test_context_faults.py",
     # Apart from its module: unbounded_embeds is the short_context server (tests/support/servers.py).
     "faults/test_endpoint_faults.py::test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits",
