@@ -70,8 +70,15 @@ OPT_IN = {
     "metrics.dashboard_series_exported": NOT_CLAIMED,
     # Neither server runs a reasoning parser (the reasoning server's proofs: test_reasoning_on_real_vllm.py).
     **dict.fromkeys(REASONING_PASSED, NOT_CLAIMED),
-    # No entry in front of several replicas (make test-fleet runs them behind nginx).
-    **dict.fromkeys(["fleet_entry.stored_response_found", "fleet_entry.prefix_served_from_cache"], NOT_CLAIMED),
+    # No entry in front of several replicas (test_fleet_on_real_vllm.py, and make test-fleet behind nginx).
+    **dict.fromkeys(
+        [
+            "fleet_entry.reaches_every_replica",
+            "fleet_entry.stored_response_found",
+            "fleet_entry.prefix_served_from_cache",
+        ],
+        NOT_CLAIMED,
+    ),
     # Neither server runs a tool-call parser, and both profiles accept vLLM ignoring guided_* fields.
     **dict.fromkeys(
         [
