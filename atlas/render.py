@@ -293,16 +293,26 @@ def capture_diff(before: Any, after: Any, path: str = "") -> list[str]:
         new = [_show(item) for item in after]
         found = [f"{path}: added {item}" for item in new if item not in old]
         return found + [f"{path}: removed {item}" for item in old if item not in new]
+    if (before is None) != (after is None) and isinstance(before or after, (dict, list)):
+        # A whole section one capture has and the other lacks (a run of an older plugin, or a feature the other
+        # release does not serve): its presence is the difference, not its every value.
+        present = before if before is not None else after
+        what = f"captured ({len(present)} {'entry' if len(present) == 1 else 'entries'})"
+        return [f"{path}: absent → {what}" if before is None else f"{path}: {what} → absent"]
     if before != after:
         return [f"{path}: {_show(before)} → {_show(after)}"]
     return []
+
+
+SHOWN_CHARS = 300  # a changed value longer than this is cut: the page is read, the data is in atlas.json
 
 
 def _show(value: Any) -> str:
     if isinstance(value, (dict, list)):
         import json
 
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "… (cut; atlas.json has it whole)"
     return f"`{value}`" if value is not None else "absent"
 
 

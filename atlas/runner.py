@@ -141,12 +141,27 @@ def _capture_summary(captured: dict) -> dict:
     observed = dict(captured.get("observed") or {})
     for volatile in ("captured_at", "url", "plugin_version", "capture_seconds"):
         observed.pop(volatile, None)
+    if isinstance(observed.get("rendering"), dict):
+        observed["rendering"] = without_token_texts(observed["rendering"])
     summary = {
         "observed": observed,
         "context": captured.get("context") or {},
         "endpoint": captured.get("endpoint") or {},
     }
     return without_paths(summary)
+
+
+def without_token_texts(rendering: dict) -> dict:
+    """The rendering corpus's token ids without their texts: the ids say whether a rendering changed, and the
+    texts, kept for every conversation of every record, were most of atlas.json."""
+    conversations = rendering.get("conversations")
+    if not isinstance(conversations, dict):
+        return rendering
+    kept = {
+        name: {key: value for key, value in case.items() if key != "tokens"} if isinstance(case, dict) else case
+        for name, case in conversations.items()
+    }
+    return {**rendering, "conversations": kept}
 
 
 def without_paths(value: Any) -> Any:

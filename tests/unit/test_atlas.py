@@ -88,6 +88,17 @@ def test_capture_differences_name_what_was_added_removed_and_changed():
     ]
 
 
+def test_a_section_one_capture_lacks_is_named_not_dumped_and_long_values_are_cut():
+    rendering = {"conversations": {f"case {n}": {"ids": list(range(100))} for n in range(12)}}
+    assert capture_diff({"observed": {}}, {"observed": {"rendering": rendering}}) == [
+        "observed.rendering: absent → captured (1 entry)"
+    ]
+    changed = capture_diff({"defaults": {"a": list(range(200))}}, {"defaults": {"a": list(range(201))}})
+    assert changed == ["defaults.a: added `200`"]
+    (line,) = capture_diff({"x": {"big": "a" * 10}}, {"x": {"big": {"k": "b" * 1000}}})
+    assert line.endswith("… (cut; atlas.json has it whole)") and len(line) < 400
+
+
 def test_upgrades_are_consecutive_pairs_and_each_release_to_the_newest():
     records = {data.key(r, "plain"): _record(r, "plain", {}) for r in ("0.28", "0.29", "0.30", "0.32")}
     assert upgrade_pairs({"records": records}) == [
@@ -193,3 +204,14 @@ def test_a_capture_keeps_no_path_of_the_machine_it_ran_on():
         "models": [{"id": "m", "root": "tiny-llama"}],
         "probe": "POST /v1/x",
     }
+
+
+def test_a_capture_keeps_the_rendering_ids_and_drops_their_texts():
+    from atlas.runner import without_token_texts
+
+    rendering = {"corpus": 1, "conversations": {"greeting": {"ids": [1, 2], "tokens": ["<s>", "Hi"], "status": 200}}}
+    assert without_token_texts(rendering) == {
+        "corpus": 1,
+        "conversations": {"greeting": {"ids": [1, 2], "status": 200}},
+    }
+    assert without_token_texts(without_token_texts(rendering)) == without_token_texts(rendering)
