@@ -157,12 +157,12 @@ def vllm_server_pool(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pyt
 
 
 @pytest.fixture(scope="session")
-def tiny_models(pytestconfig: pytest.Config) -> dict[str, Path]:
+def tiny_models(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pytest.importorskip("transformers", reason="building the tiny models needs transformers (the serve extra)")
     from fixtures import tiny_models
 
     models = tiny_models.build_all()
-    specs = server_specs(models)
+    specs = server_specs(models, compile_cache=tmp_path_factory.mktemp("compile-cache"))
     unknown = {name for names in pytestconfig.stash.get(_SERVERS, {}).values() for name in names} - set(specs)
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.servers names no server of server_specs: {sorted(unknown)}")
