@@ -55,8 +55,14 @@ def generate(processor, outputs, steps, rng):
         processed = processor.apply(logits.clone())
         for row, output in enumerate(outputs):
             finite = torch.isfinite(processed[row]).nonzero().flatten()
-            # A watermarked row leaves one token; others are sampled as vLLM would.
-            pick = int(finite[0]) if len(finite) == 1 else int(torch.multinomial(torch.softmax(processed[row], -1), 1))
+            # A watermarked row leaves one token; others are sampled as vLLM would, but from the
+            # test's own seeded generator: torch's global one made an unwatermarked row look
+            # watermarked about once in 300 runs.
+            if len(finite) == 1:
+                pick = int(finite[0])
+            else:
+                probabilities = torch.softmax(processed[row].double(), -1).numpy()
+                pick = int(rng.choice(len(probabilities), p=probabilities / probabilities.sum()))
             output.append(pick)
 
 
