@@ -17,6 +17,7 @@ from pytest_vllm_conformance.features.metrics import (
     dashboard_series,
     expected_metric_families,
     parse,
+    reading_of,
     series_gap,
 )
 
@@ -31,10 +32,7 @@ def page(vllm_client, vllm_facts, vllm_expect):
 
 @pytest.fixture(scope="module")
 def exposition(page):
-    try:
-        return parse(page.text) if page.status == 200 and not page.truncated else None
-    except ExpositionError:
-        return None
+    return reading_of(page).exposition
 
 
 @pytest.fixture

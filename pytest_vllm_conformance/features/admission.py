@@ -41,7 +41,7 @@ from pytest_vllm_conformance.connection.client import (
     Response,
     TransportFailure,
 )
-from pytest_vllm_conformance.features.metrics import ExpositionError, parse
+from pytest_vllm_conformance.features import metrics
 from pytest_vllm_conformance.features.wire import stream as sse
 
 
@@ -318,11 +318,7 @@ def rejection(vllm_expect):
 
 def metric_total(client: BoundedClient, expect: Expectations, name: str | None) -> float | None:
     """A counter or gauge total from /metrics now, or None (not exported, or no readable page)."""
-    page = client.get(expect.release.metrics_path)
-    try:
-        return parse(page.text).total(name) if name and page.status == 200 else None
-    except ExpositionError:
-        return None
+    return metrics.read(client, expect.release.metrics_path).total(name)
 
 
 def _wait_until_idle(client: BoundedClient, expect: Expectations) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.metrics import ExpositionError, parse
+from pytest_vllm_conformance.features import metrics
 
 # A caller's session, for entries that hash on a header (nginx `hash $http_x_session_affinity`,
 # Envoy's header hash policy). Entries that route by cookie or by response id ignore it.
@@ -86,13 +86,10 @@ class Reach:
 
 def finished_requests(replica: BoundedClient, metrics_path: str, counter: str) -> tuple[float | None, str]:
     """The replica's count of finished requests, or None and why not."""
-    response = replica.get(metrics_path)
-    if response.status != 200:
-        return None, f"GET {metrics_path} on the replica: {response.describe()}"
-    try:
-        total = parse(response.text).total(counter)
-    except ExpositionError as exc:
-        return None, f"GET {metrics_path} on the replica: not Prometheus text: {exc}"
+    reading = metrics.read(replica, metrics_path)
+    if reading.problem:
+        return None, f"GET {metrics_path} on the replica: {reading.problem}"
+    total = reading.total(counter)
     return total, "" if total is not None else f"the replica's {metrics_path} has no {counter}"
 
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, Named, since
+
+if TYPE_CHECKING:
+    from pytest_vllm_conformance.connection.client import BoundedClient, Response
 
 # What the text format appends to a family's name to name its series.
 SERIES_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created", "_info", "")
@@ -69,6 +73,35 @@ def parse(text: str) -> Exposition:
     except (ValueError, IndexError, KeyError, TypeError) as exc:
         raise ExpositionError(f"not Prometheus text: {exc}") from None
     return Exposition(families)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The metrics page at one moment, parsed, or why it could not be read (``problem``)."""
+
+    exposition: Exposition | None
+    problem: str = ""
+
+    def total(self, name: str | None) -> float | None:
+        """A family's total (``Exposition.total``), or None: not read, not exported, or no name asked."""
+        return self.exposition.total(name) if self.exposition is not None and name else None
+
+
+def reading_of(page: Response | None) -> Reading:
+    """``page`` (None: it never answered) as a Reading: only a whole 200 page of Prometheus text is read."""
+    if page is None:
+        return Reading(None, "no answer")
+    if page.status != 200 or page.truncated:
+        return Reading(None, page.describe())
+    try:
+        return Reading(parse(page.text))
+    except ExpositionError as exc:
+        return Reading(None, str(exc))
+
+
+def read(client: BoundedClient, path: str) -> Reading:
+    """The server's metrics page now. Never raises: observers record what they could not see instead."""
+    return reading_of(client.answer_or_none("GET", path))
 
 
 @dataclass(frozen=True)

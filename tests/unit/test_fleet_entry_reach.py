@@ -19,7 +19,7 @@ class Replica:
     def __init__(self, page: str | None, per_read: int = 0) -> None:
         self.page, self.per_read, self.reads = page, per_read, 0
 
-    def get(self, path, **_):
+    def answer_or_none(self, method, path, **_):
         if self.page is None:
             return _answer(path, 404, "Not Found")
         value = self.reads * self.per_read

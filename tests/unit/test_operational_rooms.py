@@ -26,7 +26,7 @@ from pytest_vllm_conformance.features.admission import (
     measure,
     percentile,
 )
-from pytest_vllm_conformance.features.metrics import ExpositionError, parse, series_gap
+from pytest_vllm_conformance.features.metrics import ExpositionError, parse, reading_of, series_gap
 
 FINDINGS = contracts.load().fact("startup_log_findings", None)
 KINDS = startup_log.finding_kinds(FINDINGS)
@@ -182,6 +182,33 @@ def test_a_page_is_read_as_families_and_series():
 def test_a_page_that_is_not_prometheus_text_is_refused(text):
     with pytest.raises(ExpositionError, match="not Prometheus text"):
         parse(text)
+
+
+def _page(status: int, text: str, truncated: bool = False) -> Response:
+    return Response("GET", "/metrics", status, httpx.Headers(), text.encode(), len(text), truncated, 0.001)
+
+
+@pytest.mark.parametrize(
+    ("page", "problem"),
+    [
+        (None, "no answer"),
+        (_page(503, "busy"), "503"),
+        (_page(200, PAGE[:200], truncated=True), "truncated"),
+        (_page(200, "<html>502 Bad Gateway</html>"), "not Prometheus text"),
+    ],
+    ids=["no answer", "another status", "cut at the byte cap", "not prometheus text"],
+)
+def test_a_page_that_cannot_be_read_is_a_reading_with_its_problem_and_no_totals(page, problem):
+    reading = reading_of(page)
+    assert problem in reading.problem and reading.exposition is None
+    assert reading.total("vllm:admission_rejections") is None
+
+
+def test_a_whole_page_is_a_reading_with_totals():
+    reading = reading_of(_page(200, PAGE))
+    assert not reading.problem
+    assert reading.total("vllm:admission_rejections") == 7.0
+    assert reading.total("vllm:nothing") is None and reading.total(None) is None
 
 
 @pytest.mark.parametrize(

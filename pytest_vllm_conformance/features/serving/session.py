@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, TransportFailure
-from pytest_vllm_conformance.features.metrics import ExpositionError, parse
+from pytest_vllm_conformance.features import metrics
 from pytest_vllm_conformance.features.serving.loadgen import (
     LoadGenerator,
     RequestTiming,
@@ -54,12 +54,8 @@ class ServingRun:
 
 
 def _gauges(server: BoundedClient, path: str, names: Sequence[str]) -> Gauges:
-    page = server.answer_or_none("GET", path)
-    try:
-        exposition = parse(page.text) if page is not None and page.status == 200 else None
-    except ExpositionError:
-        exposition = None
-    return Gauges(*(exposition.total(name) if exposition is not None else None for name in names))
+    reading = metrics.read(server, path)
+    return Gauges(*(reading.total(name) for name in names))
 
 
 def _sampled_round(
