@@ -126,7 +126,7 @@ def pytest_runtest_call(item: pytest.Item):
         room = pool.max_alive - (1 if embedded else 0)
         servers = item.config.stash.get(_SERVERS, {})
         later = item.config.stash.get(_UPCOMING, {}).get(group, [])
-        wanted = schedule.servers_wanted_soonest(servers, group, later, room)
+        wanted = schedule.servers_wanted_soonest(servers, group, later, room, lambda name: id(specs[name]))
         pool.prefetch([specs[name] for name in wanted], keep=[specs[name] for name in servers.get(group, ())])
     return (yield)
 

@@ -15,7 +15,7 @@ group needs more servers than the pool keeps.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 # The one test that starts a server of its own (the plugin's embedded server): it takes one of the
 # three slots while it runs.
@@ -119,18 +119,25 @@ def servers_by_group(declared: Iterable[tuple[int, Sequence[str]]]) -> dict[int,
 
 
 def servers_wanted_soonest(
-    servers: Mapping[int, Sequence[str]], group: int, later: Sequence[int], room: int
+    servers: Mapping[int, Sequence[str]],
+    group: int,
+    later: Sequence[int],
+    room: int,
+    same_server: Callable[[str], Hashable] = lambda name: name,
 ) -> list[str]:
     """The group's servers, then those of the groups after it in order, up to ``room`` servers.
 
     It stops at the first server that does not fit: a nearer group's server
-    is never passed over for a farther one's.
+    is never passed over for a farther one's. ``same_server`` maps a name to
+    the server it starts: two names of one server take one slot.
     """
     names = list(servers.get(group, ()))
+    started = {same_server(name) for name in names}
     for upcoming in later:
         for name in servers.get(upcoming, ()):
-            if name not in names:
-                if len(names) >= room:
+            if same_server(name) not in started:
+                if len(started) >= room:
                     return names
+                started.add(same_server(name))
                 names.append(name)
     return names

@@ -85,6 +85,15 @@ def test_the_servers_wanted_next_stop_at_the_first_that_does_not_fit():
     assert schedule.servers_by_group([(1, ("a", "b")), (1, ("b", "c")), (2, ())]) == {1: ("a", "b", "c"), 2: ()}
 
 
+def test_two_names_of_one_server_take_one_slot():
+    # one_seq is also the compiled server: a group naming both leaves room for the next group's server.
+    servers = {0: ("plain",), 1: ("plain", "one_seq", "compiled"), 2: ("plain", "short_context")}
+    one_seq = {"compiled": "one_seq"}
+    wanted = schedule.servers_wanted_soonest(servers, 0, [1, 2], 3, lambda name: one_seq.get(name, name))
+    assert wanted == ["plain", "one_seq", "short_context"]
+    assert schedule.servers_wanted_soonest(servers, 0, [1, 2], 3) == ["plain", "one_seq", "compiled"]
+
+
 def test_a_declaration_is_read_from_the_module_and_a_test_s_own_wins():
     tree = ast.parse(
         'pytestmark = [pytest.mark.server, pytest.mark.servers("plain", "hardened")]\n'
