@@ -186,13 +186,14 @@ def main() -> None:
         VllmServer(model, SERVE_ARGS, python=args.python, env=env) as default,
         VllmServer(model, (*SERVE_ARGS, "--max-num-seqs", "1"), python=args.python, env=env) as one_seq,
     ):
+        assert default.url and one_seq.url, "a server that started has its URL"
         workdir = args.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "profile.yaml").write_text(PROFILE.format(requests=args.requests, rounds=args.rounds))
-        for label, target, runs in (("same", default, args.same_runs), ("one_seq", one_seq, args.worse_runs)):
+        for label, target, runs in (("same", default.url, args.same_runs), ("one_seq", one_seq.url, args.worse_runs)):
             started, outcomes = time.monotonic(), []
             for index in range(runs):
-                outcomes.append(run(target.url, default.url, workdir, f"{label}-{index}"))
+                outcomes.append(run(target, default.url, workdir, f"{label}-{index}"))
             failed = sum(any(v == "failed" for v in verdicts.values()) for verdicts, _ in outcomes)
             throughput = [verdicts.get("serving.throughput_not_worse") for verdicts, _ in outcomes]
             ratios = [m for _, m in outcomes if m]
