@@ -51,8 +51,8 @@ ORDER: tuple[str, ...] = (
     "integration/test_fleet_on_real_vllm.py",
     # The reasoning server: the reasoning, rendering and accounting suites on it, and the fault proxy in front.
     "integration/test_reasoning_on_real_vllm.py",
-    # The perturbed server starts beside the reasoning tests; the self-test, first, needs only plain (a minute and
-    # a half), so the retemplated server starts beside it too.
+    # The perturbed server starts beside the reasoning tests; the self-test, first, needs only plain (about a
+    # minute), so the retemplated server starts beside it too.
     "integration/test_quality_on_real_vllm.py",
     # bfloat16 is the retemplated server (tests/support/servers.py), which the rendering tests use next.
     "integration/test_logprob_drift_on_real_vllm.py",
