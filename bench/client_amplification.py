@@ -65,6 +65,7 @@ def start_hostile_server() -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "fixtures.hostile_server", "--port", "0"], cwd=REPO, stdout=subprocess.PIPE, text=True
     )
+    assert process.stdout is not None  # stdout=PIPE
     port = process.stdout.readline().split()[1]
     return process, f"http://127.0.0.1:{port}"
 

@@ -10,6 +10,7 @@ importable (vLLM 0.30+ with torch is needed for it).
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 import time
@@ -91,13 +92,13 @@ def main(argv: list[str] | None = None) -> int:
             kwargs["alpha"] = ALPHA
         ours = make_detector(algorithm, BENCH_KEY, **kwargs)
         ours_result = ours.detect(tokens)
-        ours_rate = best_rate(lambda ours=ours: ours.detect(tokens), len(tokens), args.repeats)
+        ours_rate = best_rate(functools.partial(ours.detect, tokens), len(tokens), args.repeats)
         if isinstance(vllm, str):
             print(f"{algorithm:<16} {ours_rate:>14,.0f} {'-':>14} {'-':>10}")
             continue
         theirs = vllm[algorithm]()
         theirs_result = theirs.detect(tokens)
-        theirs_rate = best_rate(lambda theirs=theirs: theirs.detect(tokens), len(tokens), args.repeats)
+        theirs_rate = best_rate(functools.partial(theirs.detect, tokens), len(tokens), args.repeats)
         print(f"{algorithm:<16} {ours_rate:>14,.0f} {theirs_rate:>14,.0f} {ours_rate / theirs_rate:>10.2f}")
         # A speed comparison is only meaningful if both computed the same thing.
         if (

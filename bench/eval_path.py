@@ -35,6 +35,7 @@ from pytest_vllm_conformance.connection.client import BoundedClient  # noqa: E40
 from pytest_vllm_conformance.connection.discovery import discover  # noqa: E402
 from pytest_vllm_conformance.features.quality import task_files  # noqa: E402
 from pytest_vllm_conformance.features.quality.offline import OFFLINE_ENV  # noqa: E402
+from pytest_vllm_conformance.features.quality.runner import EVAL_CONCURRENCY  # noqa: E402
 
 TASKS = {"short_answer": task_files.SHORT_ANSWER, "multiple_choice": task_files.MULTIPLE_CHOICE}
 CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--enable-tokenizer-info-endpoint")
@@ -98,6 +99,8 @@ def main() -> int:
     try:
         with BoundedClient(url) as client:
             facts = discover(client)
+            if facts.max_model_len is None:
+                raise SystemExit(f"{url} does not say its max_model_len on /v1/models")
             if client.get("/tokenizer_info").status != 200:
                 raise SystemExit(
                     f"{url} does not serve /tokenizer_info: start it with --enable-tokenizer-info-endpoint"
@@ -121,7 +124,7 @@ def main() -> int:
         ]
         model_args = (
             f"base_url={url}/v1/completions,model={facts.model},tokenizer_backend=remote,"
-            f"num_concurrent=1,max_length={facts.max_model_len + 1},seed=1234"
+            f"num_concurrent={EVAL_CONCURRENCY},max_length={facts.max_model_len + 1},seed=1234"
         )
         ours, cli = [], []
         for repeat in range(args.repeats):

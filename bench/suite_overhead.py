@@ -171,16 +171,17 @@ def main() -> None:
         tempfile.TemporaryDirectory() as tmp,
         VllmServer(model, SERVE_ARGS, python=args.python, api_key=Secret(KEY)) as server,
     ):
-        workdir = Path(tmp)
+        assert server.url, "a server that started has its URL"
+        workdir, url = Path(tmp), server.url
         recorder = Record(log=[])
-        with FaultProxy(server.url, rules=[recorder]) as proxy:
+        with FaultProxy(url, rules=[recorder]) as proxy:
             run_suites(proxy.url, workdir, args.markers)  # warms the server and bytecode cache, records the requests
         requests_file = workdir / "requests.json"
         save_requests(recorder.log, requests_file)
-        replay(server.url, requests_file, workdir)  # fills the bytecode cache of the replay's imports
+        replay(url, requests_file, workdir)  # fills the bytecode cache of the replay's imports
         for _ in range(args.rounds):
-            suite_times.append(run_suites(server.url, workdir, args.markers))
-            replays.append(replay(server.url, requests_file, workdir))
+            suite_times.append(run_suites(url, workdir, args.markers))
+            replays.append(replay(url, requests_file, workdir))
     suite = statistics.median(suite_times)
     floor = statistics.median(wall for wall, _ in replays)
     loop = statistics.median(loop for _, loop in replays)

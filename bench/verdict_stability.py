@@ -101,7 +101,8 @@ def main() -> None:
     args = parser.parse_args()
     model = tiny_models.build("tiny-llama")
     with tempfile.TemporaryDirectory() as tmp, VllmServer(model, SERVE_ARGS, python=args.python) as server:
-        workdir = Path(tmp)
+        assert server.url, "a server that started has its URL"
+        workdir, url = Path(tmp), server.url
         (workdir / "profile.yaml").write_text(PROFILE)
         print(f"server: tiny-llama, --max-num-queued-reqs {BOUND}, ready in {server.ready_seconds:.1f} s")
 
@@ -110,7 +111,7 @@ def main() -> None:
         spinning = cpu_load(args.cpu_load)
         try:
             for index in range(args.admission_runs):
-                verdicts = run(server.url, workdir, f"admission-{index}", "-m", "admission")
+                verdicts = run(url, workdir, f"admission-{index}", "-m", "admission")
                 bad = sorted(
                     f"{key}: {verdict} ({message})"
                     for key, (verdict, message) in verdicts.items()
@@ -134,19 +135,19 @@ def main() -> None:
             for line in bad:
                 print(f"    {line}")
 
-        serial = run(server.url, workdir, "serial")
-        verdicts = [verdict for verdict, _ in serial.values()]
+        serial = run(url, workdir, "serial")
+        serial_verdicts = [verdict for verdict, _ in serial.values()]
         print(
-            f"all suites serial: {len(serial)} tests, {verdicts.count('passed')} passed, "
-            f"{verdicts.count('not claimed')} not claimed, {verdicts.count('failed')} failed, "
-            f"{verdicts.count('skipped')} skipped"
+            f"all suites serial: {len(serial)} tests, {serial_verdicts.count('passed')} passed, "
+            f"{serial_verdicts.count('not claimed')} not claimed, {serial_verdicts.count('failed')} failed, "
+            f"{serial_verdicts.count('skipped')} skipped"
         )
         for key, (verdict, message) in sorted(serial.items()):
             if verdict in ("failed", "skipped"):
                 print(f"  {key}: {verdict} ({message})")
         disagreeing = []
         for index in range(args.agreement_runs):
-            spread = run(server.url, workdir, f"xdist-{index}", "-n", "2")
+            spread = run(url, workdir, f"xdist-{index}", "-n", "2")
             differences = sorted(
                 f"{key}: {serial.get(key, ('missing',))[0]} serially, {spread.get(key, ('missing', ''))} with -n 2"
                 for key in set(serial) | set(spread)
