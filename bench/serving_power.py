@@ -167,7 +167,7 @@ def main() -> None:
     parser.add_argument("--same-runs", type=int, default=20)
     parser.add_argument("--worse-runs", type=int, default=3)
     parser.add_argument("--requests", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=2, help="round pairs a run (the gate's default: 2)")
+    parser.add_argument("--rounds", type=int, default=4, help="round pairs a run (the gate's default: 4)")
     parser.add_argument(
         "--vllm-defaults",
         action="store_true",
