@@ -14,7 +14,7 @@ contract id from the JUnit file, as our tests do:
 2. ``--worse-runs`` times (default 3) the one-sequence server against the
    default, at ``--requests`` requests a round: how often throughput and
    occupancy fail, and the ratio measured. Each run has ``--rounds`` round
-   pairs (the gate's default, 2);
+   pairs (the gate's default, 4);
 3. detection power, from the rounds the same-server runs measured (each run
    saves its target's rounds with ``--vllm-perf-save``; with ``--rounds 4``
    or more, its rounds 2 and 3 ran back to back, as a gate's interleaved

@@ -126,7 +126,8 @@ def pytest_runtest_call(item: pytest.Item):
         room = pool.max_alive - (1 if embedded else 0)
         servers = item.config.stash.get(_SERVERS, {})
         later = item.config.stash.get(_UPCOMING, {}).get(group, [])
-        wanted = schedule.servers_wanted_soonest(servers, group, later, room, lambda name: id(specs[name]))
+        # Two names are one server when their specs are equal: the pool's own notion of the same server.
+        wanted = schedule.servers_wanted_soonest(servers, group, later, room, specs.__getitem__)
         pool.prefetch([specs[name] for name in wanted], keep=[specs[name] for name in servers.get(group, ())])
     return (yield)
 

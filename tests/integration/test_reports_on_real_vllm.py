@@ -168,8 +168,8 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
     """The plugin's own server gets the key through its environment; its log and every artifact stay clean."""
     key = "sk-embedded-conformance-41f7"
     monkeypatch.setenv("VLLM_API_KEY", key)
-    # The embedded server inherits the run's environment: the pool's lighter settings halve its start's cost
-    # beside the two pool servers starting with it.
+    # The embedded server inherits the run's environment: the pool's lighter settings cut about a third of its
+    # start's CPU time (bench/start_cost.py), beside the two pool servers starting with it.
     for name, value in SHARED_MACHINE_ENV.items():
         monkeypatch.setenv(name, value)
     serve_log = pytester.path / "serve.log"
