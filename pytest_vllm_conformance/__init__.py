@@ -9,7 +9,7 @@ the plugin's own (``plugin/``, ``connection/``, ``catalogue/``, ``features/``,
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -18,6 +18,11 @@ __version__ = "0.1.0"
 #: The outcome of a contract that does not apply to this server or profile,
 #: decided by the plugin before the test runs (never by the test).
 NOT_CLAIMED = "not claimed"
+
+#: The outcome of a check that ran and could not decide (too noisy, cut short,
+#: nothing to judge): its own outcome, never a pass, and a claimed feature
+#: with one is partial.
+UNDECIDED = "undecided"
 
 CONTRACT_MARKER = "vllm_contract"
 EACH_MARKER = "vllm_each"
@@ -43,4 +48,18 @@ def each(argname: str, source: Callable[..., Any]) -> pytest.MarkDecorator:
     return getattr(pytest.mark, EACH_MARKER)(argname, source)
 
 
-__all__ = ["NOT_CLAIMED", "__version__", "contract", "each"]
+class Undecided(pytest.skip.Exception):  # type: ignore[name-defined]
+    """Raised by ``undecided``: pytest sees a skip, the plugin reports the outcome *undecided*."""
+
+
+def undecided(reason: str) -> NoReturn:
+    """Ends the check as *undecided*: it ran, and what it saw cannot decide the contract either way.
+
+    ``reason`` names what was missing or too noisy ("a round pair shows no such
+    slowdown"). A check that decided passes or fails; one that was never
+    claimed is the plugin's decision, not the test's.
+    """
+    raise Undecided(f"{UNDECIDED}: {reason}")
+
+
+__all__ = ["NOT_CLAIMED", "UNDECIDED", "Undecided", "__version__", "contract", "each", "undecided"]

@@ -10,9 +10,7 @@ the entry reaches a replica at all is read on that replica's own /metrics,
 with nothing else of this run talking to it meanwhile.
 """
 
-import pytest
-
-from pytest_vllm_conformance import contract
+from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.features.fleet_entry import (
     burst_reaches,
     cached_tokens_of,
@@ -39,7 +37,7 @@ def test_reaches_every_replica(
             requests=requests,
         )
     if reach.served is None:
-        pytest.skip(f"undecided: cannot count what the replica served: {reach.problem}")
+        undecided(f"cannot count what the replica served: {reach.problem}")
     vllm_record("figures", f"{reach.answered} of {reach.sent} answered through the entry, {reach.served:g} served here")
     assert reach.answered, f"the entry answered none of {reach.sent} completions: nothing to judge by"
     assert reach.served > 0, (

@@ -15,10 +15,11 @@ from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.features.preflight.lint import deployment_file_cases, describe_all
 
 
-def _findings(linter, deployment_file, kind):
+def _findings(linter, deployment_file, kind, evidence):
     lint = linter.lint(deployment_file)
     if lint.text is None:
         pytest.skip(f"could not run: {lint.problem}")
+    evidence.judged(1, "deployment files")
     return lint.of_kind(kind)
 
 
@@ -29,27 +30,30 @@ def _fail_on(findings, what, linter):
 
 @contract("preflight.file_parses")
 @each("deployment_file", deployment_file_cases)
-def test_file_parses(deployment_file, vllm_preflight):
+def test_file_parses(deployment_file, vllm_preflight, vllm_evidence):
     lint = vllm_preflight.lint(deployment_file)
     if lint.problem:
         pytest.fail(lint.problem, pytrace=False)
     if lint.unchecked:
         pytest.skip(f"could not check: {lint.unchecked}")
+    vllm_evidence.judged(1, "deployment files")
 
 
 @contract("preflight.no_stale_env_vars")
 @each("deployment_file", deployment_file_cases)
-def test_no_stale_env_vars(deployment_file, vllm_preflight):
-    _fail_on(_findings(vllm_preflight, deployment_file, "env"), "environment variable(s)", vllm_preflight)
+def test_no_stale_env_vars(deployment_file, vllm_preflight, vllm_evidence):
+    _fail_on(
+        _findings(vllm_preflight, deployment_file, "env", vllm_evidence), "environment variable(s)", vllm_preflight
+    )
 
 
 @contract("preflight.no_stale_flags")
 @each("deployment_file", deployment_file_cases)
-def test_no_stale_flags(deployment_file, vllm_preflight):
-    _fail_on(_findings(vllm_preflight, deployment_file, "flag"), "flag(s)", vllm_preflight)
+def test_no_stale_flags(deployment_file, vllm_preflight, vllm_evidence):
+    _fail_on(_findings(vllm_preflight, deployment_file, "flag", vllm_evidence), "flag(s)", vllm_preflight)
 
 
 @contract("preflight.no_stale_entrypoints")
 @each("deployment_file", deployment_file_cases)
-def test_no_stale_entrypoints(deployment_file, vllm_preflight):
-    _fail_on(_findings(vllm_preflight, deployment_file, "entrypoint"), "module(s)", vllm_preflight)
+def test_no_stale_entrypoints(deployment_file, vllm_preflight, vllm_evidence):
+    _fail_on(_findings(vllm_preflight, deployment_file, "entrypoint", vllm_evidence), "module(s)", vllm_preflight)

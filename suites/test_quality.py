@@ -33,7 +33,7 @@ from functools import partial
 
 import pytest
 
-from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance import contract, each, undecided
 from pytest_vllm_conformance.features.quality import logprob_drift, session, task_files
 
 # The suite's fixtures, from its feature room.
@@ -46,7 +46,7 @@ from pytest_vllm_conformance.features.quality.task_files import user_eval_tasks
 
 @contract("quality.logprob_drift_within_noise")
 @each("bucket", logprob_drift.drift_buckets)
-def test_logprob_drift_within_noise(quality, bucket, vllm_record):
+def test_logprob_drift_within_noise(quality, bucket, vllm_record, vllm_evidence):
     drift = outcome_of(lambda: quality.logprob_drift(bucket))
     for name, value in drift.properties().items():
         vllm_record(name, value)
@@ -56,11 +56,16 @@ def test_logprob_drift_within_noise(quality, bucket, vllm_record):
         f"{drift.why()}. {drift}; moved most: " + "; ".join(str(moved) for moved in drift.moved_most)
     )
     if drift.verdict == "undecided":
-        pytest.skip(f"undecided: the baseline is too noisy to judge drift against: {drift.why()}. {drift}")
+        undecided(f"the baseline is too noisy to judge drift against: {drift.why()}. {drift}")
+    vllm_evidence.judged(
+        drift.scored_positions,
+        "scored positions",
+        missing=f"fewer than {drift.min_positions} positions scored: {drift}",
+    )
 
 
 @contract("quality.greedy_tokens_match_baseline")
-def test_greedy_tokens_match_baseline(quality, vllm_record):
+def test_greedy_tokens_match_baseline(quality, vllm_record, vllm_evidence):
     outcome = outcome_of(quality.greedy)
     diverging = outcome.diverging
     first = min((divergence.position for divergence in diverging), default=None)
@@ -84,34 +89,40 @@ def test_greedy_tokens_match_baseline(quality, vllm_record):
         + notes
     )
     if outcome.undecided:
-        pytest.skip(
-            f"undecided: near-ties ended the prompts' comparisons after {outcome.compared_tokens} equal tokens in all, "
+        undecided(
+            f"near-ties ended the prompts' comparisons after {outcome.compared_tokens} equal tokens in all, "
             f"fewer than the {outcome.min_compared_tokens} required (quality.greedy_min_compared_tokens): "
             f"{outcome.figures()}"
         )
+    vllm_evidence.judged(len(outcome.divergences), "prompts", missing="no prompt was compared")
+    vllm_evidence.judged(outcome.compared_tokens, "equal tokens", missing="no token was compared")
 
 
 @contract("quality.short_answer_not_worse")
 @pytest.mark.parametrize("backend", ["completions", "chat"])
-def test_short_answer_not_worse(quality, lm_eval_ready, backend, vllm_record):
-    assert_not_worse([outcome_of(lambda: quality.shipped(task_files.SHORT_ANSWER, backend))], vllm_record)
+def test_short_answer_not_worse(quality, lm_eval_ready, backend, vllm_record, vllm_evidence):
+    assert_not_worse(
+        [outcome_of(lambda: quality.shipped(task_files.SHORT_ANSWER, backend))], vllm_record, vllm_evidence
+    )
 
 
 @contract("quality.multiple_choice_not_worse")
-def test_multiple_choice_not_worse(quality, lm_eval_ready, vllm_record):
-    assert_not_worse([outcome_of(lambda: quality.shipped(task_files.MULTIPLE_CHOICE, "completions"))], vllm_record)
+def test_multiple_choice_not_worse(quality, lm_eval_ready, vllm_record, vllm_evidence):
+    assert_not_worse(
+        [outcome_of(lambda: quality.shipped(task_files.MULTIPLE_CHOICE, "completions"))], vllm_record, vllm_evidence
+    )
 
 
 @contract("quality.long_context_not_worse")
 @pytest.mark.parametrize("percent", session.LONG_CONTEXT_PERCENTS, ids=[f"{p}%" for p in session.LONG_CONTEXT_PERCENTS])
-def test_long_context_not_worse(quality, lm_eval_ready, percent, vllm_record):
-    assert_not_worse([outcome_of(lambda: quality.long_context(percent))], vllm_record)
+def test_long_context_not_worse(quality, lm_eval_ready, percent, vllm_record, vllm_evidence):
+    assert_not_worse([outcome_of(lambda: quality.long_context(percent))], vllm_record, vllm_evidence)
 
 
 @contract("quality.user_task_not_worse")
 @each("user_task", user_eval_tasks)
-def test_user_task_not_worse(quality, lm_eval_ready, user_task, vllm_record):
+def test_user_task_not_worse(quality, lm_eval_ready, user_task, vllm_record, vllm_evidence):
     runs = outcome_of(lambda: quality.user_task(user_task.name))
     if not runs:
         pytest.fail(f"lm-eval ran {user_task.name!r} but gave no per-item results", pytrace=False)
-    assert_not_worse([outcome_of(partial(quality.user_task_outcome, run)) for run in runs], vllm_record)
+    assert_not_worse([outcome_of(partial(quality.user_task_outcome, run)) for run in runs], vllm_record, vllm_evidence)

@@ -11,7 +11,7 @@ are interleaved (or compared with a run saved by --vllm-perf-save, given as
 
 import pytest
 
-from pytest_vllm_conformance import contract
+from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.features.serving import assemble, figures, session
 from pytest_vllm_conformance.features.serving.stats import compare_medians
 
@@ -95,7 +95,7 @@ def test_occupancy(serving, declared, vllm_record):
     vllm_record("serving_peak_running", f"{seen.peak_running:g}")
     verdict = seen.verdict(concurrency)
     if verdict == "undecided":
-        pytest.skip(f"undecided: the declared concurrency never reached the server at once: {seen.line(concurrency)}")
+        undecided(f"the declared concurrency never reached the server at once: {seen.line(concurrency)}")
     assert verdict == "ran", (
         f"the server queued what it should run: {seen.line(concurrency)} "
         "(is --max-num-seqs, or the KV cache, smaller than the workload needs?)"
@@ -132,10 +132,10 @@ def test_throughput_not_worse(serving, declared, vllm_record):
     line = f"{compared.describe()}; output tokens/s per round, target/baseline: {rounds}; against {serving.baseline}"
     vllm_record("figures", line)
     if serving.too_few_rounds:
-        pytest.skip(f"undecided: {serving.too_few_rounds}: {line}")
+        undecided(f"{serving.too_few_rounds}: {line}")
     if compared.verdict == "undecided":
         why = "a round pair shows no such slowdown" if compared.rounds_disagree else "the interval is too wide"
-        pytest.skip(f"undecided: {why} to decide: {line}")
+        undecided(f"{why} to decide: {line}")
     assert compared.verdict == "not worse", (
         f"the target is slower than the baseline by more than {declared['max_slowdown']}: {line}"
     )

@@ -11,9 +11,7 @@ and refuses is data (facts ``structured_output_forms``,
 ``removed_guided_fields``).
 """
 
-import pytest
-
-from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance import contract, each, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message
 from pytest_vllm_conformance.features.generation.answers import read_answer
 from pytest_vllm_conformance.features.generation.structured_outputs import (
@@ -37,7 +35,7 @@ def test_constraint_enforced(case, vllm_client, vllm_facts, vllm_expect):
     judged = case.constraint.judge(answer.text, cut=answer.cut)
     if judged.undecided:
         padding = padding_note(vllm_expect.release.json_whitespace_control, vllm_expect.version_label)
-        pytest.skip(f"undecided: {case}: {judged.undecided} ({padding})")
+        undecided(f"{case}: {judged.undecided} ({padding})")
     assert judged.problem is None, f"{case} was not applied: {judged.problem}"
 
 
@@ -69,7 +67,7 @@ def test_legacy_fields_not_silently_dropped(legacy, vllm_client, vllm_facts, vll
     answer = read_answer(response, streamed=False)
     judged = legacy.constraint.judge(answer.text, cut=answer.cut)
     if judged.undecided:
-        pytest.skip(f"undecided: {legacy.field} was served with 200, and whether it was honoured: {judged.undecided}")
+        undecided(f"{legacy.field} was served with 200, and whether it was honoured: {judged.undecided}")
     removed = vllm_expect.release.removed_guided_fields
     assert judged.problem is None, (
         f"{legacy.field} was accepted with 200 and ignored ({removed['answer']}): {judged.problem}. A client still "

@@ -11,9 +11,7 @@ whitespace) whose every character is consistent with the call is undecided
 tool calls typed as clients parse them.
 """
 
-import pytest
-
-from pytest_vllm_conformance import contract
+from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message
 from pytest_vllm_conformance.features.generation.tool_calls import (
     CHAT,
@@ -96,7 +94,7 @@ def test_cut_call_ends_length(call, cut_call):
     judged = cut_call(answer, ["get_weather"])
     assert judged.problem is None, f"the text cut at max_tokens {CUT_MAX_TOKENS} is no forced call: {judged.problem}"
     if judged.undecided:
-        pytest.skip(f"undecided: whether the text cut at max_tokens {CUT_MAX_TOKENS} starts a call: {judged.undecided}")
+        undecided(f"whether the text cut at max_tokens {CUT_MAX_TOKENS} starts a call: {judged.undecided}")
 
 
 @contract("tool_calls.forced_choice_refused_without_parser")

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from pytest_vllm_conformance.connection import traffic
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.transport import DIRECT, Connection, tls_context
 
@@ -247,6 +248,7 @@ class AsyncBoundedClient:
         seen = 0
         truncated = False
         async with self._http().stream(method, path, content=content, headers=headers) as response:
+            traffic.answered()
             async for chunk in response.aiter_bytes():
                 room = cap - seen
                 seen += len(chunk)
@@ -295,6 +297,7 @@ class AsyncBoundedClient:
         try:
             async with asyncio.timeout(deadline):
                 response = await context.__aenter__()
+                traffic.answered()
                 stream.status = response.status_code
                 chunks = response.aiter_bytes()
                 try:

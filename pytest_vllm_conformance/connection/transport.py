@@ -17,6 +17,8 @@ from typing import Any, cast
 
 import httpx
 
+from pytest_vllm_conformance.connection import traffic
+
 
 @dataclass(frozen=True)
 class Connection:
@@ -82,5 +84,6 @@ class CappedTransport(httpx.HTTPTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = super().handle_request(request)
+        traffic.answered()
         response.stream = _CappedStream(cast(httpx.SyncByteStream, response.stream), self.max_body, request)
         return response

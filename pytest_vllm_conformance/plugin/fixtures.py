@@ -29,6 +29,8 @@ from pytest_vllm_conformance.features import startup_log
 from pytest_vllm_conformance.features.fleet import Fleet, Member
 from pytest_vllm_conformance.features.preflight import lint as preflight
 from pytest_vllm_conformance.plugin.run import TargetState, run_state
+from pytest_vllm_conformance.plugin.verdicts import evidence_of
+from pytest_vllm_conformance.reporting.evidence import Evidence
 
 
 @pytest.fixture(scope="session")
@@ -158,6 +160,18 @@ def vllm_record(request: pytest.FixtureRequest):
         request.node.user_properties.append((name if name.startswith("vllm_") else f"vllm_{name}", value))
 
     return record
+
+
+@pytest.fixture
+def vllm_evidence(request: pytest.FixtureRequest) -> Evidence:
+    """``vllm_evidence.judged(128, "requests", missing="no request completed")``: what this check judged.
+
+    A contract test that passes with none of its evidence (a count of 0, or
+    nothing recorded and no answer received) is reported *undecided*, naming
+    what was missing; its report line and JUnit property carry the rest
+    ("judged: 2 objectives, 128 requests").
+    """
+    return evidence_of(request.node)
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from pytest_vllm_conformance import CONTRACT_MARKER, EACH_MARKER, NOT_CLAIMED
 from pytest_vllm_conformance.catalogue import cases, contracts
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
 from pytest_vllm_conformance.connection.connect import NO_TARGET, configured, establish
-from pytest_vllm_conformance.plugin import options, targets
+from pytest_vllm_conformance.plugin import options, targets, verdicts
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
 from pytest_vllm_conformance.plugin.run import STATE, RunState, TargetState, configure_run, run_state
@@ -260,12 +260,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    if _contract_id(item) is None:
+        return (yield)
+    with verdicts.counting_answers(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    if _contract_id(item) is not None:
+        verdicts.judge(item, call, report)
     scrub_report(run_state(item.config).redactor, report)
     return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    return verdicts.test_status(report)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -36,6 +36,7 @@ from pytest_vllm_conformance.reporting.redaction import LogRecordRedaction, url_
 
 PLUGIN_NAME = "vllm-conformance-reporter"
 SUMMARY_TITLE = "vLLM conformance"
+UNDECIDED_LISTED = 20
 
 
 class ConformanceReporter:
@@ -225,6 +226,7 @@ class ConformanceReporter:
             lines.append(f"  {result.name:<{width}}  {result.result:<11}  {checked}{counts}{hidden}".rstrip())
             if result.problem:
                 lines.append(f"  {'':<{width}}  {result.problem}")
+        lines += self.undecided_lines()
         if self.nothing_claimed():
             lines.append(
                 "nothing was claimed: no contract of this run applies to this server and profile, "
@@ -238,6 +240,14 @@ class ConformanceReporter:
             lines.append(f"report: {self.written[0]} and {self.written[1]}")
         if self.write_error is not None:
             lines.append(f"report NOT written: {self.write_error}")
+        return lines
+
+    def undecided_lines(self) -> list[str]:
+        """Each undecided test and why, as pytest's -rs lists skips (pytest's own summary knows no such outcome)."""
+        tests = [test for result in self.results for test in result.undecided]
+        lines = [f"UNDECIDED {test.test_id}: {test.reason}" for test in tests[:UNDECIDED_LISTED]]
+        if len(tests) > UNDECIDED_LISTED:
+            lines.append(f"... and {len(tests) - UNDECIDED_LISTED} more undecided (the report lists every one)")
         return lines
 
     def pytest_unconfigure(self) -> None:

@@ -111,6 +111,7 @@ def _contract_test(entry: dict[str, Any]) -> ContractTest:
     test = ContractTest(str(entry["test"]), str(entry["contract"]), str(entry["feature"]), str(entry["outcome"]))
     test.reason = str(entry.get("reason", ""))
     test.figures = str(entry.get("figures", ""))
+    test.evidence = str(entry.get("evidence", ""))
     test.at_ingress = entry.get("judged_at") == "ingress"
     test.hidden = str(entry.get("ingress_hidden", ""))
     test.picture = str(entry.get("picture", ""))

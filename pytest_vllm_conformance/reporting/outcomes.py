@@ -5,17 +5,20 @@ user properties the plugin gives it at collection. Those travel with every
 report, including the ones pytest-xdist ships from its workers to the
 controlling process, so the controller sees the whole run.
 
-A test ends as one of four outcomes: passed, failed (any phase failed),
-skipped, or not claimed. "Not claimed" is decided by the plugin before the
-test runs (``applicability``) and travels as the ``vllm_claim`` property;
-a skip raised by a test is always a plain skip: the check could not run.
-A feature is:
+A test ends as one of five outcomes: passed, failed (any phase failed),
+undecided, skipped, or not claimed. "Not claimed" is decided by the plugin
+before the test runs (``applicability``) and travels as the ``vllm_claim``
+property. "Undecided" travels as the ``vllm_outcome`` property: the check
+ran and could not decide (it called ``undecided``), or it passed over no
+evidence, which the plugin turns into undecided. Any other skip is a plain
+skip: the check could not run. A passed test carries its evidence
+(``vllm_evidence``: "judged: 2 objectives, 128 requests"). A feature is:
 
 - ``not run`` when the run had none of its tests (deselected, say);
 - ``not claimed`` when every one of its tests was not claimed;
 - otherwise claimed, and then ``failure`` if any test failed, else
-  ``partial`` if any test was skipped (a claimed feature that was not fully
-  checked is never a success), else ``success``.
+  ``partial`` if any test was undecided or skipped (a claimed feature that
+  was not fully checked is never a success), else ``success``.
 
 "Checked" counts the claimed tests that ran to a verdict (passed or failed)
 out of all claimed ones: "auth: 122 of 122 checked".
@@ -32,12 +35,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_vllm_conformance import NOT_CLAIMED
+from pytest_vllm_conformance import NOT_CLAIMED, UNDECIDED
 
 PASSED = "passed"
 FAILED = "failed"
 SKIPPED = "skipped"
-OUTCOMES = (PASSED, FAILED, SKIPPED, NOT_CLAIMED)
+OUTCOMES = (PASSED, FAILED, UNDECIDED, SKIPPED, NOT_CLAIMED)
 
 SUCCESS = "success"
 PARTIAL = "partial"
@@ -60,6 +63,7 @@ class ContractTest:
     outcome: str | None = None
     reason: str = ""
     figures: str = ""  # what the test measured, in one line (its vllm_figures property), whatever the outcome
+    evidence: str = ""  # what a passed test judged (its vllm_evidence property): "judged: 128 requests"
     at_ingress: bool = False  # judged through the run's ingress (the plugin's vllm_judged_at property)
     hidden: str = ""  # what the ingress did not expose to it (its vllm_ingress_hidden property)
     picture: str = ""  # a picture of its figures beside the report, by file name (its vllm_picture property)
@@ -114,6 +118,8 @@ JUDGED_AT_PROPERTY = "vllm_judged_at"
 HIDDEN_PROPERTY = "vllm_ingress_hidden"
 PICTURE_PROPERTY = "vllm_picture"
 REPLICA_PROPERTY = "vllm_replica"
+OUTCOME_PROPERTY = "vllm_outcome"  # "undecided": set by the plugin, never by a suite
+EVIDENCE_PROPERTY = "vllm_evidence"
 
 
 class OutcomeCollector:
@@ -134,6 +140,8 @@ class OutcomeCollector:
             test.replica = str(properties[REPLICA_PROPERTY])
         if properties.get(PICTURE_PROPERTY):
             test.picture = str(properties[PICTURE_PROPERTY])
+        if properties.get(EVIDENCE_PROPERTY):
+            test.evidence = _shorten(str(properties[EVIDENCE_PROPERTY]))
         test.at_ingress = properties.get(JUDGED_AT_PROPERTY) == "ingress"
         if properties.get(HIDDEN_PROPERTY):
             test.hidden = str(properties[HIDDEN_PROPERTY])
@@ -144,6 +152,8 @@ class OutcomeCollector:
             if test.outcome is None:
                 if properties.get("vllm_claim") == NOT_CLAIMED:
                     test.outcome, test.reason = NOT_CLAIMED, _shorten(str(properties.get("vllm_claim_reason", "")))
+                elif properties.get(OUTCOME_PROPERTY) == UNDECIDED:
+                    test.outcome, test.reason = UNDECIDED, skip_reason(report).removeprefix(f"{UNDECIDED}: ")
                 else:
                     test.outcome, test.reason = SKIPPED, skip_reason(report)
         elif report.when == "call" and test.outcome is None:
@@ -159,6 +169,7 @@ class FeatureResult:
     statement: str
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     failed: list[ContractTest] = field(default_factory=list)
+    undecided: list[ContractTest] = field(default_factory=list)
     skipped: list[ContractTest] = field(default_factory=list)
     not_claimed: list[ContractTest] = field(default_factory=list)
     measured: list[ContractTest] = field(default_factory=list)
@@ -175,7 +186,7 @@ class FeatureResult:
     @property
     def applicable(self) -> int:
         """Claimed tests: those the feature promises for this server."""
-        return self.counts[PASSED] + self.counts[FAILED] + self.counts[SKIPPED]
+        return self.counts[PASSED] + self.counts[FAILED] + self.counts[UNDECIDED] + self.counts[SKIPPED]
 
     @property
     def checked(self) -> int:
@@ -202,7 +213,7 @@ class FeatureResult:
     def result(self) -> str:
         if self.counts[FAILED] or self.nothing_exposed:
             return FAILURE
-        if self.counts[SKIPPED]:
+        if self.counts[UNDECIDED] or self.counts[SKIPPED]:
             return PARTIAL
         if self.counts[PASSED]:
             return SUCCESS
@@ -214,7 +225,12 @@ class FeatureResult:
         assert test.outcome is not None, "only finished tests are added"
         self.counts[test.outcome] += 1
         self.tests.append(test)
-        listing = {FAILED: self.failed, SKIPPED: self.skipped, NOT_CLAIMED: self.not_claimed}.get(test.outcome)
+        listing = {
+            FAILED: self.failed,
+            UNDECIDED: self.undecided,
+            SKIPPED: self.skipped,
+            NOT_CLAIMED: self.not_claimed,
+        }.get(test.outcome)
         if listing is not None:
             listing.append(test)
         if test.figures and test.outcome != NOT_CLAIMED:

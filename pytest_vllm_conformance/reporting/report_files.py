@@ -3,7 +3,8 @@
 Modelled on the Kubernetes Gateway API ConformanceReport: what was tested
 (the implementation: vLLM version, model, URL, serving profile), against
 which expectations, and per feature whether it was claimed and how it
-fared, with every failed and skipped contract named. ``--vllm-report
+fared, with every failed, undecided and skipped contract named and what
+each contract's passes judged. ``--vllm-report
 PATH`` writes PATH (YAML) and PATH with the suffix ``.md`` beside it.
 """
 
@@ -19,12 +20,14 @@ from urllib.parse import quote
 
 import yaml
 
+from pytest_vllm_conformance.reporting.evidence import noun
 from pytest_vllm_conformance.reporting.outcomes import (
     FAILED,
     NOT_CLAIMED,
     OUTCOMES,
     PASSED,
     SKIPPED,
+    UNDECIDED,
     ContractTest,
     FeatureResult,
     overall_result,
@@ -118,6 +121,7 @@ def test_entries(features: list[FeatureResult]) -> list[dict[str, Any]]:
             for key, value in (
                 ("reason", test.reason),
                 ("figures", test.figures),
+                ("evidence", test.evidence),
                 ("judged_at", "ingress" if test.at_ingress else ""),
                 ("ingress_hidden", test.hidden),
                 ("picture", test.picture),
@@ -138,12 +142,15 @@ def _feature(feature: FeatureResult) -> dict[str, Any]:
     }
     # Sorted, not in the order tests ended: the same run gives the same report,
     # serial or spread over pytest-xdist workers.
-    for outcome, tests in ((FAILED, feature.failed), (SKIPPED, feature.skipped)):
+    for outcome, tests in ((FAILED, feature.failed), (UNDECIDED, feature.undecided), (SKIPPED, feature.skipped)):
         if tests:
             ordered = sorted(tests, key=lambda t: (t.contract, t.test_id))
             entry[outcome] = [
                 {"contract": t.contract, "test": t.test_id, "reason": t.reason} | _replica(t) for t in ordered
             ]
+    judged = evidence_by_contract(feature.tests)
+    if judged:
+        entry["evidence"] = judged
     if feature.measured:
         ordered = sorted(feature.measured, key=lambda t: (t.contract, t.test_id))
         entry["figures"] = [
@@ -162,6 +169,30 @@ def _feature(feature: FeatureResult) -> dict[str, Any]:
             for contract, reason, count in sorted(feature.not_claimed_by_contract())
         ]
     return entry
+
+
+def evidence_by_contract(tests: list[ContractTest]) -> list[dict[str, Any]]:
+    """Each contract's passed tests and what they judged in all: "judged: 30 answers" over 30 tests."""
+    totals: dict[str, dict[str, int]] = {}
+    passed: dict[str, int] = {}
+    for test in tests:
+        if test.outcome != PASSED or not test.evidence:
+            continue
+        passed[test.contract] = passed.get(test.contract, 0) + 1
+        counts = totals.setdefault(test.contract, {})
+        for part in test.evidence.removeprefix("judged: ").split(", "):
+            number, _, what = part.partition(" ")
+            if number.isdigit():
+                plural = what + "s" if number == "1" and not what.endswith("s") else what  # "1 answer"
+                counts[plural] = counts.get(plural, 0) + int(number)
+    return [
+        {
+            "contract": contract,
+            "passed": passed[contract],
+            "judged": ", ".join(f"{count} {noun(what, count)}" for what, count in counts.items()),
+        }
+        for contract, counts in sorted(totals.items())
+    ]
 
 
 def _replica(test: ContractTest) -> dict[str, str]:
@@ -241,15 +272,16 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Features",
         "",
-        "| feature | claimed | result | checked | passed | failed | skipped | not claimed |",
-        "|---|---|---|---|---:|---:|---:|---:|",
+        "| feature | claimed | result | checked | passed | failed | undecided | skipped | not claimed |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for name, feature in report["features"].items():
         counts = feature["counts"]
         lines.append(
             f"| {_md(name)} | {'yes' if feature['claimed'] else 'no'} | {_md(feature['result'])} | "
             f"{_md(feature.get('checked') or '—')} | "
-            f"{counts[PASSED]} | {counts[FAILED]} | {counts[SKIPPED]} | {counts[_key(NOT_CLAIMED)]} |"
+            f"{counts[PASSED]} | {counts[FAILED]} | {counts.get(UNDECIDED, 0)} | {counts[SKIPPED]} | "
+            f"{counts[_key(NOT_CLAIMED)]} |"
         )
     for name, feature in report["features"].items():
         details = _feature_details(feature)
@@ -265,10 +297,15 @@ def _feature_details(feature: dict[str, Any]) -> list[str]:
     hidden = feature.get("not_exposed_by_ingress")
     if hidden:
         lines += ["", f"**Not exposed by the ingress**: {hidden['tests']} check(s), {len(hidden['routes'])} route(s)"]
-    for outcome, title in ((FAILED, "Failed"), (SKIPPED, "Skipped")):
+    for outcome, title in ((FAILED, "Failed"), (UNDECIDED, "Undecided"), (SKIPPED, "Skipped")):
         if feature.get(outcome):
             lines += ["", f"**{title}**", ""]
             lines += [f"- {_code(t['contract'])} {_code(t['test'])}: {_md(t['reason'])}" for t in feature[outcome]]
+    if feature.get("evidence"):
+        lines += ["", "**What the passes judged**", ""]
+        lines += [
+            f"- {_code(e['contract'])} ({e['passed']} passed): judged {_md(e['judged'])}" for e in feature["evidence"]
+        ]
     if feature.get("figures"):
         lines += ["", "**Figures**", ""]
         lines += [

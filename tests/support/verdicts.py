@@ -12,7 +12,7 @@ from pathlib import Path
 # vllm_contract property), never by a suite test's function name: a suite that
 # quietly turns a check into a skip, or a "not claimed", fails our CI.
 
-VERDICTS = ("passed", "failed", "skipped", "not claimed")
+VERDICTS = ("passed", "failed", "undecided", "skipped", "not claimed")
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,8 @@ def contract_runs(path: Path) -> list[ContractRun]:
             elif child.tag == "skipped":
                 claim = properties.get("vllm_claim")
                 verdict = "not claimed" if claim == "not claimed" else "skipped"
+                if properties.get("vllm_outcome") == "undecided":
+                    verdict = "undecided"
                 message = child.get("message", "")
         name = case.get("name")
         param = name[name.index("[") + 1 : -1] if name.endswith("]") and "[" in name else None

@@ -12,25 +12,26 @@ STAND_INS = """
     from pytest_vllm_conformance import contract
 
     @contract("discovery.max_model_len_published")
-    def test_health():
-        pass
+    def test_health(vllm_evidence):
+        vllm_evidence.judged(1, "stand-in checks")
 
     @contract("discovery.version_parses")
-    def test_version():
-        pass
+    def test_version(vllm_evidence):
+        vllm_evidence.judged(1, "stand-in checks")
 
     @contract("auth.guarded_route_accepts_key")
     @pytest.mark.parametrize("route", ["GET /v1/models", "POST /v1/completions"])
-    def test_accepts_key(route):
+    def test_accepts_key(route, vllm_evidence):
+        vllm_evidence.judged(1, "stand-in checks")
         assert route != "POST /v1/completions", f"{route} refused the right key: 401"
 
     @contract("auth.guarded_route_refuses_missing_key")
-    def test_refuses_missing_key():
-        pass
+    def test_refuses_missing_key(vllm_evidence):
+        vllm_evidence.judged(1, "stand-in checks")
 
     @contract("validation_bounds.error_body_bounded")
-    def test_bounded():
-        pass
+    def test_bounded(vllm_evidence):
+        vllm_evidence.judged(1, "stand-in checks")
 
     @contract("validation_bounds.answered_fast")
     def test_fast():

@@ -55,7 +55,8 @@ def test_a_version_that_is_not_an_object_fails_its_contract_not_the_run(pytester
     pytester.makepyfile(
         "from pytest_vllm_conformance import contract\n"
         "@contract('discovery.max_model_len_published')\n"
-        "def test_facts(vllm_facts):\n    assert vllm_facts.version is None\n"
+        "def test_facts(vllm_facts, vllm_evidence):\n"
+        "    vllm_evidence.judged(1, 'facts')\n    assert vllm_facts.version is None\n"
     )
     with broken_vllm(hostile.url, Respond(status=200, body_json=["0.32.0"], path="/version")) as server:
         result = pytester.runpytest(*QUIET, f"--vllm-url={server.url}")
@@ -146,7 +147,8 @@ def test_https_with_a_private_ca_names_the_option_and_works_with_it(pytester, cl
     pytester.makepyfile(
         "from pytest_vllm_conformance import contract\n"
         "@contract('discovery.max_model_len_published')\n"
-        "def test_facts(vllm_facts):\n    assert vllm_facts.max_model_len == 512\n"
+        "def test_facts(vllm_facts, vllm_evidence):\n"
+        "    vllm_evidence.judged(1, 'facts')\n    assert vllm_facts.max_model_len == 512\n"
     )
     with broken_vllm(hostile.url, tls=(str(cert), str(key))) as server:
         untrusted = pytester.runpytest(*QUIET, f"--vllm-url={server.url}", "--vllm-timeout=5")

@@ -140,12 +140,12 @@ LEAKY_TESTS = f"""
         pytest.skip(f"no route for {{key}}")
 
     @contract("auth.guarded_route_refuses_missing_key")
-    def test_setup_error(explodes_in_setup):
-        pass
+    def test_setup_error(explodes_in_setup, vllm_evidence):
+        vllm_evidence.judged(1, "stand-in checks")
 
     @contract("auth.guarded_route_refuses_other_scheme")
-    def test_teardown_error(explodes_in_teardown):
-        pass
+    def test_teardown_error(explodes_in_teardown, vllm_evidence):
+        vllm_evidence.judged(1, "stand-in checks")
 
     @contract("auth.open_server_declared")
     @pytest.mark.xfail(reason="known")

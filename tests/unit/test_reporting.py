@@ -26,7 +26,7 @@ def test_report_judges_every_catalogue_feature(pytester, clean_env):
     assert list(report["features"]) == list(contracts.load().features)
     features = report["features"]
     assert (features["discovery"]["claimed"], features["discovery"]["result"]) == (True, "success")
-    assert features["discovery"]["counts"] == {"passed": 2, "failed": 0, "skipped": 0, "not_claimed": 0}
+    assert features["discovery"]["counts"] == {"passed": 2, "failed": 0, "undecided": 0, "skipped": 0, "not_claimed": 0}
     assert features["auth"]["result"] == "failure"
     assert features["auth"]["failed"] == [
         {
@@ -51,7 +51,7 @@ def test_report_judges_every_catalogue_feature(pytester, clean_env):
     assert features["validation_bounds"]["checked"] == "1 of 2 checked"
     assert features["scale_out"]["checked"] is None
     assert features["embedding_limits"]["result"] == "not run"
-    assert report["counts"] == {"passed": 5, "failed": 1, "skipped": 1, "not_claimed": 2}
+    assert report["counts"] == {"passed": 5, "failed": 1, "undecided": 0, "skipped": 1, "not_claimed": 2}
     assert report["plugin"]["version"] and report["date"]
     assert set(report["target"]) == {"url", "vllm_version", "release", "model", "server", "profile", "profile_file"}
     assert report["gate"] == "report"
@@ -62,9 +62,9 @@ def test_markdown_twin_has_the_feature_table_and_each_failure(pytester, clean_en
     pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=report.yaml")
     markdown = (pytester.path / "report.md").read_text()
     assert markdown.startswith("# vLLM conformance report: failure\n")
-    assert "| discovery | yes | success | 2 of 2 checked | 2 | 0 | 0 | 0 |" in markdown
-    assert "| validation_bounds | yes | partial | 1 of 2 checked | 1 | 0 | 1 | 0 |" in markdown
-    assert "| scale_out | no | not claimed | — | 0 | 0 | 0 | 2 |" in markdown
+    assert "| discovery | yes | success | 2 of 2 checked | 2 | 0 | 0 | 0 | 0 |" in markdown
+    assert "| validation_bounds | yes | partial | 1 of 2 checked | 1 | 0 | 0 | 1 | 0 |" in markdown
+    assert "| scale_out | no | not claimed | — | 0 | 0 | 0 | 0 | 2 |" in markdown
     assert (
         "- `auth.guarded_route_accepts_key` `test_stand_ins.py::test_accepts_key[POST /v1/completions]`: "
         "POST /v1/completions refused the right key: 401"
@@ -86,7 +86,7 @@ def test_markdown_twin_has_the_feature_table_and_each_failure(pytester, clean_en
 def test_claimed_feature_with_a_skipped_contract_is_partial_never_success(pytester, clean_env, outcomes, expected):
     # With auth declared none, the guarded-route contracts are not claimed and open_server_declared still is.
     bodies = {
-        "pass": "pass",
+        "pass": "vllm_evidence.judged(1, 'stand-in checks')",
         "fail": "assert False, 'broken'",
         "skip": "pytest.skip('no key')",
         "not_claimed": "raise AssertionError('never runs')",
@@ -96,7 +96,7 @@ def test_claimed_feature_with_a_skipped_contract_is_partial_never_success(pytest
     for kind, count in outcomes.items():
         for index in range(count):
             contract_id = contract_of.get(kind, "auth.open_server_declared")
-            lines += [f'@contract("{contract_id}")', f"def test_{kind}_{index}():", f"    {bodies[kind]}"]
+            lines += [f'@contract("{contract_id}")', f"def test_{kind}_{index}(vllm_evidence):", f"    {bodies[kind]}"]
     pytester.makepyfile("\n".join(lines))
     pytester.makefile(".yaml", profile="profile: 1\nname: open\nendpoint: {auth: none}\n")
     pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=r.yaml", "--vllm-profile=profile.yaml")
@@ -131,8 +131,8 @@ def test_strict_gate_fails_a_partial_run(pytester, clean_env):
             pytest.skip("no key given")
 
         @contract("discovery.version_parses")
-        def test_ok():
-            pass
+        def test_ok(vllm_evidence):
+            vllm_evidence.judged(1, "stand-in checks")
         """
     )
     assert pytester.runpytest("-p", "no:cacheprovider").ret == pytest.ExitCode.OK
@@ -181,8 +181,8 @@ def test_errors_in_setup_and_xfail_are_counted(pytester, clean_env):
             raise RuntimeError("fixture exploded")
 
         @contract("discovery.max_model_len_published")
-        def test_setup_error(broken):
-            pass
+        def test_setup_error(broken, vllm_evidence):
+            vllm_evidence.judged(1, "stand-in checks")
 
         @contract("discovery.core_routes_served")
         @pytest.mark.xfail(reason="known regression")
@@ -369,7 +369,8 @@ def test_a_feature_whose_every_ingress_check_was_not_exposed_fails_and_one_expos
 def test_a_report_that_cannot_be_written_fails_the_run(pytester, clean_env):
     pytester.makepyfile(
         test_passing="from pytest_vllm_conformance import contract\n\n"
-        "@contract('discovery.max_model_len_published')\ndef test_ok():\n    pass\n"
+        "@contract('discovery.max_model_len_published')\n"
+        "def test_ok(vllm_evidence):\n    vllm_evidence.judged(1, 'checks')\n"
     )
     (pytester.path / "not-a-dir").write_text("")
     result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=not-a-dir/report.yaml")

@@ -45,8 +45,9 @@ def test_xunit2_system_out_merges_with_captured_output(pytester, clean_env):
         from pytest_vllm_conformance import contract
 
         @contract("discovery.max_model_len_published")
-        def test_prints():
+        def test_prints(vllm_evidence):
             print("captured line")
+            vllm_evidence.judged(1, "stand-in checks")
         """
     )
     pytester.runpytest("-p", "no:cacheprovider", "-o", "junit_logging=system-out", "--junitxml=junit.xml")
@@ -64,7 +65,11 @@ def test_xunit1_keeps_per_test_properties(pytester, clean_env, family):
     pytester.runpytest("-p", "no:cacheprovider", "-o", f"junit_family={family}", "--junitxml=junit.xml")
     case = cases_by_name(pytester.path / "junit.xml")["test_health"]
     properties = {p.get("name"): p.get("value") for p in case.find("properties")}
-    assert properties == {"vllm_contract": "discovery.max_model_len_published", "vllm_feature": "discovery"}
+    assert properties == {
+        "vllm_contract": "discovery.max_model_len_published",
+        "vllm_feature": "discovery",
+        "vllm_evidence": "judged: 1 stand-in check",
+    }
     assert case.find("system-out") is None
 
 
@@ -74,8 +79,9 @@ def test_other_plugins_properties_are_left_where_pytest_put_them(pytester, clean
         from pytest_vllm_conformance import contract
 
         @contract("discovery.max_model_len_published")
-        def test_records(record_property):
+        def test_records(record_property, vllm_evidence):
             record_property("ticket", "OPS-1")
+            vllm_evidence.judged(1, "stand-in checks")
         """
     )
     pytester.runpytest("-p", "no:cacheprovider", "--junitxml=junit.xml", "-W", "ignore::pytest.PytestWarning")

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pytest_vllm_conformance import undecided
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.generation.answers import HELD, Answer, Judgement, ToolCall, read_answer
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
@@ -219,13 +220,13 @@ def call(vllm_client, vllm_facts, vllm_expect):
 
 
 def skip_if_cut(answer: Answer, what: str, names: Sequence[str], cut_call, padding: str) -> None:
-    """A forced call cut by max_tokens: failed if a character breaks the call, else undecided (a skip)."""
+    """A forced call cut by max_tokens: failed if a character breaks the call, else undecided."""
     if not answer.cut:
         return
     judged = cut_call(answer, names)
     assert judged.problem is None, f"{what}: cut by max_tokens, and not a call of {names}: {judged.problem}"
     why = judged.undecided or f"every character consistent with a call of {names} ({padding})"
-    pytest.skip(f"undecided: {what}: cut by max_tokens before the call closed, {why}: {answer.describe()}")
+    undecided(f"{what}: cut by max_tokens before the call closed, {why}: {answer.describe()}")
 
 
 def assert_one_valid_call(

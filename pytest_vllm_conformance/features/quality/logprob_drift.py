@@ -331,6 +331,10 @@ class Check:
 
 Verdict = Literal["within", "drifted", "undecided"]
 
+# Below this many scored positions a bucket judges nothing (plugin policy): the tail limit (1 % of
+# positions) then allows no position at all, and a mean over a few dozen tokens is one text's accident.
+MIN_SCORED_POSITIONS = 100
+
 
 @dataclass(frozen=True)
 class BucketDrift:
@@ -367,6 +371,13 @@ class BucketDrift:
     @property
     def drifted(self) -> bool:
         return self.verdict == "drifted"
+
+    min_positions = MIN_SCORED_POSITIONS
+
+    @property
+    def scored_positions(self) -> int:
+        """The positions this bucket judged; 0 (nothing judged) below ``MIN_SCORED_POSITIONS``."""
+        return self.drift.positions if self.drift.positions >= self.min_positions else 0
 
     def limits(self) -> str:
         t = self.thresholds

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
+from pytest_vllm_conformance import undecided
 from pytest_vllm_conformance.features.quality.session import Outcome
+from pytest_vllm_conformance.reporting.evidence import Evidence
 
 
 @dataclass
@@ -25,6 +25,7 @@ class NotWorse:
     notes: list[str] = field(default_factory=list)
     underpowered: list[str] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)
+    items: int = 0  # paired items compared, over every metric
 
     @property
     def failure(self) -> str | None:
@@ -42,7 +43,7 @@ class NotWorse:
         if self.underpowered:
             return "underpowered: " + "; ".join(self.underpowered)
         if self.undecided:
-            return "undecided: too few items to show the target is not worse: " + "; ".join(self.undecided)
+            return "too few items to show the target is not worse: " + "; ".join(self.undecided)
         return None
 
 
@@ -51,6 +52,7 @@ def not_worse(outcomes: Sequence[Outcome]) -> NotWorse:
     for outcome in outcomes:
         for comparison in outcome.comparisons:
             judged.properties += comparison.properties().items()
+            judged.items += comparison.items
             figures.append(f"{outcome.label} {comparison.figures()}")
             if comparison.verdict == "inconclusive":
                 judged.undecided.append(f"{outcome.label} {comparison}")
@@ -65,11 +67,12 @@ def not_worse(outcomes: Sequence[Outcome]) -> NotWorse:
     return judged
 
 
-def assert_not_worse(outcomes: Sequence[Outcome], vllm_record: Callable[[str, Any], None]) -> None:
-    """Fails when a metric is shown worse; a skip when one could not be judged (not_worse, above)."""
+def assert_not_worse(outcomes: Sequence[Outcome], vllm_record: Callable[[str, Any], None], evidence: Evidence) -> None:
+    """Fails when a metric is shown worse; undecided when one could not be judged (not_worse, above)."""
     judged = not_worse(outcomes)
     for name, value in judged.properties:
         vllm_record(name, value)
     assert judged.failure is None, judged.failure
     if judged.left_open:
-        pytest.skip(judged.left_open)
+        undecided(judged.left_open)
+    evidence.judged(judged.items, "paired items", missing="no item was compared")
