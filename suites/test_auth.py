@@ -81,7 +81,15 @@ def test_guarded_route_accepts_key(route, vllm_ingress_client, refusals, hidden,
 @contract("auth.unguarded_route_is_public")
 @each("route", unguarded_routes)
 def test_unguarded_route_is_public(
-    route, entry_requires_key, vllm_ingress_client, vllm_expect, refusals, vllm_record, vllm_not_exposed, via
+    route,
+    entry_requires_key,
+    vllm_ingress_client,
+    vllm_expect,
+    refusals,
+    vllm_record,
+    vllm_not_exposed,
+    via,
+    vllm_evidence,
 ):
     public = vllm_expect.declared("endpoint", "public_routes")
 
@@ -91,6 +99,7 @@ def test_unguarded_route_is_public(
 
     if is_public(route.path, public.value):
         vllm_record("declared_public", f"{route.path} ({public.basis})")
+        vllm_evidence.judged(1, "declared public routes")
         vllm_not_exposed(str(route), probe)  # public or not, whether callers reach it through the ingress is reported
         return
     response = probe(vllm_ingress_client)

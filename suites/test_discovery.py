@@ -24,7 +24,8 @@ def test_version_parses(vllm_client):
 
 
 @contract("discovery.max_model_len_published")
-def test_max_model_len_published(vllm_facts):
+def test_max_model_len_published(vllm_facts, vllm_evidence):
+    vllm_evidence.judged(1, "/v1/models answers", missing="discovery read no /v1/models")
     max_model_len = vllm_facts.max_model_len
     assert isinstance(max_model_len, int) and max_model_len > 0, (
         f"/v1/models gives {vllm_facts.model!r} max_model_len {max_model_len!r}, not a positive integer: "
@@ -33,6 +34,7 @@ def test_max_model_len_published(vllm_facts):
 
 
 @contract("discovery.core_routes_served")
-def test_core_routes_served(vllm_facts):
+def test_core_routes_served(vllm_facts, vllm_evidence):
+    vllm_evidence.judged(len(CORE_ROUTES), "looked-up routes")
     missing = [path for path in CORE_ROUTES if not vllm_facts.serves("POST", path)]
     assert not missing, f"POST {missing} not served (route table: {vllm_facts.inventory.summary()})"

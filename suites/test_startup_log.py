@@ -22,8 +22,9 @@ from pytest_vllm_conformance.features.startup_log import LogUnreadable, grown, s
 
 @contract("startup_log.declared_findings_absent")
 @each("finding", startup_log_findings)
-def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect, vllm_record):
+def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect, vllm_record, vllm_evidence):
     fail_on = vllm_offline_expect.declared("startup_log", "fail_on")
+    vllm_evidence.judged(vllm_startup_log.vllm_lines, "vLLM log lines", missing="the log has no vLLM line")
     lines = vllm_startup_log.lines(finding)
     for line in lines:
         vllm_record(f"startup_log_{finding}", line.quote(vllm_startup_log.path))
@@ -36,12 +37,13 @@ def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect
 
 
 @contract("startup_log.start_reached_ready")
-def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record):
+def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record, vllm_evidence):
     seen = startup_phases(vllm_startup_log.path, vllm_offline_expect.release.startup_log_phases)
     for name, seconds in seen.seconds.items():
         vllm_record(f"startup_phase_{name}_seconds", f"{seconds:.2f}")
     vllm_record("figures", seen.line())
     assert "ready" in seen.seconds, f"the log shows no start reaching the point where it listens: {seen.line()}"
+    vllm_evidence.judged(len(seen.seconds), "start-up phases")
 
 
 @contract("startup_log.phases_not_slower")

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import yaml
 
-from pytest_vllm_conformance.reporting.evidence import noun
+from pytest_vllm_conformance.reporting.evidence import noun, plural
 from pytest_vllm_conformance.reporting.outcomes import (
     FAILED,
     NOT_CLAIMED,
@@ -183,8 +183,8 @@ def evidence_by_contract(tests: list[ContractTest]) -> list[dict[str, Any]]:
         for part in test.evidence.removeprefix("judged: ").split(", "):
             number, _, what = part.partition(" ")
             if number.isdigit():
-                plural = what + "s" if number == "1" and not what.endswith("s") else what  # "1 answer"
-                counts[plural] = counts.get(plural, 0) + int(number)
+                phrase = plural(what, int(number))
+                counts[phrase] = counts.get(phrase, 0) + int(number)
     return [
         {
             "contract": contract,
