@@ -124,7 +124,7 @@ def vllm_ingress_exposure(vllm_ingress_client: BoundedClient, vllm_direct_client
 
 
 @pytest.fixture
-def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record):
+def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record, vllm_evidence: Evidence):
     """``vllm_not_exposed(what, ask, through_ingress=None, report=True)``: the ingress does not expose ``what``.
 
     ``ask(client)`` sends the request ``what`` names to ``client``; the
@@ -140,6 +140,7 @@ def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record):
             return False
         vllm_record("ingress_exposure", "not exposed")
         vllm_record("ingress_hidden", what)
+        vllm_evidence.judged(1, "ingress-hidden routes")
         if report:
             vllm_record("figures", not_exposed_line(what, status))
         return True

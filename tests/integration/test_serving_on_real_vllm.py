@@ -135,7 +135,7 @@ def test_a_saved_run_is_a_baseline_itself_passes_and_a_file_claiming_twice_the_t
     # Passed, or undecided where the machine's load moved between the saving and now (seen on a loaded
     # 2-core box: 0.715 [0.623, 1.294]); never failed.
     assert verdicts(junit)["serving.load_success"] == {"passed": 1}
-    assert verdicts(junit)["serving.throughput_not_worse"] in ({"passed": 1}, {"skipped": 1}), failed_checks(junit)
+    assert verdicts(junit)["serving.throughput_not_worse"] in ({"passed": 1}, {"undecided": 1}), failed_checks(junit)
 
     doctored = _doctored_twice_as_fast(saved, pytester.path / "doctored-perf.json")
     _, junit = _serving(pytester, plain.url, *THROUGHPUT, f"--vllm-perf-baseline-file={doctored}", profile=SAVED_RUN)
