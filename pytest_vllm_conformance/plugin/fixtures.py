@@ -223,6 +223,14 @@ def vllm_startup_log(pytestconfig: pytest.Config, vllm_offline_expect: Expectati
 
 
 @pytest.fixture(scope="session")
+def vllm_log_path(pytestconfig: pytest.Config) -> Path | None:
+    """The server's log (--vllm-log, else the embedded server's), or None: for reading an engine's error."""
+    state = run_state(pytestconfig)
+    path = state.settings.log or state.serve_log
+    return Path(path) if path else None
+
+
+@pytest.fixture(scope="session")
 def vllm_preflight(pytestconfig: pytest.Config) -> preflight.Linter:
     """The lint rules for --vllm-target-version (else the server's version); needs no server."""
     state = run_state(pytestconfig)

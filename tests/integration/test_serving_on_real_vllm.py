@@ -18,6 +18,7 @@ import pytest
 
 from fixtures.fault_proxy import Delay, FaultProxy
 from tests.conftest import requires_vllm, run_suites
+from tests.support.processes import engine_core
 from tests.support.verdicts import assert_verdicts, failed_checks, verdicts
 
 pytestmark = [requires_vllm, pytest.mark.servers("plain", "one_seq")]
@@ -157,36 +158,13 @@ serving: {concurrency: 1, progress_within_seconds: 5}
 """
 
 
-def _engine_core(api_server_pid: int) -> int:
-    """The pid of the API server's descendant vLLM titles EngineCore (setproctitle: VLLM::EngineCore)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    todo, found = [api_server_pid], []
-    while todo:
-        pid = todo.pop()
-        for child in children.get(pid, []):
-            todo.append(child)
-            try:
-                if b"EngineCore" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    found.append(child)
-            except OSError:
-                continue
-    assert len(found) == 1, f"expected one EngineCore process under pid {api_server_pid}, found {found}"
-    return found[0]
-
-
 @pytest.mark.servers("plain")
 def test_an_engine_paused_behind_a_healthy_api_server_fails_progress_while_healthy(pytester, served):
     """In CI (about 9 s on a warm plain server): a stopped process cannot answer, so the verdict does not
     depend on the machine's speed; SIGCONT in a finally, so plain serves the tests after it."""
     plain = served("plain")
     assert plain.process is not None
-    engine = _engine_core(plain.process.pid)
+    engine = engine_core(plain.process.pid)
     os.kill(engine, signal.SIGSTOP)
     try:
         _, junit = _serving(pytester, plain.url, "-k", "progress", profile=PAUSED)

@@ -96,6 +96,7 @@ ALWAYS_PASS = {
         "discovery.version_parses",
         "discovery.max_model_len_published",
         "discovery.core_routes_served",
+        "discovery.ready_generates",
         "sdk.lists_model",
         "sdk.completion_parses",
         "sdk.chat_parses",
