@@ -106,7 +106,8 @@ def _cannot_generate_verdicts(junit):
     seen = verdicts(junit)
     assert seen.pop("discovery.ready_generates") == {"failed": 1}, seen
     others = {contract: counts for contract, counts in seen.items() if not contract.startswith("discovery.")}
-    assert others and all(set(counts) == {"skipped"} for counts in others.values()), others
+    assert any("skipped" in counts for counts in others.values()), others
+    assert all(set(counts) <= {"skipped", "not claimed"} for counts in others.values()), others
     return seen
 
 
