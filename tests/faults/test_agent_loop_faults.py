@@ -51,8 +51,7 @@ def test_each_broken_loop_fails_its_contract(pytester, served):
     assert "the streamed items are not the final answer's" in renamed and "output[0].id: streamed '" in renamed
     assert "output[0].id: streamed '" in failed["agent_loops.responses_stream_call_is_the_answer"]
     assert (
-        "the second call's id 'call_0' is one the loop already gave"
-        in failed["agent_loops.chat_tool_loop_round_trips"]
+        "the second call's id 'call_0' is one the loop already gave" in failed["agent_loops.chat_tool_loop_round_trips"]
     )
     assert (
         "unknown_model: expected 404 in anthropic's error envelope"
