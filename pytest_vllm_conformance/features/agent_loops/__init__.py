@@ -19,7 +19,7 @@ from pytest_vllm_conformance.features.generation.tool_calls import CHAT, MESSAGE
 from pytest_vllm_conformance.features.wire import stream as sse
 
 # What the tool answers the first call with: any text a real tool would return.
-TOOL_RESULT = '{"unit": "kelvin", "temperature": 293}'
+TOOL_RESULT = '{"celsius": 21}'
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,13 @@ class Turn:
     answer: Answer
     call_ids: list[Any]  # each parsed call's id, as the client reads it (not necessarily a string)
     calls: list[dict[str, Any]]  # the message's tool_calls, as the client echoes them
+    content: Any = None  # the message's content, echoed back as it came
 
 
 def fed_back(turn: Turn, history: list[dict[str, Any]] = MESSAGES) -> list[dict[str, Any]]:
     """The history, the turn's assistant message with its calls, and one tool message per call under its id."""
     results = [{"role": "tool", "tool_call_id": call.get("id"), "content": TOOL_RESULT} for call in turn.calls]
-    return [*history, {"role": "assistant", "content": None, "tool_calls": turn.calls}, *results]
+    return [*history, {"role": "assistant", "content": turn.content, "tool_calls": turn.calls}, *results]
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def chat_turn(vllm_client, vllm_facts):
         answer = read_answer(response, streamed=False)
         message = ((response.json_or_none() or {}).get("choices") or [{}])[0].get("message") or {}
         calls = [call for call in message.get("tool_calls") or [] if isinstance(call, dict)]
-        return Turn(answer, [call.get("id") for call in calls], calls)
+        return Turn(answer, [call.get("id") for call in calls], calls, message.get("content"))
 
     return chat_turn
 
