@@ -165,7 +165,9 @@ def _block_problems(events: list[dict[str, Any]]) -> list[str]:
 
 def reassembled(stream: Stream) -> dict[str, Any]:
     """The text, stop_reason and usage the stream adds up to."""
-    text, stop, usage = [], None, {}
+    text: list[str] = []
+    stop: Any = None
+    usage: dict[str, Any] = {}
     for _, payload in _payloads(stream):
         kind = payload.get("type")
         if kind == "message_start":
