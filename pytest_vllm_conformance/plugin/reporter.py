@@ -122,6 +122,18 @@ class ConformanceReporter:
         if self.junit_path is not None and self.junit_path.is_file():
             junit.rewrite(self.junit_path, self.config.getini("junit_family"), self.redactor, self._suite_properties())
 
+    def write_refused(self, error: str) -> None:
+        """A usage error after configuration (no server reached): the report says so, the error its verdict."""
+        if self.report_path is None or not self.controls_run:
+            return
+        run = self._run_info(int(pytest.ExitCode.USAGE_ERROR))
+        if run.url is None and len(self.state.settings.url) == 1:
+            run.url = display_url(self.state.settings.url[0])
+        try:
+            self.written = report_files.write(self.report_path, report_files.refused(run, error, self.redactor))
+        except OSError:
+            pass  # the usage error is what the run says; an unwritable report would only hide it
+
     def nothing_claimed(self) -> bool:
         return overall_result(self.results) == NOT_CLAIMED
 

@@ -26,8 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from pytest_vllm_conformance.connection import user_files
 from pytest_vllm_conformance.reporting import junit_merge, report_files
 from pytest_vllm_conformance.reporting.junit_merge import MergeRefused
 from pytest_vllm_conformance.reporting.outcomes import ContractTest, feature_results
@@ -49,9 +48,9 @@ class Shard:
 
 def load(path: Path) -> Shard:
     try:
-        report = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise MergeRefused(f"{path}: cannot be read as a report: {exc}") from exc
+        report = user_files.load_yaml(path, str(path))
+    except user_files.UserFileError as exc:
+        raise MergeRefused(f"{exc} (a report written by --vllm-report)") from None
     if not isinstance(report, dict) or report.get("kind") != report_files.REPORT_KIND:
         raise MergeRefused(f"{path}: not a {report_files.REPORT_KIND} (written by --vllm-report)")
     if report.get("apiVersion") != report_files.REPORT_API_VERSION:

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import yaml
-
+from pytest_vllm_conformance.connection import user_files
 from pytest_vllm_conformance.reporting.outcomes import (
     FAILED,
     NOT_CLAIMED,
@@ -103,6 +102,19 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
     return _scrubbed(report, redactor)
 
 
+# The result of a run stopped before any test by a usage error (exit 4): an input to fix, named in ``error``.
+USAGE_ERROR = "usage error"
+
+
+def refused(run: RunInfo, error: str, redactor: Redactor) -> dict[str, Any]:
+    """The report of a run a usage error stopped: no test, the error as its verdict (a pipeline always has a file)."""
+    report = build(run, [], redactor)
+    report["result"] = USAGE_ERROR
+    report["exit_status"] = int(run.exit_status) if run.exit_status is not None else 4
+    report["error"] = redactor(error)
+    return report
+
+
 def test_entries(features: list[FeatureResult]) -> list[dict[str, Any]]:
     """Every contract test and how it ended, sorted by id: what ``reporting.merge`` rebuilds a report from.
 
@@ -183,7 +195,7 @@ def _scrubbed(value: Any, redactor: Redactor) -> Any:
 
 def render_yaml(report: dict[str, Any]) -> str:
     header = "# vLLM conformance report (pytest-vllm-conformance); the Markdown twin has the same stem.\n"
-    return header + yaml.safe_dump(report, sort_keys=False, allow_unicode=True, width=120)
+    return header + user_files.dump_yaml(report, sort_keys=False, allow_unicode=True, width=120)
 
 
 def _md(text: Any) -> str:
@@ -210,6 +222,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         profile = f"{profile} ({target['profile_file']})"
     rows = [
         ("result", f"**{report['result']}**"),
+        *([("error", _md(report["error"]))] if report.get("error") else []),
         ("vLLM version", _md(target["vllm_version"] or "unknown")),
         ("judged as", _md(target.get("release") or "unknown")),
         ("model", _code(target["model"] or "unknown")),
