@@ -8,8 +8,11 @@ Equivalent to ``pytest --pyargs pytest_vllm_conformance.suites ARGS``.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import pytest
+
+from pytest_vllm_conformance.features import fleet
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,8 +20,24 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["merge"]:
         from pytest_vllm_conformance.reporting import merge
 
-        return merge.main(args[1:])
+        return merge.main(args[1:], compare=compare_replicas)
     return int(pytest.main(["--pyargs", "pytest_vllm_conformance.suites", "-p", "no:cacheprovider", *args]))
+
+
+def compare_replicas(
+    reference: str, reference_observed: dict[str, Any], replica: str, observed: dict[str, Any], rules: dict[str, Any]
+) -> str | None:
+    """Two shards' replicas judged as suites/test_fleet.py judges two replicas of one run: what differs, or None."""
+    allowed = rules.get("allowed_versions")
+    outside = [
+        f"{name}: {seen.get('vllm_version') or 'unknown'}"
+        for name, seen in ((reference, reference_observed), (replica, observed))
+        if allowed and not fleet.version_allowed(seen.get("vllm_version"), allowed)
+    ]
+    if outside:
+        return f"version(s) outside fleet.allowed_versions {allowed}: {'; '.join(outside)}"
+    found = fleet.skew(reference_observed, observed, allowed, rules.get("ignore") or [])
+    return fleet.side_by_side(reference, replica, found) if found else None
 
 
 if __name__ == "__main__":

@@ -224,6 +224,22 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "vllm-shard",
+        "This run is shard I of N of one run (split by -k or -m, or one per replica): its report says so, and "
+        "`vllm-conformance merge` refuses a set with a shard missing or given twice (docs/fleet-sharding.md).",
+        env="VLLM_CONFORMANCE_SHARD",
+        metavar="I/N",
+    ),
+    Option(
+        "vllm-shard-replicas",
+        "This run is the shard of its --vllm-url in a fleet of these replicas (every one's URL; repeatable, or "
+        "comma separated): the merge wants one shard per URL and compares their observed serving profiles.",
+        kind="urls",
+        default=(),
+        env="VLLM_CONFORMANCE_SHARD_REPLICAS",
+        metavar="URL",
+    ),
+    Option(
         "vllm-log",
         "A vLLM server's log for the startup_log suite (default: the embedded server's log).",
         kind="path",

@@ -11,6 +11,8 @@ each happens once per run.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +38,11 @@ from pytest_vllm_conformance.reporting.redaction import LogRecordRedaction, url_
 
 PLUGIN_NAME = "vllm-conformance-reporter"
 SUMMARY_TITLE = "vLLM conformance"
+
+
+def profile_digest(data: Any) -> str:
+    """The profile's content as one hash: the same declarations, whatever the file's layout or comments."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class ConformanceReporter:
@@ -161,6 +168,17 @@ class ConformanceReporter:
         if state.profile is not None:
             run.profile_name = state.profile.name
             run.profile_path = str(state.profile.path) if state.profile.path else None
+            run.profile_sha256 = profile_digest(state.profile.data)
+        if state.shard is not None:
+            run.shard = dict(state.shard)
+            run.observed = dict(facts.observed) if facts is not None and facts.observed else None
+            expect = state.expectations()
+            rules = {
+                "reference": expect.declared("fleet", "reference").value,
+                "allowed_versions": expect.declared("fleet", "allowed_versions").value,
+                "ignore": expect.declared("profile_diff", "ignore").value,
+            }
+            run.fleet_rules = {key: value for key, value in rules.items() if value}
         option = self.config.option
         selection = {"markers": getattr(option, "markexpr", ""), "keywords": getattr(option, "keyword", "")}
         run.selection = {name: value for name, value in selection.items() if value}

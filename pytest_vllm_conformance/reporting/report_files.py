@@ -57,6 +57,13 @@ class RunInfo:
     routes_not_mounted: list[str] = field(default_factory=list)
     # A fleet: one entry per replica (name, url, vllm_version, model, result, and problem when not reached).
     replicas: list[dict[str, Any]] = field(default_factory=list)
+    # The profile's content, hashed: shards of one run judged the same declarations, not merely one name.
+    profile_sha256: str | None = None
+    # A shard: the set it belongs to (index and total, or its replica and all), for the merge to check whole.
+    shard: dict[str, Any] | None = None
+    # A shard: its target's observed serving profile and the fleet's rules, for the merge to compare replicas.
+    observed: dict[str, Any] | None = None
+    fleet_rules: dict[str, Any] = field(default_factory=dict)
 
 
 def markdown_path(report_path: Path) -> Path:
@@ -85,6 +92,10 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         },
         "expectations": run.expectations,
     }
+    if run.profile_sha256:
+        report["target"]["profile_sha256"] = run.profile_sha256
+    if run.observed is not None:
+        report["target"]["observed"] = run.observed
     if run.routes is not None:
         report["target"]["routes"] = run.routes
     if run.routes_not_mounted:
@@ -93,6 +104,8 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         report["replicas"] = [dict(replica) for replica in run.replicas]
     if run.selection:
         report["selection"] = dict(run.selection)
+    if run.shard is not None:
+        report["shard"] = {**run.shard, **({"fleet": dict(run.fleet_rules)} if run.fleet_rules else {})}
     report["result"] = overall_result(features)
     report["gate"] = run.gate
     report["exit_status"] = run.exit_status
