@@ -104,8 +104,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return targets.replica_scheduler(config, log, [target.name for target in state.targets])
 
 
+ASYNCIO_LOOP_SCOPE = "asyncio_default_fixture_loop_scope"
+
+
+def _state_the_loop_scope(config: pytest.Config) -> None:
+    """pytest-asyncio warns on every run whose ini leaves its fixture loop scope unset (a run from the wheel, in a
+    project of the user's). The plugin's async fixtures are function-scoped, so it states that scope, pytest-asyncio's
+    coming default, when the user did not; pytest offers no public way to default an ini value, hence the cache."""
+    try:
+        if not config.getini(ASYNCIO_LOOP_SCOPE):
+            config._inicache[ASYNCIO_LOOP_SCOPE] = "function"
+    except (ValueError, AttributeError):  # pytest-asyncio absent, or a pytest that keeps ini values elsewhere
+        pass
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    _state_the_loop_scope(config)  # before any plugin's pytest_configure, where pytest-asyncio warns
     if config.getoption("vllm_list_contracts"):
         print(contracts.render_catalogue(contracts.load()))
         return 0
