@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-
 USAGE = """\
 usage: vllm-conformance [--vllm-url=URL | --vllm-serve=MODEL_DIR] [OPTION...]   run the installed suites
        vllm-conformance merge REPORT... -o OUT [--junit J... --junit-out J]   merge shards' reports
