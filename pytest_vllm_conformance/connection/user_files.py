@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -37,7 +37,7 @@ def read_text(path: Path, what: str) -> str:
     """The file's text: UTF-8, a BOM accepted; anything else refused naming ``what`` (e.g. "profile x.yaml")."""
     try:
         with open(path, "rb") as stream:
-            raw = stream.read(MAX_BYTES + 1)
+            raw = _read_at_most(stream, MAX_BYTES + 1)
     except OSError as exc:
         raise UserFileError(f"{what}: cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_BYTES:
@@ -51,6 +51,17 @@ def read_text(path: Path, what: str) -> str:
         raise UserFileError(
             f"{what}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
         ) from None
+
+
+def _read_at_most(stream: BinaryIO, limit: int) -> bytes:
+    """Up to ``limit`` bytes, a megabyte at a time: ``read(limit)`` would allocate all of it for a 1 KB file,
+    and a file's size cannot be trusted beforehand (a pipe, /dev/zero)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit and (chunk := stream.read(min(1024 * 1024, limit - size))):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 class _PlainLoader(yaml.SafeLoader):

@@ -99,6 +99,12 @@ def _malformed(report: dict[str, Any]) -> str | None:
         return f"its date {str(report.get('date'))[:40]!r} is not a date"
     if not all(isinstance(feature, dict) for feature in report["features"].values()):
         return "a feature of it is not a mapping"
+    if not isinstance(report.get("selection", {}), dict):
+        return "its selection is not a mapping"
+    if not isinstance(report["target"].get("routes_not_mounted", []), list):
+        return "its target.routes_not_mounted is not a list"
+    if report.get("exit_status") is not None and type(report.get("exit_status")) is not int:
+        return f"its exit_status {str(report.get('exit_status'))[:40]!r} is not a number"
     tally = dict.fromkeys(OUTCOMES, 0)
     for index, entry in enumerate(report["tests"]):
         if not isinstance(entry, dict) or not all(isinstance(entry.get(key), str) for key in _ENTRY_KEYS):

@@ -9,7 +9,9 @@ rows are in test_merge_inputs.py, the editable install's in test_packaging.py.
 
 from __future__ import annotations
 
+import http.server
 import sys
+import threading
 import time
 import tracemalloc
 
@@ -195,3 +197,23 @@ def test_serve_without_vllm_installed_is_one_line(pytester, clean_env, tmp_path)
         "serve extra (pip install 'pytest-vllm-conformance[serve]') or give --vllm-serve-python=PYTHON of an "
         "environment that has vLLM"
     )
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    def log_message(self, format, *args):  # the test's stderr is the run's one line alone
+        pass
+
+
+def test_https_to_a_plain_http_port_says_to_use_http(pytester, clean_env):
+    # A plain HTTP server answers a TLS hello with an HTTP 400, which TLS reads as a wrong version.
+    plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
+    threading.Thread(target=plain.serve_forever, daemon=True).start()
+    pytester.makepyfile(NEEDS_SERVER)
+    given = f"https://127.0.0.1:{plain.server_address[1]}"
+    try:
+        line = one_error_line(pytester.runpytest(*QUIET, f"--vllm-url={given}"))
+    finally:
+        plain.shutdown()
+        plain.server_close()
+    assert line.startswith(f"ERROR: cannot reach vLLM at {given}: GET /health: ConnectError: ")
+    assert "(the server does not speak TLS there: use http:// instead of https://)" in line
