@@ -20,10 +20,18 @@ from pytest_vllm_conformance import CONTRACT_MARKER, EACH_MARKER, NOT_CLAIMED, _
 from pytest_vllm_conformance.catalogue import cases, contracts
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
 from pytest_vllm_conformance.connection.connect import NO_TARGET, configured, establish
+from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.plugin import options, targets
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
-from pytest_vllm_conformance.plugin.run import STATE, RunState, TargetState, configure_run, run_state
+from pytest_vllm_conformance.plugin.run import (
+    STATE,
+    RunState,
+    TargetState,
+    configure_run,
+    run_state,
+    shard_declaration,
+)
 from pytest_vllm_conformance.plugin.targets import REPLICA_PROPERTY, TARGET_PARAMETER, target_of
 from pytest_vllm_conformance.reporting import report_files
 from pytest_vllm_conformance.reporting.redaction import Redactor, scrub_report
@@ -82,6 +90,18 @@ def _report_usage_error(config: pytest.Config, error: str) -> None:
     if path is None:
         return
     run = report_files.RunInfo(started=datetime.now(UTC), plugin_version=__version__, exit_status=4)
+    # A shard's report keeps its place in the set, so that the merge names the shard its inputs stopped.
+    urls = options.resolved_alone(config, "url") or ()
+    run.url = urls[0] if len(urls) == 1 else None
+    partial = Settings(
+        url=tuple(urls),
+        shard=options.resolved_alone(config, "shard"),
+        shard_replicas=options.resolved_alone(config, "shard_replicas") or (),
+    )
+    try:
+        run.shard = shard_declaration(partial)
+    except pytest.UsageError:
+        run.shard = None
     try:
         report_files.write(path, report_files.refused(run, error, Redactor()))
     except OSError:

@@ -125,13 +125,18 @@ def resolve(config: pytest.Config, environ: Mapping[str, str] | None = None) -> 
     return settings, {key: setting.source for key, setting in resolved.items()}
 
 
-def report_path(config: pytest.Config, environ: Mapping[str, str] | None = None) -> Path | None:
-    """--vllm-report's file alone, for a run whose other options are wrong (its report names the error)."""
-    option = next(option for option in OPTIONS if option.key == "report")
+def resolved_alone(config: pytest.Config, key: str, environ: Mapping[str, str] | None = None) -> Any:
+    """One option's value, or None where it is itself wrong: for the report of a run whose other options are."""
+    option = next(option for option in OPTIONS if option.key == key)
     try:
-        path = _resolve_one(option, config, os.environ if environ is None else environ).value
+        return _resolve_one(option, config, os.environ if environ is None else environ).value
     except pytest.UsageError:
         return None
+
+
+def report_path(config: pytest.Config, environ: Mapping[str, str] | None = None) -> Path | None:
+    """--vllm-report's file alone, for a run whose other options are wrong (its report names the error)."""
+    path = resolved_alone(config, "report", environ)
     if not isinstance(path, Path) or path.suffix.lower() == ".md":
         return None
     return path.expanduser().resolve()

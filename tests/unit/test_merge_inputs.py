@@ -210,3 +210,17 @@ def test_an_unreachable_replica_s_shard_fails_the_merge_named(pytester, clean_en
         "replica(s) not reached:\nreplica http://127.0.0.1:9: cannot reach vLLM at http://127.0.0.1:9"
     )
     assert merged["shards"][1]["error"].startswith("cannot reach vLLM at http://127.0.0.1:9")
+
+
+def test_a_shard_its_options_stopped_keeps_its_place_and_the_merge_names_it(split, pytester, capsys):
+    stopped = split[1]
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", f"--vllm-report={stopped}", "--vllm-shard=2/2", "--vllm-timeout=nan"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert read_report(stopped)["shard"] == {"index": 2, "total": 2}
+    capsys.readouterr()  # the run's own line
+    assert refusal([split[0], stopped, "-o", stopped.with_name("o.yaml")], capsys) == (
+        f"vllm-conformance merge: refused: {stopped}: the shard stopped before any test: --vllm-timeout (from "
+        "--vllm-timeout): 'nan' is not valid: must be a finite number"
+    )
