@@ -94,9 +94,11 @@ def _malformed(report: dict[str, Any]) -> str | None:
     if not isinstance(report["plugin"].get("version"), str):
         return "its plugin version is missing"
     try:
-        datetime.fromisoformat(str(report.get("date")))
+        aware = datetime.fromisoformat(str(report.get("date"))).tzinfo is not None
     except ValueError:
-        return f"its date {str(report.get('date'))[:40]!r} is not a date"
+        aware = False
+    if not aware:  # a run writes its start in UTC; a date without a zone cannot be ordered with the others'
+        return f"its date {str(report.get('date'))[:40]!r} is not a date with a time zone"
     if not all(isinstance(feature, dict) for feature in report["features"].values()):
         return "a feature of it is not a mapping"
     if not isinstance(report.get("selection", {}), dict):

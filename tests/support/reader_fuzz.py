@@ -14,7 +14,7 @@ import json
 import tempfile
 import tracemalloc
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ def _shard_seed() -> str:
     tests = [ContractTest("t.py::test_a", "discovery.version_parses", "discovery", "passed")]
     tests.append(ContractTest("t.py::test_b", "discovery.max_model_len_published", "discovery", "failed"))
     tests[1].reason = "the model's length is not published"
-    run = report_files.RunInfo(started=datetime(2026, 12, 4), plugin_version="0.1.0", url="http://a:8000")
+    run = report_files.RunInfo(started=datetime(2026, 12, 4, tzinfo=UTC), plugin_version="0.1.0", url="http://a:8000")
     report = report_files.build(run, feature_results({"discovery": "answers"}, tests), Redactor())
     return report_files.render_yaml(report)
 
