@@ -73,7 +73,17 @@ READERS: dict[str, tuple[str, Callable[[Path], Any], type[Exception]]] = {
         quality_file.BaselineFileError,
     ),
     "shard": (_shard_seed(), lambda path: merge.merge([merge.load(path)]), merge.MergeRefused),
+    # Beside a valid shard of another replica: the set's checks, the replicas' comparison.
+    "shard beside another": (_shard_seed(), lambda path: _beside_another(path), merge.MergeRefused),
 }
+
+
+def _beside_another(path: Path) -> Any:
+    from pytest_vllm_conformance.plugin.cli import compare_replicas
+
+    other = path.with_name("other.yaml")
+    other.write_text(_shard_seed().replace("http://a:8000", "http://b:8000"))
+    return merge.merge([merge.load(other), merge.load(path)], compare_replicas)
 
 
 def _alias_bomb(levels: int) -> str:
