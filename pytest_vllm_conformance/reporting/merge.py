@@ -130,7 +130,9 @@ _ENTRY_KEYS = ("test", "contract", "feature", "outcome")
 def _declared(shard: Any) -> bool:
     if not isinstance(shard, dict):
         return False
-    by_index = isinstance(shard.get("index"), int) and isinstance(shard.get("total"), int)
+    index, total = shard.get("index"), shard.get("total")
+    # As --vllm-shard allows: 1 <= I <= N <= 10,000 (a total of 10^9 would be a billion shards to look for).
+    by_index = isinstance(index, int) and isinstance(total, int) and 1 <= index <= total <= 10_000
     replicas = shard.get("replicas")
     by_replica = isinstance(replicas, list) and shard.get("replica") in replicas
     return by_index or by_replica

@@ -139,6 +139,7 @@ def test_declared_shards_merge_whole_and_a_missing_or_repeated_one_is_refused(sp
         (lambda r: r["target"].update(profile_sha256="0" * 64), "serving profile's content '" + "0" * 64),
         (lambda r: r["shard"].update(total=3), "shard set total 3 differs from 2"),
         (lambda r: r.pop("shard"), "declares no shard set, but"),
+        (lambda r: r["shard"].update(total=10**9), "its shard section is neither an index and total nor a replica"),
     ],
 )
 def test_shards_of_another_gate_profile_or_set_are_refused(split, capsys, edit, said):
