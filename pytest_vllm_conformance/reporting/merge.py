@@ -273,7 +273,9 @@ def main(argv: list[str] | None = None, compare: Compare | None = None) -> int:
     """The command; ``compare`` judges replicas' observations (the plugin's command hands in the fleet's)."""
     parser = argparse.ArgumentParser(
         prog="vllm-conformance merge",
-        description="Merge the --vllm-report files of shards into the report one run would give.",
+        description="Merge the --vllm-report files of shards into the report one run would give. Shards that "
+        "declare their set (--vllm-shard=I/N, --vllm-shard-replicas) must all be given, each once; shards of "
+        "different replicas are compared as a fleet. Exits 1 when the merged run failed, 2 when refused.",
     )
     parser.add_argument("reports", nargs="+", type=Path, help="the shards' YAML reports")
     parser.add_argument("-o", "--output", type=Path, required=True, help="the merged YAML (its .md twin beside it)")
