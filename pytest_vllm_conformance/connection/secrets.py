@@ -43,9 +43,12 @@ MASK = "***"
 # The fewest characters an API key may have: a shorter one (a key "a") would be masked inside ordinary words.
 MIN_SECRET_CHARS = 8
 # A secret is masked where it stands as a whole token: not inside a longer run of key characters
-# ("sk-ab" is not masked in "sk-abc"), so that no ordinary word is garbled; after a percent escape
-# ("key%3Dsk-ab", a URL-encoded query) it still starts a token.
-_BEFORE = r"(?:(?<=%[0-9A-Fa-f]{2})|(?<![A-Za-z0-9_\-]))"
+# ("sk-ab" is not masked in "sk-abc"), so that no ordinary word is garbled. After a percent escape
+# ("key%3Dsk-ab", a URL-encoded query) or a backslash escape in a repr ("body:\\nsk-ab") it still starts one.
+_BEFORE = (
+    r"(?:(?<=%[0-9A-Fa-f]{2})|(?<=\\[nrtvfb0])|(?<=\\x[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4})"
+    r"|(?<![A-Za-z0-9_\-]))"
+)
 _AFTER = r"(?![A-Za-z0-9_\-])"
 # Header values are masked even when they are not one of our secrets. The
 # scheme word is kept (it says what kind of credential was there). Source

@@ -162,6 +162,7 @@ def test_secrets_are_masked_as_whole_tokens():
     redactor = Redactor(["sk-abc12345"])
     assert redactor("Bearer sk-abc12345, again: sk-abc12345.") == f"Bearer {MASK}, again: {MASK}."
     assert redactor("key%3Dsk-abc12345&next") == f"key%3D{MASK}&next"  # in a URL-encoded query too
+    assert redactor(repr("echoed:\nsk-abc12345")) == f"'echoed:\\n{MASK}'"  # and after an escape in a repr
     # A longer token that merely contains the key is another token: left alone, never garbled.
     assert redactor("sk-abc123456 xsk-abc12345") == "sk-abc123456 xsk-abc12345"
     # A short secret (a URL's password "a") masks only where it stands alone, not every letter a.
