@@ -80,7 +80,7 @@ def main() -> int:
         inputs = sum(tally.values())
         total += inputs
         print(
-            f"{name:<17} {inputs:>6} inputs: {tally['read']:>5} read, {tally['refused']:>5} refused, "
+            f"{name:<20} {inputs:>6} inputs: {tally['read']:>5} read, {tally['refused']:>5} refused, "
             f"{tally['INTERNALERROR']} INTERNALERROR"
         )
     print(f"{total} inputs in {time.monotonic() - started:.0f} s, {len(findings)} INTERNALERROR")

@@ -225,6 +225,7 @@ def _run_info(shards: Sequence[Shard]) -> report_files.RunInfo:
         embedded_server=target.get("server") == "embedded",
         profile_name=target.get("profile"),
         profile_path=target.get("profile_file"),
+        profile_sha256=target.get("profile_sha256"),  # the same in every shard (checked above)
         expectations=first.get("expectations"),
         exit_status=_exit_status([shard.report.get("exit_status") for shard in shards if not shard.error]),
         gate=first.get("gate", "report"),

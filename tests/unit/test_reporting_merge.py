@@ -133,3 +133,24 @@ def _junit_cases(path) -> dict[tuple[str, str], str]:
         )
         for case in root.iter("testcase")
     }
+
+
+def test_shards_run_with_a_profile_merge_to_the_whole_run_s_report(pytester, clean_env):
+    """The profile's content hash (target.profile_sha256) travels into the merged report as into the one run's."""
+    from pytest_vllm_conformance.reporting.merge import main as merge_main
+
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    profile = pytester.path / "profile.yaml"
+    profile.write_text("profile: 1\nname: shards\n")
+    paths = {}
+    for name, keyword in {"whole": None, **SHARDS}.items():
+        paths[name] = pytester.path / f"{name}.yaml"
+        selection = ("-k", keyword) if keyword else ()
+        pytester.runpytest(
+            "-p", "no:cacheprovider", f"--vllm-report={paths[name]}", f"--vllm-profile={profile}", *selection
+        )
+    out = pytester.path / "merged.yaml"
+    merge_main([str(paths["one"]), str(paths["two"]), "-o", str(out)])
+    whole, merged = read_report(paths["whole"]), read_report(out)
+    assert len(whole["target"]["profile_sha256"]) == 64
+    assert comparable(merged) == comparable(whole)
