@@ -91,7 +91,7 @@ def _report_usage_error(config: pytest.Config, error: str) -> None:
         return
     run = report_files.RunInfo(started=datetime.now(UTC), plugin_version=__version__, exit_status=4)
     # A shard's report keeps its place in the set, so that the merge names the shard its inputs stopped.
-    urls = options.resolved_alone(config, "url") or ()
+    urls: tuple[str, ...] = tuple(options.resolved_alone(config, "url") or ())
     run.url = urls[0] if len(urls) == 1 else None
     partial = Settings(
         url=tuple(urls),
