@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
+
+from pytest_vllm_conformance.connection import user_files
 
 SCHEMA_FILE = "profile.schema.json"
 
@@ -42,13 +43,9 @@ class Profile:
 
 def load_profile(path: Path) -> Profile:
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ProfileError(f"profile {path}: cannot read it: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"profile {path}: not valid YAML: {exc}") from None
+        data = user_files.load_yaml(Path(path), f"profile {path}")
+    except user_files.UserFileError as exc:
+        raise ProfileError(str(exc)) from None
     validate(data, source=str(path))
     return Profile(name=data["name"], path=Path(path), data=data)
 

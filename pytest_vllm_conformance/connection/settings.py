@@ -46,6 +46,9 @@ class Settings:
     profile: Path | None = None
     gate: str = "report"
     report: Path | None = None
+    # the shard set this run belongs to, for `vllm-conformance merge`: "I/N", or every replica's URL
+    shard: str | None = None
+    shard_replicas: tuple[str, ...] = ()
     capture_profile: Path | None = None
     baseline: Path | None = None
     diff_report: Path | None = None

@@ -153,3 +153,53 @@ def test_an_entry_that_never_routes_to_one_replica_is_named(pytester, plain_serv
     message = failed_checks(junit)["fleet_entry.reaches_every_replica[replica-b]"]
     assert "the entry never routed to replica replica-b: 32 requests of distinct sessions" in message, message
     assert "32 answered" in message, message
+
+
+def _shard(pytester, name, url, replicas):
+    """One replica's shard (discovery only), declaring the fleet's replicas; its report's path."""
+    report = pytester.path / f"{name}.yaml"
+    run_suites(
+        pytester, "-m", "discovery", f"--vllm-report={report}", f"--vllm-shard-replicas={','.join(replicas)}",
+        url=url, junit=False,
+    )  # fmt: skip
+    return report
+
+
+def _merged(pytester, shards):
+    from pytest_vllm_conformance.plugin import cli
+
+    out = pytester.path / "merged.yaml"
+    status = cli.main(["merge", *map(str, shards), "-o", str(out)])
+    tests = yaml.safe_load(out.read_text())["tests"]
+    return status, {t["test"]: (t["outcome"], t.get("reason", "")) for t in tests if t["test"].startswith("merge::")}
+
+
+def test_replica_shards_merge_as_the_fleet_judges_them(pytester, plain_server, served):
+    """Issue 40: per-replica shards once merged to success with a skewed replica and without an unreachable one's
+    report. Shards of plain and short_context (another --max-model-len) and of a replica nobody listens on."""
+    short = served("short_context")
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    replicas = [plain_server.url, short.url, nobody]
+    shards = [_shard(pytester, name, url, replicas) for name, url in zip(("a", "b", "down"), replicas, strict=True)]
+    assert yaml.safe_load(shards[2].read_text())["result"] == "usage error"  # the unreachable shard still reports
+    status, verdicts = _merged(pytester, shards)
+    assert status == 1
+    outcome, reason = verdicts[f"merge::test_replicas_agree[{short.url}]"]
+    assert outcome == "failed" and "max_model_len: 512 -> 256" in reason, reason
+    outcome, reason = verdicts["merge::test_replicas_reached"]
+    assert outcome == "failed" and f"replica {nobody}: cannot reach vLLM at {nobody}" in reason, reason
+
+
+def test_replica_shards_of_one_server_under_two_urls_merge_to_success(pytester, plain_server):
+    """The healthy pin: the same server directly and through a passthrough proxy agree, both reached."""
+    with FaultProxy(plain_server.url) as proxy:
+        replicas = [plain_server.url, proxy.url]
+        shards = [_shard(pytester, name, url, replicas) for name, url in zip(("a", "b"), replicas, strict=True)]
+    status, verdicts = _merged(pytester, shards)
+    assert verdicts == {
+        "merge::test_replicas_reached": ("passed", ""),
+        f"merge::test_replicas_agree[{proxy.url}]": ("passed", ""),
+    }
+    assert status == 0

@@ -341,3 +341,16 @@ def test_without_manifests_or_version_the_suite_skips_with_the_reason(pytester):
     )
     result.stdout.fnmatch_lines(["*no target version to lint for: give --vllm-target-version=X*"])
     assert result.ret == 0
+
+
+def test_a_manifest_s_aliases_and_nesting_and_bom_are_read_bounded(tmp_path):
+    """A kilobyte of nested aliases is checked without expanding it; a BOM is UTF-8; nesting past recursion is named."""
+    from tests.unit.test_every_input import ALIAS_BOMB
+
+    assert lint_text(tmp_path, "compose.yaml", ALIAS_BOMB).problem is None
+    (tmp_path / "bom.yaml").write_bytes("args: [--port, '8000']\n".encode("utf-8-sig"))
+    linter = preflight.Linter(preflight.load_rules(), Version("0.32.0"))
+    assert linter.lint(preflight.DeploymentFile(tmp_path / "bom.yaml", "bom.yaml")).problem is None
+    assert lint_text(tmp_path, "deep.yaml", "a: " + "[" * 5000).problem == (
+        "deep.yaml: not valid YAML: nested too deep to read"
+    )
