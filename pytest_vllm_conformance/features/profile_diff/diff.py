@@ -247,10 +247,8 @@ def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
 
 
 def _rendering(baseline: Observed, target: Observed) -> Iterator[Difference]:
-    for change in rendering_changes(_section(baseline, "rendering"), _section(target, "rendering")):
-        yield Difference(
-            change.id, "rendering", change.before, change.after, change.matters, change.why, change.undecided
-        )
+    for c in rendering_changes(_section(baseline, "rendering"), _section(target, "rendering")):
+        yield Difference(c.id, "rendering", c.before, c.after, c.matters, c.why, c.undecided)
 
 
 def _generation_defaults(baseline: Observed, target: Observed) -> Iterator[Difference]:
