@@ -9,10 +9,11 @@ fingerprint cannot see it, the corpus names the two conversations it changes.
 """
 
 import pytest
+import yaml
 
 from fixtures.fault_proxy import FaultProxy, RefuseJsonFields, RewriteJsonResponse
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
-from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
+from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS, CORPUS_VERSION
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
@@ -49,6 +50,25 @@ def test_a_template_changed_in_one_place_fails_the_diff_naming_each_conversation
     assert "(baseline 56 tokens, target 57 tokens)" in failed[changed[0]]
 
 
+@pytest.mark.servers("plain")
+def test_a_baseline_of_another_corpus_version_compares_no_conversation_and_is_undecided(pytester, served, tmp_path):
+    """A capture by a plugin whose corpus differs (here: a later version) is not compared conversation by
+    conversation: the rendering is undecided, never an informational change that passes. Against plain itself,
+    so nothing else differs."""
+    plain = served("plain")
+    capture = tmp_path / "plain.yaml"
+    run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={capture}", url=plain.url)
+    data = load_profile(capture).data
+    data["observed"]["rendering"]["corpus"] = CORPUS_VERSION + 1
+    capture.write_text(yaml.safe_dump(data))
+    run_suites(pytester, "-m", "profile_diff", f"--vllm-baseline={capture}", url=plain.url)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, {"profile_diff.baseline_compared": "passed", "profile_diff.serving_unchanged": "undecided"})
+    (run,) = [run for run in contract_runs(junit) if run.contract == "profile_diff.serving_unchanged"]
+    assert run.case == "rendering corpus changed", run
+    assert "the captures rendered different corpora, so no conversation was compared" in run.message, run.message
+
+
 # The same server passing both is pinned by the whole-suite run on plain (test_suites_on_real_vllm.py).
 
 
@@ -71,7 +91,7 @@ def test_a_rewritten_prompt_count_and_a_dropped_total_fail_accounting_and_the_ch
         failed={*chat, totalless, *conversations},
     )
     failed = failed_checks(junit)
-    assert failed[totalless].endswith("POST /v1/completions: no total_tokens, which the version sends on this route")
+    assert "POST /v1/completions: no total_tokens, which the version sends on this route" in failed[totalless]
     assert (
         "POST /v1/chat/completions: prompt_tokens 28, but /tokenize renders the same prompt as 27 tokens"
         in (failed[chat[0]])
