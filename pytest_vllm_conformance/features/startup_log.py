@@ -135,6 +135,8 @@ class PhaseRule:
     meaning: str
     took: re.Pattern[str] | None = None  # group ``seconds``
     ends: re.Pattern[str] | None = None
+    # A path a start may or may not take (torch.compile, absent with --enforce-eager), not a line every start logs.
+    optional: bool = False
 
 
 def phase_rules(fact: Mapping[str, Mapping[str, Any]]) -> list[PhaseRule]:
@@ -144,6 +146,7 @@ def phase_rules(fact: Mapping[str, Mapping[str, Any]]) -> list[PhaseRule]:
             entry["meaning"],
             re.compile(entry["took"]) if entry.get("took") else None,
             re.compile(entry["ends"]) if entry.get("ends") else None,
+            bool(entry.get("optional")),
         )
         for name, entry in fact.items()
     ]
@@ -159,6 +162,7 @@ def _seconds_of_year(match: re.Match[str]) -> int:
 class Phases:
     path: Path
     seconds: Mapping[str, float]  # phase -> seconds; a phase the log does not show is absent
+    rules: tuple[PhaseRule, ...] = ()
 
     def line(self) -> str:
         shown = ", ".join(f"{name} {value:.2f} s" for name, value in self.seconds.items())
@@ -185,7 +189,7 @@ def phases(path: Path, rules: list[PhaseRule]) -> Phases:
     except OSError as exc:
         raise LogUnreadable(f"vLLM log {path}: cannot read it: {exc.strerror or exc}") from None
     ordered = {rule.name: seconds[rule.name] for rule in rules if rule.name in seconds}
-    return Phases(Path(path), ordered)
+    return Phases(Path(path), ordered, tuple(rules))
 
 
 def grown(target: Phases, baseline: Phases, *, max_growth: float, min_seconds: float) -> list[str]:
@@ -201,6 +205,23 @@ def grown(target: Phases, baseline: Phases, *, max_growth: float, min_seconds: f
             was = f"{before:.2f} s" if name in baseline.seconds else "absent"
             found.append(f"{name} took {seconds:.2f} s, the baseline's {was} (+{seconds - before:.2f} s)")
     return found
+
+
+def not_compared(target: Phases, baseline: Phases) -> list[str]:
+    """Why the comparison of ``target`` with ``baseline`` cannot be whole: each phase every start logs that the
+    baseline shows and the target does not (its log line changed, or the log was cut), or a target with no phase.
+
+    A phase missing is not a phase that took no time: a reworded line would otherwise hide the slowest phase.
+    """
+    if not target.seconds:
+        return [f"the target log shows no start-up phase ({target.path.name}), so none was compared"]
+    rules = {rule.name: rule for rule in target.rules}
+    return [
+        f"{name} ({rules[name].meaning if name in rules else name}): the baseline shows it, the target log does not "
+        "(a changed log line, or a log cut short), so it was not compared"
+        for name in baseline.seconds
+        if name not in target.seconds and not (name in rules and rules[name].optional)
+    ]
 
 
 def startup_phases(path: Path, fact: Mapping[str, StartupPhase]) -> Phases:

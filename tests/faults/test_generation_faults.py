@@ -152,6 +152,24 @@ def test_a_streamed_tool_call_without_its_index_fails_the_shape(pytester, genera
     assert ".delta.tool_calls[0].index: expected the field (required by OpenAI), got no such field" in message
 
 
+def test_a_streamed_tool_call_whose_first_fragment_lost_its_id_fails_the_shape(pytester, generation_server):
+    # Every chunk still passes the chunk schema (a fragment needs only its index); the call as a client assembles
+    # it has no id. Only the streamed test runs: the fault touches nothing else.
+    anonymous = RewriteStream(path="/v1/chat/completions", edit="drop_first_tool_call_id")
+    with FaultProxy(generation_server.url, rules=[anonymous]) as proxy:
+        run_suites(pytester, "-m", "tool_calls", "-k", "stream", url=proxy.url, profile=GENERATION_PROFILE)
+        assert proxy.hits == [1]
+    junit = pytester.path / "junit.xml"
+    contract = "tool_calls.stream_reassembles_to_the_same_calls"
+    assert_verdicts(junit, {contract: "failed"})
+    message = failed_checks(junit)[contract]
+    assert (
+        ".delta.tool_calls[0].id: expected the field (required by OpenAI of a call, so of its first fragment), "
+        "got no such field"
+    ) in message, message
+    assert ".type:" not in message and ".function.name:" not in message, message
+
+
 def test_answers_without_any_tool_call_compare_nothing_and_fail(pytester, generation_server):
     # Calls dropped from whole and streamed answers alike: equal streams of nothing are no pass.
     no_calls = RewriteJsonResponse(json_path="choices.*.message.tool_calls", value=[])

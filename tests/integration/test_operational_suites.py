@@ -142,6 +142,35 @@ def test_on_a_plain_server_admission_fails_as_unbounded_and_the_log_is_read(pyte
     )
 
 
+STARTUP_ONLY = "profile: 1\nname: startup-phases\n"
+
+
+@pytest.mark.servers("plain")
+def test_a_reworded_phase_line_leaves_the_phase_comparison_undecided_naming_it(pytester, unbounded_server, tmp_path):
+    """The plain server's real log against itself passes; a copy whose engine line a release reworded loses that
+    phase, which was not compared: undecided, named, never passed as "no phase grew". No request is sent."""
+    log = unbounded_server.log_path
+    reworded = tmp_path / "reworded.log"
+    reworded.write_text(log.read_text().replace("init engine (profile", "engine initialised (profile"))
+    for target, verdict in ((log, "passed"), (reworded, "undecided")):
+        run_suites(
+            pytester,
+            "-m",
+            "startup_log",
+            "-k",
+            "phases",
+            f"--vllm-log={target}",
+            f"--vllm-baseline-log={log}",
+            url=unbounded_server.url,
+            profile=STARTUP_ONLY,
+        )
+        junit = pytester.path / "junit.xml"
+        assert_verdicts(junit, {"startup_log.phases_not_slower": verdict})
+    (run,) = contract_runs(junit)
+    assert run.message.startswith("undecided: engine_init (profiling, KV-cache allocation"), run.message
+    assert "the baseline shows it, the target log does not (a changed log line" in run.message, run.message
+
+
 def _admission_not_all_passed(junit) -> bool:
     return any(
         set(counts) != {"passed"} for contract, counts in verdicts(junit).items() if contract.startswith("admission.")

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from fixtures.fault_proxy import FaultProxy, RewriteStream, StripMessageField
+from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream, StripMessageField
 from fixtures.scripted_output import CONTENT, REASONING
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
 from tests.conftest import requires_vllm, run_suites
@@ -78,3 +78,18 @@ def test_a_gateway_dropping_the_former_field_from_the_history_fails_the_history_
         "rendered without the reasoning (63 tokens): the template's reasoning was left out"
         in (failed_checks(junit)[case])
     )
+
+
+def test_a_thinking_block_cut_short_fails_the_route_naming_both_reasonings(pytester, served):
+    """The messages route's thinking block keeps only its first word: still a thinking block, never in the text,
+    so only the comparison with the chat answer's reasoning (the scripted REASONING on both paths) sees it."""
+    cut = RewriteJsonResponse(path="/v1/messages", json_path="content.*.thinking", value=lambda text: text.split()[0])
+    with FaultProxy(served("reasoning").url, rules=[cut]) as proxy:
+        run_suites(pytester, "-m", "reasoning", "-k", "routes", url=proxy.url, profile=REASONING_PROFILE)
+        assert proxy.hits == [1]
+    junit = pytester.path / "junit.xml"
+    case = "reasoning.routes_return_reasoning_blocks[messages]"
+    assert_verdicts(junit, {"reasoning.routes_return_reasoning_blocks": {"passed": 3}}, failed={case})
+    assert (
+        f"a thinking block holds 'The', the chat answer's reasoning to the same greedy question is {REASONING!r}"
+    ) in failed_checks(junit)[case]

@@ -202,6 +202,7 @@ EDITED_SAMPLES = {
     "swap_tool_call_fragments": "chat_tool_call_stream.sse",
     "drop_tool_call_index": "chat_tool_call_stream.sse",
     "drop_tool_calls": "chat_tool_call_stream.sse",
+    "drop_first_tool_call_id": "chat_tool_call_stream.sse",
     "drop_terminal": "responses_stream.sse",
     "null_output_item_index": "responses_stream.sse",
     "drop_mid_stream_usage": "chat_stream_continuous_usage.sse",
