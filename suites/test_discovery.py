@@ -24,15 +24,17 @@ def test_version_parses(vllm_client):
 
 
 @contract("discovery.max_model_len_published")
-def test_max_model_len_published(vllm_facts):
+def test_max_model_len_published(vllm_facts, vllm_evidence):
     max_model_len = vllm_facts.max_model_len
     assert isinstance(max_model_len, int) and max_model_len > 0, (
         f"/v1/models gives {vllm_facts.model!r} max_model_len {max_model_len!r}, not a positive integer: "
         "context checks and captures cannot know the limit"
     )
+    vllm_evidence.judged(1, "model cards")  # read at the run's start, so no answer arrives during the test
 
 
 @contract("discovery.core_routes_served")
-def test_core_routes_served(vllm_facts):
+def test_core_routes_served(vllm_facts, vllm_evidence):
     missing = [path for path in CORE_ROUTES if not vllm_facts.serves("POST", path)]
     assert not missing, f"POST {missing} not served (route table: {vllm_facts.inventory.summary()})"
+    vllm_evidence.judged(len(CORE_ROUTES), "routes")  # the route table read at the run's start
