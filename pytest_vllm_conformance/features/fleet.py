@@ -28,6 +28,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, Named, NoCases
+from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.features.profile_diff.diff import Difference, differences
 
 AGREES = "agrees"
@@ -88,7 +89,7 @@ def fleet_replicas(ctx: CaseContext) -> list[Named]:
     return [Named(name) for name in ctx.replicas]
 
 
-def declared_by(expect: Any) -> Declared:
+def declared_by(expect: Expectations) -> Declared:
     """The profile's own declarations a replica is held to (``expect``: the run's Expectations)."""
 
     def profile(section: str, key: str) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 PLAIN_PROFILE = """
 profile: 1
 name: plain
@@ -127,3 +129,8 @@ def watermark_ingress_rules():
         ),
         StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
     ]
+
+
+def hiding(profile: str, *routes: str) -> str:
+    """``profile`` declaring ``routes`` hidden by the ingress on purpose (``ingress.hidden_routes``)."""
+    return profile + "ingress:\n  hidden_routes: [" + ", ".join(json.dumps(route) for route in routes) + "]\n"
