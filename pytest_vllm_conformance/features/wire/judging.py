@@ -104,7 +104,9 @@ def sent():
 
 
 @pytest.fixture
-def judged(sent, vllm_ingress_client, vllm_direct_client, vllm_ingress_exposure, vllm_not_exposed, vllm_record):
+def judged(
+    sent, vllm_ingress_client, vllm_direct_client, vllm_ingress_exposure, vllm_not_exposed, vllm_record, vllm_evidence
+):
     """``judged(what, ask, judge)``: the answer callers get to ``ask(client)``'s request, judged by ``judge``.
 
     Reports what is reported; fails on what breaks OpenAI's shape. Through
@@ -135,6 +137,8 @@ def judged(sent, vllm_ingress_client, vllm_direct_client, vllm_ingress_exposure,
         if figures:
             vllm_record("figures", "; ".join(figures))
         assert not through.failures, message
+        # Counted here: a shape and a framing check judge one answer, received once per module (``sent``).
+        vllm_evidence.judged(2 if separate else 1, "answers")
 
     return judged
 
