@@ -130,7 +130,9 @@ def vllm_ingress_exposure(vllm_ingress_client: BoundedClient, vllm_direct_client
 
 
 @pytest.fixture
-def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_offline_expect: Expectations, vllm_record):
+def vllm_not_exposed(
+    vllm_ingress_exposure: IngressExposure, vllm_offline_expect: Expectations, vllm_record, vllm_evidence: Evidence
+):
     """``vllm_not_exposed(what, ask, through_ingress=None, report=True)``: the ingress does not expose ``what``.
 
     ``ask(client)`` sends the request ``what`` names to ``client``; the
@@ -150,6 +152,8 @@ def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_offline_expect
         route = vllm_ingress_exposure.hidden_route(what)
         if not declared_hidden(route, declared.value or ()):
             pytest.fail(undeclared_hidden_line(what, route, status, str(declared)), pytrace=False)
+        # What was judged: the route, hidden as declared (its answers may have come in an earlier check's call).
+        vllm_evidence.judged(1, "declared hidden routes")
         vllm_record("ingress_exposure", "not exposed")
         vllm_record("ingress_hidden", what)
         if report:
