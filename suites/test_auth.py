@@ -14,7 +14,8 @@ is given, with the key callers send there. The routes are still vLLM's
 status (401 or 403), and where it serves nothing (its 404 or 405, or a
 redirect to the route itself) no caller gets past a key. A route the ingress
 does not expose at all (its own 404/405 to the route's own request while the
-server answers it) is reported "not exposed by the ingress", not failed.
+server answers it) is reported "not exposed by the ingress", not failed, when
+the profile declares it hidden (ingress.hidden_routes); else it fails, named.
 """
 
 from pytest_vllm_conformance import contract, each

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from fixtures.servers import ServerPool, ServerSpec
 
 from tests.support import schedule, warm_runs
-from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE
+from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE, hiding
 from tests.support.servers import SHARED_MACHINE_ENV, server_specs
 
 pytest_plugins = ["pytester"]
@@ -259,10 +259,11 @@ def watermark_server(served):
     return served("watermark")
 
 
-def run_watermark_through(pytester, monkeypatch, ingress_url: str, server_url: str):
+def run_watermark_through(pytester, monkeypatch, ingress_url: str, server_url: str, hidden_routes=()):
     """The watermark suite with ``ingress_url`` in front of ``server_url``; returns (RunResult, junit, report.md text).
 
     The key goes by its own option's environment variable (the integration tests use the profile's key_env).
+    ``hidden_routes``: the routes the profile declares the ingress hides on purpose.
     """
     monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
     report = pytester.path / "report.yaml"
@@ -273,6 +274,6 @@ def run_watermark_through(pytester, monkeypatch, ingress_url: str, server_url: s
         f"--vllm-ingress-url={ingress_url}",
         f"--vllm-report={report}",
         url=server_url,
-        profile=WATERMARK_PROFILE,
+        profile=hiding(WATERMARK_PROFILE, *hidden_routes) if hidden_routes else WATERMARK_PROFILE,
     )
     return result, pytester.path / "junit.xml", report.with_suffix(".md").read_text()

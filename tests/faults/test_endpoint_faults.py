@@ -23,7 +23,7 @@ from fixtures.fault_proxy import (
 )
 from tests.conftest import requires_vllm, run_suites
 from tests.integration.test_suites_on_real_vllm import GATED_VERDICTS, PLAIN_VERDICTS
-from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE
+from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, hiding
 from tests.support.servers import TEST_KEY
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, of_features
 
@@ -79,7 +79,9 @@ def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_serv
 
 
 def test_routes_a_gateway_does_not_expose_are_reported_not_failed_by_auth(pytester, gated_server):
-    """A gateway that forwards the key and every route but three, answered with its own 404 (as LiteLLM does)."""
+    """A gateway that forwards the key and every route but three, answered with its own 404 (as LiteLLM does), and
+    a profile that declares those three hidden (ingress.hidden_routes); an undeclared one fails, as the wire
+    faults show."""
     not_forwarded = Respond(404, {"detail": "Not Found"}, path="(/invocations|/tokenize|/inference/v1/generate)/?")
     with FaultProxy(gated_server.url, rules=[not_forwarded]) as gateway:
         report = pytester.path / "report.yaml"
@@ -91,7 +93,7 @@ def test_routes_a_gateway_does_not_expose_are_reported_not_failed_by_auth(pytest
             f"--vllm-ingress-url={gateway.url}",
             f"--vllm-report={report}",
             url=gated_server.url,
-            profile=GATED_PROFILE,
+            profile=hiding(GATED_PROFILE, "/invocations", "/tokenize", "/inference/v1/generate"),
         )
     junit = pytester.path / "junit.xml"
     assert_verdicts(junit, of_features(GATED_VERDICTS, "auth"))  # vLLM's own 401s come back through the gateway

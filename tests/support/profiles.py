@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 PLAIN_PROFILE = """
 profile: 1
 name: plain
@@ -149,3 +151,8 @@ def agent_loop_verdicts(*failed: str, parser: bool = True) -> dict[str, str]:
         return "failed" if contract in failed else "passed"
 
     return {contract: verdict(contract) for contract in (*AGENT_LOOPS_ALWAYS, *AGENT_LOOPS_WITH_PARSER)}
+
+
+def hiding(profile: str, *routes: str) -> str:
+    """``profile`` declaring ``routes`` hidden by the ingress on purpose (``ingress.hidden_routes``)."""
+    return profile + "ingress:\n  hidden_routes: [" + ", ".join(json.dumps(route) for route in routes) + "]\n"
