@@ -37,22 +37,26 @@ def main(argv: list[str] | None = None) -> int:
     return int(pytest.main(["--pyargs", "pytest_vllm_conformance.suites", "-p", "no:cacheprovider", *args]))
 
 
-def compare_replicas(
-    reference: str, reference_observed: dict[str, Any], replica: str, observed: dict[str, Any], rules: dict[str, Any]
-) -> str | None:
-    """Two shards' replicas judged as suites/test_fleet.py judges two replicas of one run: what differs, or None."""
+def compare_replicas(observed: dict[str, dict[str, Any] | None], rules: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Shards' replicas judged as suites/test_fleet.py judges the replicas of one run: each one's outcome and why."""
     from pytest_vllm_conformance.features import fleet  # only a merge needs it: the command starts lean
 
-    allowed = rules.get("allowed_versions")
-    outside = [
-        f"{name}: {seen.get('vllm_version') or 'unknown'}"
-        for name, seen in ((reference, reference_observed), (replica, observed))
-        if allowed and not fleet.version_allowed(seen.get("vllm_version"), allowed)
-    ]
-    if outside:
-        return f"version(s) outside fleet.allowed_versions {allowed}: {'; '.join(outside)}"
-    found = fleet.skew(reference_observed, observed, allowed, rules.get("ignore") or [])
-    return fleet.side_by_side(reference, replica, found) if found else None
+    members = tuple(
+        fleet.Member(url, seen, None if seen else "its shard recorded no observation") for url, seen in observed.items()
+    )
+    declared = fleet.Declared(
+        max_model_len=rules.get("max_model_len"),
+        auth=rules.get("auth"),
+        scale_out=rules.get("scale_out"),
+        allowed_versions=tuple(rules.get("allowed_versions") or ()),
+        reference=rules.get("reference"),
+        ignore=tuple(rules.get("ignore") or ()),
+    )
+    outcomes = {fleet.AGREES: "passed", fleet.UNDECIDED: "undecided", fleet.ODD: "failed"}
+    return {
+        name: (outcomes[judgement.outcome], "" if judgement.outcome == fleet.AGREES else judgement.message)
+        for name, judgement in fleet.decide(fleet.Fleet(members), declared).items()
+    }
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ each happens once per run.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -22,6 +23,7 @@ import pytest
 
 from pytest_vllm_conformance import __version__
 from pytest_vllm_conformance.connection.client import display_url
+from pytest_vllm_conformance.features import fleet
 from pytest_vllm_conformance.plugin.run import RunState
 from pytest_vllm_conformance.reporting import junit, report_files
 from pytest_vllm_conformance.reporting.outcomes import (
@@ -173,13 +175,11 @@ class ConformanceReporter:
         if state.shard is not None:
             run.shard = dict(state.shard)
             run.observed = dict(facts.observed) if facts is not None and facts.observed else None
-            expect = state.expectations()
-            rules = {
-                "reference": expect.declared("fleet", "reference").value,
-                "allowed_versions": expect.declared("fleet", "allowed_versions").value,
-                "ignore": expect.declared("profile_diff", "ignore").value,
+            # What the fleet decides a replica's side by, so that the merge decides as the in-process fleet does.
+            rules = dataclasses.asdict(fleet.declared_by(state.expectations()))
+            run.fleet_rules = {
+                key: list(value) if isinstance(value, tuple) else value for key, value in rules.items() if value
             }
-            run.fleet_rules = {key: value for key, value in rules.items() if value}
         option = self.config.option
         selection = {"markers": getattr(option, "markexpr", ""), "keywords": getattr(option, "keyword", "")}
         run.selection = {name: value for name, value in selection.items() if value}

@@ -65,7 +65,10 @@ class Shard:
 
 # Compares two replicas' observed serving profiles as the in-process fleet does (features/fleet.py, handed in by
 # the command): (reference name, its observation, replica name, its observation, fleet rules) -> what differs or None.
-Compare = Callable[[str, dict[str, Any], str, dict[str, Any], dict[str, Any]], str | None]
+# The fleet's judgement of replicas' observations (None: not observed), by the rules their shards recorded:
+# each replica's outcome (passed, failed or undecided) and why.
+JudgeFleet = Callable[[dict[str, dict[str, Any] | None], dict[str, Any]], dict[str, tuple[str, str]]]
+Compare = JudgeFleet
 
 
 def load(path: Path) -> Shard:

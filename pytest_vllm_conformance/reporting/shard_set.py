@@ -99,7 +99,8 @@ def _no_file_twice(shards: Sequence[Shard]) -> None:
 
 
 def replica_tests(shards: Sequence[Shard], compare: Compare | None) -> list[ContractTest]:
-    """The fleet's own verdicts over shards of different replicas: each reached, each agreeing with the reference."""
+    """The fleet's own verdicts over shards of different replicas: each reached, and each judged as the fleet
+    judges its replicas in one run (``compare``: features/fleet.py's decision, handed in by the command)."""
     by_url: dict[str, Shard] = {}
     for shard in shards:
         by_url.setdefault(str(shard.url), shard)
@@ -111,21 +112,17 @@ def replica_tests(shards: Sequence[Shard], compare: Compare | None) -> list[Cont
     if compare is None:
         return tests
     rules = dict(shards[0].report.get("shard", {}).get("fleet") or {})
-    reference = _reference(list(by_url), rules.get("reference"))
+    if rules.get("reference") is not None:
+        rules["reference"] = _reference(list(by_url), rules["reference"])
+    observed = {url: shard.report["target"].get("observed") or None for url, shard in by_url.items()}
+    judged = compare(observed, rules)
     for url in by_url:
-        if url == reference:
-            continue
-        test = ContractTest(f"merge::test_replicas_agree[{url}]", "fleet.replicas_agree", "fleet", PASSED)
-        observed = {name: by_url[name].report["target"].get("observed") for name in (reference, url)}
-        unobserved = [f"replica {name} was not observed" for name, seen in observed.items() if not seen]
-        if unobserved:
-            test.outcome = FAILED
-            test.reason = "; ".join(unobserved) + " (a shard run without --vllm-shard or --vllm-shard-replicas)"
-        else:
-            differs = compare(reference, observed[reference], url, observed[url], rules)
-            if differs:
-                test.outcome, test.reason = FAILED, differs
-        tests.append(test)
+        outcome, reason = judged[url]
+        if observed[url] is None and not by_url[url].error:
+            reason += " (a shard run without --vllm-shard or --vllm-shard-replicas records no observation)"
+        tests.append(
+            ContractTest(f"merge::test_replicas_agree[{url}]", "fleet.replicas_agree", "fleet", outcome, reason)
+        )
     return tests
 
 

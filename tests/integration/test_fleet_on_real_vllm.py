@@ -194,12 +194,12 @@ def test_an_entry_that_never_routes_to_one_replica_is_named(pytester, plain_serv
     assert "32 answered" in message, message
 
 
-def _shard(pytester, name, url, replicas):
+def _shard(pytester, name, url, replicas, profile=None):
     """One replica's shard (discovery only), declaring the fleet's replicas; its report's path."""
     report = pytester.path / f"{name}.yaml"
     run_suites(
         pytester, "-m", "discovery", f"--vllm-report={report}", f"--vllm-shard-replicas={','.join(replicas)}",
-        url=url, junit=False,
+        url=url, junit=False, profile=profile,
     )  # fmt: skip
     return report
 
@@ -221,7 +221,11 @@ def test_replica_shards_merge_as_the_fleet_judges_them(pytester, plain_server, s
         closed.bind(("127.0.0.1", 0))
         nobody = f"http://127.0.0.1:{closed.getsockname()[1]}"
     replicas = [plain_server.url, short.url, nobody]
-    shards = [_shard(pytester, name, url, replicas) for name, url in zip(("a", "b", "down"), replicas, strict=True)]
+    # The profile's max_model_len says which of the two live replicas is right, as it does for the fleet in one run.
+    declared = "profile: 1\nname: fleet-512\ncontext: {max_model_len: 512}\n"
+    shards = [
+        _shard(pytester, name, url, replicas, declared) for name, url in zip(("a", "b", "down"), replicas, strict=True)
+    ]
     assert yaml.safe_load(shards[2].read_text())["result"] == "usage error"  # the unreachable shard still reports
     status, verdicts = _merged(pytester, shards)
     assert status == 1
@@ -239,6 +243,7 @@ def test_replica_shards_of_one_server_under_two_urls_merge_to_success(pytester, 
     status, verdicts = _merged(pytester, shards)
     assert verdicts == {
         "merge::test_replicas_reached": ("passed", ""),
+        f"merge::test_replicas_agree[{plain_server.url}]": ("passed", ""),
         f"merge::test_replicas_agree[{proxy.url}]": ("passed", ""),
     }
     assert status == 0

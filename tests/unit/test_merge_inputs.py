@@ -26,7 +26,7 @@ SMALL = (
     "@contract('discovery.version_parses')\n"
     "def test_fails():\n    assert False, 'the version does not parse'\n"
 )
-A, B = "http://replica-a:8000", "http://replica-b:8000"
+A, B, C = "http://replica-a:8000", "http://replica-b:8000", "http://replica-c:8000"
 
 
 def refusal(args, capsys) -> str:
@@ -149,15 +149,15 @@ def test_shards_of_another_gate_profile_or_set_are_refused(split, capsys, edit, 
     assert said in refusal([*split, "-o", split[0].with_name("o.yaml")], capsys)
 
 
-def replica_shards(report_path, tmp_path, **observed):
-    """Two shards of one fleet, one per replica, as --vllm-shard-replicas writes them."""
+def replica_shards(report_path, tmp_path, replicas=(A, B), **observed):
+    """Shards of one fleet, one per replica, as --vllm-shard-replicas writes them."""
     base = read_report(report_path)
     paths = []
-    for url in (A, B):
+    for url in replicas:
         report = copy.deepcopy(base)
         report["target"]["url"] = url
         report["target"]["observed"] = observed.get(url, observation(url=url))
-        report["shard"] = {"replica": url, "replicas": [A, B]}
+        report["shard"] = {"replica": url, "replicas": list(replicas)}
         path = tmp_path / f"{url.split('//')[1].split(':')[0]}.yaml"
         path.write_text(yaml.safe_dump(report, sort_keys=False))
         paths.append(path)
@@ -175,17 +175,33 @@ def test_replica_shards_that_agree_merge_with_the_fleet_s_verdicts(small_shard, 
     verdicts = fleet_verdicts(out)
     assert verdicts == {
         "merge::test_replicas_reached": ("passed", ""),
+        f"merge::test_replicas_agree[{A}]": ("passed", ""),
         f"merge::test_replicas_agree[{B}]": ("passed", ""),
     }
 
 
-def test_a_skewed_replica_s_shard_fails_the_merge_named(small_shard, tmp_path):
+def test_a_skewed_replica_s_shard_fails_the_merge_named_even_when_it_is_the_first(small_shard, tmp_path):
+    """As the in-process fleet decides: the majority, not the first replica, is the side the others are held to."""
+    skewed = observation(url=A, vllm_version="0.32.0")
+    shards = replica_shards(small_shard, tmp_path, (A, B, C), **{A: skewed})
+    out = tmp_path / "o.yaml"
+    assert cli.main(["merge", *map(str, shards), "-o", str(out)]) == 1
+    verdicts = fleet_verdicts(out)
+    outcome, reason = verdicts[f"merge::test_replicas_agree[{A}]"]
+    assert outcome == "failed" and reason.startswith(f"replica {A} is the odd one out against the majority {B}, {C}")
+    assert "0.32.0" in reason and "0.31.0" in reason
+    for agreeing in (B, C):
+        assert verdicts[f"merge::test_replicas_agree[{agreeing}]"] == ("passed", "")
+
+
+def test_two_replica_shards_that_disagree_with_nothing_to_decide_by_are_undecided(small_shard, tmp_path):
     skewed = observation(url=B, vllm_version="0.32.0")
     out = tmp_path / "o.yaml"
-    assert cli.main(["merge", *map(str, replica_shards(small_shard, tmp_path, **{B: skewed})), "-o", str(out)]) == 1
-    outcome, reason = fleet_verdicts(out)[f"merge::test_replicas_agree[{B}]"]
-    assert outcome == "failed" and reason.startswith(f"replica {B} differs from {A} in ")
-    assert f"vLLM version: 0.31.0 -> 0.32.0: {A}='0.31.0' {B}='0.32.0'" in reason
+    cli.main(["merge", *map(str, replica_shards(small_shard, tmp_path, **{B: skewed})), "-o", str(out)])
+    verdicts = fleet_verdicts(out)
+    for url in (A, B):
+        outcome, reason = verdicts[f"merge::test_replicas_agree[{url}]"]
+        assert outcome == "undecided" and "the fleet splits 1" in reason, (url, reason)
 
 
 def test_an_unreachable_replica_s_shard_fails_the_merge_named(pytester, clean_env, small_shard, tmp_path):
