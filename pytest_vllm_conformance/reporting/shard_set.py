@@ -10,9 +10,10 @@ refused.
 Shards of different targets (one per replica) are also compared as the
 in-process fleet compares its replicas (``suites/test_fleet.py``): a shard
 stopped before any test (its replica unreachable) fails
-``fleet.replicas_reached``, and each replica's observed serving profile is
-compared with the reference's (the profile's ``fleet.reference``, else the
-first replica) for ``fleet.replicas_agree``.
+``fleet.replicas_reached``, and every replica's observed serving profile is
+judged for ``fleet.replicas_agree`` by the fleet's own decision (the
+declared reference, the profile's declarations, else the majority; a tie
+undecided), which the command hands in.
 """
 
 from __future__ import annotations
