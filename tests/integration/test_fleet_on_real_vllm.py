@@ -40,6 +40,7 @@ def run_fleet(pytester, fleet, *args):
     return run_suites(pytester, "-m", "discovery or fleet", f"--vllm-fleet={fleet}", *args, url=None)
 
 
+@pytest.mark.pins(failed={"fleet.replicas_agree"})
 def test_a_replica_on_another_max_model_len_is_named_by_the_fleet_feature(pytester, plain_server, served):
     short = served("short_context")
     fleet = fleet_file(pytester, [("replica-a", plain_server.url), ("replica-b", short.url)])
@@ -62,6 +63,7 @@ def test_a_replica_on_another_max_model_len_is_named_by_the_fleet_feature(pytest
     assert "replica replica-b: failure" in summary  # its own contracts hold; the fleet feature fails it
 
 
+@pytest.mark.pins(failed={*DISCOVERY, "fleet.replicas_reached"})
 def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(pytester, plain_server):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
@@ -82,6 +84,7 @@ def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(p
     assert "vllm unreachable: replica down" in result.stdout.str()
 
 
+@pytest.mark.pins(healthy={*DISCOVERY, "fleet.replicas_reached", "fleet.replicas_agree"})
 def test_one_server_under_two_names_agrees_and_under_xdist_each_replica_runs_on_one_worker(pytester, plain_server):
     pytest.importorskip("xdist")
     fleet = fleet_file(pytester, [("one", plain_server.url), ("two", plain_server.url)])
@@ -121,6 +124,7 @@ fleet_entry: {replicated: true, responses_store: false}
 """
 
 
+@pytest.mark.pins(failed={"fleet_entry.reaches_every_replica"})
 def test_an_entry_that_never_routes_to_one_replica_is_named(pytester, plain_server, served):
     short = served("short_context")
     fleet = fleet_file(pytester, [("replica-a", plain_server.url), ("replica-b", short.url)])
