@@ -25,7 +25,6 @@ KNOWN_GAPS: dict[str, set[str]] = {
         "embedding_limits.small_prompt_embeds_accepted",
         "metrics.exposition_parses",
         "metrics.version_families_exported",
-        "startup_log.start_reached_ready",
         "quality.short_answer_not_worse",
         "quality.long_context_not_worse",
         "quality.user_task_not_worse",
@@ -35,8 +34,6 @@ KNOWN_GAPS: dict[str, set[str]] = {
         "serving.load_success",
     },
     "no healthy pin": {
-        "startup_log.declared_findings_absent",
-        "startup_log.phases_not_slower",
         "quality.short_answer_not_worse",
         "quality.long_context_not_worse",
         "quality.user_task_not_worse",
