@@ -23,7 +23,7 @@ from fixtures.fault_proxy import (
 )
 from tests.conftest import requires_vllm, run_suites
 from tests.integration.test_suites_on_real_vllm import GATED_VERDICTS, PLAIN_VERDICTS
-from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE
+from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, TOOL_CALLS_WITH_PARSER
 from tests.support.servers import TEST_KEY
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, of_features
 
@@ -230,3 +230,99 @@ def test_answers_the_sdk_cannot_use_fail_sdk(pytester, plain_server):
         "asked for stream_options.include_usage, but the stream does not end with a usage chunk"
         in (failed["sdk.chat_stream_parses"])
     )
+
+
+# ---- the contracts a healthy server keeps, each broken once (issue 40: every contract has a failing proof) ----
+
+
+@pytest.mark.pins(failed={"scale_out.enabled_routes_served"})
+def test_a_scale_out_route_an_ingress_answers_404_fails_scale_out(pytester, gated_server):
+    hidden = Respond(404, {"detail": "Not Found"}, path="/v1/completions/render")
+    with FaultProxy(gated_server.url, rules=[hidden]) as proxy:
+        run_suites(pytester, "-m", "scale_out", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit,
+        {**of_features(GATED_VERDICTS, "scale_out"), "scale_out.enabled_routes_served": {"passed": 7}},
+        failed={"scale_out.enabled_routes_served[POST /v1/completions/render]"},
+    )
+    message = failed_checks(junit)["scale_out.enabled_routes_served[POST /v1/completions/render]"]
+    assert "scale-out is enabled" in message and "did not reach its handler" in message and "-> 404" in message
+
+
+@pytest.mark.pins(failed={"auth.guarded_route_accepts_key"})
+def test_a_route_that_refuses_the_right_key_fails_auth(pytester, gated_server):
+    # An ingress that answers 401 on one guarded route whatever the caller sends, its key included.
+    refusing = Respond(401, {"error": "Unauthorized"}, path="/v1/completions/render/?")
+    with FaultProxy(gated_server.url, rules=[refusing]) as proxy:
+        run_suites(pytester, "-m", "auth", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE)
+    junit = pytester.path / "junit.xml"
+    refused = {
+        f"auth.guarded_route_accepts_key[POST /v1/completions/render ({variant})]"
+        for variant in ("exact", "trailing slash", "other method")
+    }
+    assert_verdicts(junit, of_features(GATED_VERDICTS, "auth"), failed=refused)
+    message = failed_checks(junit)["auth.guarded_route_accepts_key[POST /v1/completions/render (exact)]"]
+    assert "-> 401" in message, message
+
+
+@pytest.mark.pins(failed={"embedding_limits.prompt_embeds_refused_when_disabled"})
+def test_prompt_embeds_served_where_the_profile_disables_them_fails_embedding_limits(
+    pytester, plain_server, gated_server
+):
+    # An ingress that sends completions to a server with prompt embeds enabled, behind a plain profile.
+    leak = [
+        RouteTo(path="/v1/completions", upstream_url=gated_server.url),
+        InjectAuth(path="/v1/completions", header_value=f"Bearer {TEST_KEY}"),
+    ]
+    with FaultProxy(plain_server.url, rules=leak) as proxy:
+        run_suites(pytester, "-m", "embedding_limits", url=proxy.url, profile=PLAIN_PROFILE)
+    junit = pytester.path / "junit.xml"
+    disabled = "embedding_limits.prompt_embeds_refused_when_disabled"
+    assert_verdicts(junit, {**of_features(PLAIN_VERDICTS, "embedding_limits"), disabled: "failed"})
+    message = failed_checks(junit)[disabled]
+    assert "prompt embeds are disabled" in message and "was not refused with 400 naming 'prompt_embeds'" in message
+
+
+@pytest.mark.pins(failed={"embedding_limits.small_prompt_embeds_accepted"})
+def test_embedded_tokens_miscounted_fail_embedding_limits(pytester, gated_server):
+    # Every served completion reports 5 prompt tokens: 4 embedded tokens counted as 5.
+    miscount = RewriteJsonResponse(("usage", "prompt_tokens"), 5, statuses=(200,), path="/v1/completions")
+    with FaultProxy(gated_server.url, rules=[miscount]) as proxy:
+        run_suites(
+            pytester, "-m", "embedding_limits", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE
+        )
+    junit = pytester.path / "junit.xml"
+    small = "embedding_limits.small_prompt_embeds_accepted"
+    assert_verdicts(junit, {**of_features(GATED_VERDICTS, "embedding_limits"), small: "failed"})
+    assert "4 embedded tokens were counted as 5" in failed_checks(junit)[small]
+
+
+@pytest.mark.pins(failed={"metrics.exposition_parses"})
+def test_a_metrics_page_that_is_not_prometheus_text_fails_metrics(pytester, plain_server):
+    not_prometheus = Respond(200, {"detail": "metrics moved"}, path="/metrics")
+    with FaultProxy(plain_server.url, rules=[not_prometheus]) as proxy:
+        run_suites(pytester, "-m", "metrics", url=proxy.url, profile=PLAIN_PROFILE)
+    junit = pytester.path / "junit.xml"
+    # The families cannot be read off a page that does not parse: not judged, where the parse already failed.
+    assert_verdicts(
+        junit,
+        {
+            **of_features(PLAIN_VERDICTS, "metrics"),
+            "metrics.exposition_parses": "failed",
+            "metrics.version_families_exported": "skipped",
+        },
+    )
+    assert "/metrics is not Prometheus text" in failed_checks(junit)["metrics.exposition_parses"]
+
+
+@pytest.mark.pins(failed={"tool_calls.forced_choice_refused_without_parser"})
+def test_a_forced_tool_choice_dropped_on_the_way_fails_the_refusal(pytester, plain_server):
+    # Without tool_choice the server without a parser serves the chat: the forced choice is never refused.
+    dropped = StripJsonField(field="tool_choice", path="/v1/chat/completions")
+    with FaultProxy(plain_server.url, rules=[dropped]) as proxy:
+        run_suites(pytester, "-m", "tool_calls", url=proxy.url)
+    junit = pytester.path / "junit.xml"
+    forced = "tool_calls.forced_choice_refused_without_parser"
+    assert_verdicts(junit, {**dict.fromkeys(TOOL_CALLS_WITH_PARSER, "not claimed"), forced: "failed"})
+    assert "without a tool-call parser was not refused with 400" in failed_checks(junit)[forced]

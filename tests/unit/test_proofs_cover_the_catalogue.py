@@ -19,16 +19,10 @@ from tests.support.verdicts import Pins, declared_pins, disagreements
 # fails on any other gap, and on a listed one that a proof has since closed. Empty is the goal.
 KNOWN_GAPS: dict[str, set[str]] = {
     "no failing proof": {
-        "scale_out.enabled_routes_served",
-        "auth.guarded_route_accepts_key",
-        "embedding_limits.prompt_embeds_refused_when_disabled",
-        "embedding_limits.small_prompt_embeds_accepted",
-        "metrics.exposition_parses",
         "metrics.version_families_exported",
         "quality.short_answer_not_worse",
         "quality.long_context_not_worse",
         "quality.user_task_not_worse",
-        "tool_calls.forced_choice_refused_without_parser",
         "reasoning.routes_return_reasoning_blocks",
         "wire.embeddings_shape",
         "serving.load_success",
