@@ -7,7 +7,11 @@ and what was seen. Everything else must still pass.
 """
 
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import httpx
 import pytest
 
 from fixtures.fault_proxy import (
@@ -326,3 +330,51 @@ def test_a_forced_tool_choice_dropped_on_the_way_fails_the_refusal(pytester, pla
     forced = "tool_calls.forced_choice_refused_without_parser"
     assert_verdicts(junit, {**dict.fromkeys(TOOL_CALLS_WITH_PARSER, "not claimed"), forced: "failed"})
     assert "without a tool-call parser was not refused with 400" in failed_checks(junit)[forced]
+
+
+@contextmanager
+def serving_text(text: str) -> Iterator[str]:
+    """A bare HTTP server answering every GET with ``text`` (Prometheus's content type); yields its URL."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.pins(failed={"metrics.version_families_exported"})
+def test_a_family_the_release_registers_missing_from_metrics_fails_metrics(pytester, plain_server):
+    # The real page, one family 0.32 registers cut out of it (as a server of an older release would send).
+    family = "vllm:prompt_tokens_cached_by_source"
+    with httpx.Client(base_url=plain_server.url, timeout=60, trust_env=False) as http:
+        http.post("/v1/completions", json={"model": plain_server.served_model, "prompt": "hi", "max_tokens": 1})
+        page = http.get("/metrics").text
+    assert family in page
+    cut = "".join(line for line in page.splitlines(keepends=True) if family not in line)
+    with (
+        serving_text(cut) as metrics,
+        FaultProxy(plain_server.url, rules=[RouteTo(path="/metrics", upstream_url=metrics)]) as proxy,
+    ):
+        run_suites(pytester, "-m", "metrics", url=proxy.url, profile=PLAIN_PROFILE)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(
+        junit, of_features(PLAIN_VERDICTS, "metrics"), failed={f"metrics.version_families_exported[{family}]"}
+    )
+    assert family in failed_checks(junit)[f"metrics.version_families_exported[{family}]"]

@@ -19,7 +19,6 @@ from tests.support.verdicts import Pins, declared_pins, disagreements
 # fails on any other gap, and on a listed one that a proof has since closed. Empty is the goal.
 KNOWN_GAPS: dict[str, set[str]] = {
     "no failing proof": {
-        "metrics.version_families_exported",
         "quality.short_answer_not_worse",
         "quality.long_context_not_worse",
         "quality.user_task_not_worse",
