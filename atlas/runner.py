@@ -62,9 +62,9 @@ def outcome_of(runs: list[ContractRun]) -> dict:
     if all(run.verdict == "not claimed" for run in runs):
         available = "applies to vLLM" not in claim_reason
         return {"outcome": "not claimed" if available else "not available", "reason": claim_reason, "cases": counts}
-    skipped = [run for run in runs if run.verdict == "skipped"]
-    if skipped and not [run for run in runs if run.verdict == "passed"]:
-        return {"outcome": "undecided", "reason": one_line(skipped[0].message), "cases": counts}
+    left_open = [run for run in runs if run.verdict in ("undecided", "skipped")]
+    if left_open and not [run for run in runs if run.verdict == "passed"]:
+        return {"outcome": "undecided", "reason": one_line(left_open[0].message), "cases": counts}
     return {"outcome": "passed", "reason": "", "cases": counts}
 
 

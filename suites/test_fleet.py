@@ -13,15 +13,16 @@ from pytest_vllm_conformance.features import fleet
 
 
 @contract("fleet.replicas_reached")
-def test_replicas_reached(vllm_fleet, vllm_record):
+def test_replicas_reached(vllm_fleet, vllm_record, vllm_evidence):
     unreached = [member.problem for member in vllm_fleet.members if member.problem]
+    vllm_evidence.judged(len(vllm_fleet.members), "replicas")
     vllm_record("replicas", ", ".join(member.name for member in vllm_fleet.members))
     assert not unreached, "replica(s) not reached:\n" + "\n".join(unreached)
 
 
 @contract("fleet.replicas_agree")
 @each("replica", fleet.fleet_replicas)
-def test_replicas_agree(replica, vllm_fleet, vllm_offline_expect, vllm_record):
+def test_replicas_agree(replica, vllm_fleet, vllm_offline_expect, vllm_record, vllm_evidence):
     names = tuple(member.name for member in vllm_fleet.members)
     reference = fleet.reference_name(names, vllm_offline_expect.declared("fleet", "reference").value)
     allowed = vllm_offline_expect.declared("fleet", "allowed_versions").value
@@ -35,4 +36,5 @@ def test_replicas_agree(replica, vllm_fleet, vllm_offline_expect, vllm_record):
     ignore = vllm_offline_expect.declared("profile_diff", "ignore").value
     found = fleet.skew(vllm_fleet.member(reference).observed, vllm_fleet.member(replica.name).observed, allowed, ignore)
     vllm_record("differences", len(found))
+    vllm_evidence.judged(1, "compared captures")
     assert not found, fleet.side_by_side(reference, replica.name, found)

@@ -24,7 +24,7 @@ def baseline(vllm_expect):
 
 
 @contract("profile_diff.baseline_compared")
-def test_baseline_compared(baseline, vllm_facts, vllm_expect, vllm_record):
+def test_baseline_compared(baseline, vllm_facts, vllm_expect, vllm_record, vllm_evidence):
     assert vllm_facts.observed is not None, "the target was not observed, so it cannot be compared with the baseline"
     vllm_record("baseline", str(baseline.path))
     vllm_record("baseline_version", baseline.data["observed"].get("vllm_version") or "unknown")
@@ -33,10 +33,13 @@ def test_baseline_compared(baseline, vllm_facts, vllm_expect, vllm_record):
     vllm_record("compared", covered.summary())
     problem = covered.problem()
     assert problem is None, f"{baseline.path}: {problem}"
+    compared = [aspect for aspect, fate in covered.aspects.items() if fate == "compared"]
+    vllm_evidence.judged(len(compared), "compared aspects", missing=f"no aspect was compared: {covered.summary()}")
 
 
 @contract("profile_diff.serving_unchanged")
 @each("difference", profile_differences)
-def test_serving_unchanged(difference, vllm_record):
+def test_serving_unchanged(difference, vllm_record, vllm_evidence):
     vllm_record("difference", f"{difference.verdict}: {difference.message}")
+    vllm_evidence.judged(1, "differences")
     assert not difference.matters, f"{difference.message} (baseline {difference.before}, target {difference.after})"

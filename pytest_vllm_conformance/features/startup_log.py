@@ -206,3 +206,20 @@ def grown(target: Phases, baseline: Phases, *, max_growth: float, min_seconds: f
 def startup_phases(path: Path, fact: Mapping[str, StartupPhase]) -> Phases:
     """The phases of the log at ``path`` by the fact ``startup_log_phases`` (raises LogUnreadable)."""
     return phases(path, phase_rules(fact))
+
+
+# What an engine that died or cannot run says last: the exception vLLM logs as the engine core goes down.
+_ERROR_LINE = re.compile(r"\b(ERROR|Error|Exception|Traceback|EngineDeadError|AttributeError|RuntimeError)\b")
+LAST_ERRORS = 3
+
+
+def last_errors(path: Path, *, tail_bytes: int = 1 << 20) -> list[str]:
+    """The log's last few error lines (from its last MiB), each cut to one readable line; [] when unreadable."""
+    try:
+        with path.open("rb") as stream:
+            stream.seek(max(path.stat().st_size - tail_bytes, 0))
+            text = stream.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    found = [line.strip() for line in text.splitlines() if _ERROR_LINE.search(line)]
+    return [line if len(line) <= 300 else line[:297] + "..." for line in found[-LAST_ERRORS:]]

@@ -124,7 +124,7 @@ def vllm_ingress_exposure(vllm_ingress_client: BoundedClient, vllm_direct_client
 
 
 @pytest.fixture
-def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record):
+def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record, vllm_evidence: Evidence):
     """``vllm_not_exposed(what, ask, through_ingress=None, report=True)``: the ingress does not expose ``what``.
 
     ``ask(client)`` sends the request ``what`` names to ``client``; the
@@ -140,6 +140,7 @@ def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record):
             return False
         vllm_record("ingress_exposure", "not exposed")
         vllm_record("ingress_hidden", what)
+        vllm_evidence.judged(1, "ingress-hidden routes")
         if report:
             vllm_record("figures", not_exposed_line(what, status))
         return True
@@ -219,6 +220,14 @@ def vllm_startup_log(pytestconfig: pytest.Config, vllm_offline_expect: Expectati
     if problem:
         pytest.fail(problem, pytrace=False)
     return scanned
+
+
+@pytest.fixture(scope="session")
+def vllm_log_path(pytestconfig: pytest.Config) -> Path | None:
+    """The server's log (--vllm-log, else the embedded server's), or None: for reading an engine's error."""
+    state = run_state(pytestconfig)
+    path = state.settings.log or state.serve_log
+    return Path(path) if path else None
 
 
 @pytest.fixture(scope="session")

@@ -219,11 +219,25 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         elif claim.unchecked:
             # Claimed, so a plain skip: its feature is partial, the report says what the run lacked.
             item.add_marker(pytest.mark.skip(reason=f"not checked: {claim.unchecked}"))
+        elif _cannot_generate(target) and contract.feature != "discovery" and _talks_to_server(item):
+            # One failure (discovery.ready_generates) says why, instead of every check failing on a 500.
+            item.add_marker(pytest.mark.skip(reason=f"not checked: {_cannot_generate(target)}"))
     if state.fleet:
         # One replica after another (stable: each replica's tests keep the one-target order), so a
         # replica's session and module fixtures are set up once.
         order = {target.name: index for index, target in enumerate(state.targets)}
         items.sort(key=lambda item: order.get(_replica_of(item) or "", -1))
+
+
+def _cannot_generate(target: TargetState) -> str | None:
+    first = target.facts.first_generation if target.facts is not None else None
+    if first is None or first.problem is None:
+        return None
+    return f"the server cannot generate (discovery.ready_generates): {first.problem}"
+
+
+def _talks_to_server(item: pytest.Item) -> bool:
+    return bool(TARGET_FIXTURES.intersection(getattr(item, "fixturenames", ())))
 
 
 def _replica_of(item: pytest.Item) -> str | None:

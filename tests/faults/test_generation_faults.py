@@ -237,12 +237,12 @@ def test_a_refusal_that_does_not_name_the_problem_fails(pytester, generation_ser
 # never reached vLLM starts no answer that meets it.
 DROPPED_CONSTRAINTS = {
     "response_format": {
-        "structured_outputs.constraint_enforced": {"failed": 3, "passed": 4, "skipped": 1},
+        "structured_outputs.constraint_enforced": {"failed": 3, "passed": 4, "undecided": 1},
         "structured_outputs.invalid_constraint_refused": {"failed": 2, "passed": 2},
         "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
     },
     "structured_outputs": {
-        "structured_outputs.constraint_enforced": {"failed": 5, "skipped": 3},
+        "structured_outputs.constraint_enforced": {"failed": 5, "undecided": 3},
         "structured_outputs.invalid_constraint_refused": {"failed": 2, "passed": 2},
         "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
     },

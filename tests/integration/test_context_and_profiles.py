@@ -99,6 +99,7 @@ def test_a_capture_serves_as_profile_and_as_baseline_of_the_same_server(pytester
         discovery__version_parses="passed",
         discovery__max_model_len_published="passed",
         discovery__core_routes_served="passed",
+        discovery__ready_generates="passed",
     )
     assert [run.case for run in contract_runs(junit) if run.contract == "profile_diff.serving_unchanged"] == [
         "no difference"

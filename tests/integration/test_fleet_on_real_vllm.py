@@ -22,7 +22,12 @@ from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "short_context")]
 
-DISCOVERY = ("discovery.version_parses", "discovery.max_model_len_published", "discovery.core_routes_served")
+DISCOVERY = (
+    "discovery.version_parses",
+    "discovery.max_model_len_published",
+    "discovery.core_routes_served",
+    "discovery.ready_generates",
+)
 
 
 def fleet_file(pytester, replicas):

@@ -195,6 +195,7 @@ AUTH_THROUGH_LITELLM = {
     "discovery.version_parses": "passed",
     "discovery.max_model_len_published": "passed",
     "discovery.core_routes_served": "passed",
+    "discovery.ready_generates": "passed",
     "auth.open_server_declared": "failed",
     "auth.guarded_route_refuses_missing_key": {"failed": 9, "passed": 45},
     "auth.guarded_route_refuses_wrong_key": {"failed": 9, "passed": 45},

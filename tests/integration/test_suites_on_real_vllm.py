@@ -7,7 +7,13 @@ same suites failing when one contract is broken.
 import pytest
 
 from tests.conftest import requires_vllm, run_suites
-from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, REASONING_PASSED, TOOL_CALLS_WITH_PARSER
+from tests.support.profiles import (
+    GATED_PROFILE,
+    PLAIN_PROFILE,
+    REASONING_PASSED,
+    TOOL_CALLS_WITH_PARSER,
+    agent_loop_verdicts,
+)
 from tests.support.servers import TEST_KEY
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
@@ -96,6 +102,7 @@ ALWAYS_PASS = {
         "discovery.version_parses",
         "discovery.max_model_len_published",
         "discovery.core_routes_served",
+        "discovery.ready_generates",
         "sdk.lists_model",
         "sdk.completion_parses",
         "sdk.chat_parses",
@@ -137,6 +144,8 @@ WIRE_PLAIN = {
     "wire.responses_stream_shape": "passed",
     "wire.responses_stream_framing": "passed",
 }
+# Without a tool-call parser the tool loops are not claimed; the Responses text stream and /v1/messages hold.
+AGENT_LOOPS_PLAIN = agent_loop_verdicts(parser=False)
 GUARDED = [
     "auth.guarded_route_refuses_missing_key",
     "auth.guarded_route_refuses_wrong_key",
@@ -150,6 +159,7 @@ PLAIN_VERDICTS = {
     **ALWAYS_PASS,
     **WHAT_THE_MODEL_SEES,
     **WIRE_PLAIN,
+    **AGENT_LOOPS_PLAIN,
     "scale_out.enabled_routes_served": NOT_CLAIMED,
     "scale_out.disabled_routes_refused": {"passed": 8},
     **dict.fromkeys([*GUARDED, "auth.unguarded_route_is_public"], NOT_CLAIMED),
@@ -165,6 +175,7 @@ GATED_VERDICTS = {
     **ALWAYS_PASS,
     **WHAT_THE_MODEL_SEES,
     **WIRE_PLAIN,
+    **AGENT_LOOPS_PLAIN,
     "wire.error_status_map": {"passed": 7},  # with a key, its absence is probed too
     "scale_out.enabled_routes_served": {"passed": 8},
     "scale_out.disabled_routes_refused": NOT_CLAIMED,

@@ -64,6 +64,7 @@ def test_0_29_serves_scale_out_routes_without_a_flag(pytester, server_0_29):
             "discovery.version_parses": "passed",
             "discovery.max_model_len_published": "passed",
             "discovery.core_routes_served": "passed",
+            "discovery.ready_generates": "passed",
         },
     )
     reason = next(r.properties["vllm_claim_reason"] for r in contract_runs(junit) if r.verdict == "not claimed")

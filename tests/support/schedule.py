@@ -62,6 +62,9 @@ ORDER: tuple[str, ...] = (
     "faults/test_wire_faults.py",
     "integration/test_generation_controls.py",
     "faults/test_generation_faults.py",
+    # The generation server still up: the agent loops on it, then broken in front of it.
+    "integration/test_agent_loops_on_real_vllm.py",
+    "faults/test_agent_loop_faults.py",
     # The padding model's runs, apart from their modules; the yarn server starts beside them.
     "integration/test_generation_controls.py::test_a_model_padding_its_json_is_undecided_never_failed",
     "faults/test_generation_faults.py::test_a_dropped_constraint_fails_where_the_model_pads",

@@ -57,3 +57,22 @@ def test_a_start_that_compiled_names_the_phase_it_added_and_the_one_that_grew(tm
 def test_an_unreadable_log_is_named(tmp_path):
     with pytest.raises(LogUnreadable, match="missing.log"):
         startup_phases(tmp_path / "missing.log", FACT)
+
+
+def test_the_engines_last_errors_are_read_from_the_logs_tail(tmp_path):
+    from pytest_vllm_conformance.features.startup_log import last_errors
+
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "INFO 12-04 10:00:00 [api_server.py:1] Started server process\n"
+        "ERROR 12-04 10:00:05 [core.py:1] EngineCore failed to start.\n"
+        "INFO 12-04 10:00:06 [loggers.py:1] Engine 000: Avg prompt throughput\n"
+        "AttributeError: '_C' object has no attribute 'cpu_gemm_wna16'\n"
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n"
+        "ERROR 12-04 10:00:07 [serving.py:1] " + "x" * 400 + "\n"
+    )
+    errors = last_errors(log)
+    assert errors[0] == "AttributeError: '_C' object has no attribute 'cpu_gemm_wna16'"
+    assert errors[1].startswith("vllm.v1.engine.exceptions.EngineDeadError")
+    assert len(errors) == 3 and len(errors[2]) == 300 and errors[2].endswith("...")
+    assert last_errors(tmp_path / "missing.log") == []
