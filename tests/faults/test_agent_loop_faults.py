@@ -28,6 +28,15 @@ def run_through(pytester, served, rules, *args):
     return pytester.path / "junit.xml"
 
 
+@pytest.mark.pins(
+    failed={
+        "agent_loops.responses_stream_is_the_answer",
+        "agent_loops.responses_stream_call_is_the_answer",
+        "agent_loops.chat_tool_loop_round_trips",
+        "agent_loops.messages_errors_in_anthropic_envelope",
+        "agent_loops.messages_stream_is_the_answer",
+    }
+)
 def test_each_broken_loop_fails_its_contract(pytester, served):
     rules = [
         RewriteStream(path=RESPONSES, edit="rename_streamed_item_ids"),
@@ -63,6 +72,7 @@ def test_each_broken_loop_fails_its_contract(pytester, served):
     )
 
 
+@pytest.mark.pins(failed={"agent_loops.responses_stream_call_is_the_answer"})
 def test_a_dropped_function_call_arguments_done_fails_the_call_only(pytester, served):
     rule = RewriteStream(path=RESPONSES, edit="drop_function_call_arguments_done")
     junit = run_through(pytester, served, [rule], "-k", "responses_stream")

@@ -69,8 +69,7 @@ def test_generation_controls_hold_and_ignored_legacy_fields_fail(pytester, gener
     healthy={
         "structured_outputs.constraint_enforced",
         "structured_outputs.invalid_constraint_refused",
-        "tool_calls.none_calls_nothing",
-        "tool_calls.cut_call_ends_length",
+        *TOOL_CALLS_WITH_PARSER,
     },
 )
 def test_a_model_padding_its_json_is_undecided_never_failed(pytester, served):

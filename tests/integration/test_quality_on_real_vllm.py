@@ -73,6 +73,8 @@ quality:
         "quality.greedy_tokens_match_baseline",
         "quality.logprob_drift_within_noise",
         "quality.multiple_choice_not_worse",
+        "quality.short_answer_not_worse",  # undecided: underpowered on random weights, never passed blind
+        "quality.long_context_not_worse",
     },
 )
 def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regression(
