@@ -85,3 +85,13 @@ def test_a_dropped_function_call_arguments_done_fails_the_call_only(pytester, se
     )
     message = failed_checks(junit)["agent_loops.responses_stream_call_is_the_answer"]
     assert "0 response.function_call_arguments.done events, expected 1" in message
+
+
+@pytest.mark.pins(failed={"agent_loops.messages_answer_shape"})
+def test_a_token_count_that_disagrees_with_the_answer_fails_the_message_shape(pytester, served):
+    # count_tokens one over what the answer's usage says for the same messages.
+    recount = RewriteJsonResponse(json_path=("input_tokens",), value=lambda n: n + 1, path=f"{MESSAGES}/count_tokens")
+    junit = run_through(pytester, served, [recount], "-k", "messages_answer_shape")
+    assert_verdicts(junit, {"agent_loops.messages_answer_shape": "failed"})
+    message = failed_checks(junit)["agent_loops.messages_answer_shape"]
+    assert "but count_tokens counts" in message, message

@@ -25,7 +25,6 @@ KNOWN_GAPS: dict[str, set[str]] = {
         "reasoning.routes_return_reasoning_blocks",
         "wire.embeddings_shape",
         "serving.load_success",
-        "agent_loops.messages_answer_shape",
     },
     "no healthy pin": {
         "quality.user_task_not_worse",
