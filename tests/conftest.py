@@ -18,7 +18,7 @@ import pytest
 if TYPE_CHECKING:
     from fixtures.servers import ServerPool, ServerSpec
 
-from tests.support import schedule, warm_runs
+from tests.support import schedule, verdicts, warm_runs
 from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE, hiding
 from tests.support.servers import SHARED_MACHINE_ENV, server_specs
 
@@ -130,6 +130,32 @@ def pytest_runtest_call(item: pytest.Item):
         wanted = schedule.servers_wanted_soonest(servers, group, later, room, specs.__getitem__)
         pool.prefetch([specs[name] for name in wanted], keep=[specs[name] for name in servers.get(group, ())])
     return (yield)
+
+
+_CALL = pytest.StashKey[pytest.TestReport]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report = yield
+    if report.when == "call":
+        item.stash[_CALL] = report
+    return report
+
+
+@pytest.fixture(autouse=True)
+def _pins_held_to_their_declaration(request: pytest.FixtureRequest):
+    """A proof pins exactly the failed contracts its ``pins`` marker declares, and each healthy one it declares.
+
+    Checked once the test has passed: a failed test's pins are incomplete, and its own failure says why.
+    """
+    verdicts.start_pinning()
+    yield
+    pinned = verdicts.stop_pinning()
+    call = request.node.stash.get(_CALL, None)
+    if call is not None and call.passed:
+        problems = verdicts.disagreements(verdicts.declared_pins(request.node), pinned)
+        assert not problems, f"{request.node.nodeid} is not the proof its pins marker declares: " + "; ".join(problems)
 
 
 @pytest.fixture

@@ -111,6 +111,7 @@ def _cannot_generate_verdicts(junit):
     return seen
 
 
+@pytest.mark.pins(failed={"discovery.ready_generates"})
 def test_an_engine_answering_500_to_generation_is_one_failure_and_nothing_else_is_checked(pytester, plain_server):
     broken = Respond(
         500, {"error": {"message": "EngineCore encountered an issue", "code": 500}}, path="/v1/completions"
@@ -128,6 +129,7 @@ def test_an_engine_answering_500_to_generation_is_one_failure_and_nothing_else_i
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.mark.pins(failed={"discovery.ready_generates"})
 def test_a_hung_engine_behind_a_healthy_api_server_is_one_failure(pytester, plain_server):
     """SIGSTOP, as the serving pause proof does: /health still answers; the one token never comes."""
     assert plain_server.process is not None

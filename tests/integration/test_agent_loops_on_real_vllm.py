@@ -17,6 +17,7 @@ from tests.support.verdicts import assert_verdicts, contract_runs
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("generation")]
 
 
+@pytest.mark.pins(healthy=agent_loop_verdicts())
 def test_agent_loops_hold_behind_the_hermes_parser(pytester, served):
     result = run_suites(pytester, "-m", "agent_loops", url=served("generation").url, profile=GENERATION_PROFILE)
     junit = pytester.path / "junit.xml"

@@ -56,6 +56,7 @@ context: {max_model_len: 512}
 """
 
 
+@pytest.mark.pins(failed={"fleet.replicas_agree"}, healthy={"fleet.replicas_reached"})
 def test_one_replica_against_another_is_undecided_until_the_profile_declares_the_value(pytester, plain_server, served):
     short = served("short_context")
     fleet = fleet_file(pytester, [("replica-a", plain_server.url), ("replica-b", short.url)])
@@ -83,6 +84,7 @@ def test_one_replica_against_another_is_undecided_until_the_profile_declares_the
     assert "replica replica-b: failure" in summary  # its own contracts hold; the fleet feature fails it
 
 
+@pytest.mark.pins(failed={"fleet.replicas_agree"})
 def test_the_first_replica_on_another_release_is_the_odd_one_out_not_its_peers(pytester, plain_server):
     """The fleet is [a, b, c]: one real server, seen first through a proxy whose /version names another release,
     then straight, then through a proxy that changes nothing. b and c agree, so a is the skewed one."""
@@ -105,6 +107,7 @@ def test_the_first_replica_on_another_release_is_the_odd_one_out_not_its_peers(p
     assert evidence["fleet.replicas_agree[replica-b]"] == "judged: 2 other replicas"
 
 
+@pytest.mark.pins(failed={*DISCOVERY, "fleet.replicas_reached"})
 def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(pytester, plain_server):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
@@ -126,6 +129,7 @@ def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(p
     assert "vllm unreachable: replica down" in result.stdout.str()
 
 
+@pytest.mark.pins(healthy={*DISCOVERY, "fleet.replicas_reached", "fleet.replicas_agree"})
 def test_one_server_under_two_names_agrees_and_under_xdist_each_replica_runs_on_one_worker(pytester, plain_server):
     pytest.importorskip("xdist")
     fleet = fleet_file(pytester, [("one", plain_server.url), ("two", plain_server.url)])
@@ -165,6 +169,7 @@ fleet_entry: {replicated: true, responses_store: false}
 """
 
 
+@pytest.mark.pins(failed={"fleet_entry.reaches_every_replica"})
 def test_an_entry_that_never_routes_to_one_replica_is_named(pytester, plain_server, served):
     short = served("short_context")
     fleet = fleet_file(pytester, [("replica-a", plain_server.url), ("replica-b", short.url)])

@@ -27,6 +27,16 @@ from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "bounded")]
 
 OPERATIONAL = "metrics or admission or startup_log"
+ADMISSION = tuple(
+    f"admission.{name}"
+    for name in (
+        "burst_bounded",
+        "rejection_fast",
+        "rejection_error_response",
+        "rejections_counted",
+        "capacity_released",
+    )
+)
 # A longer context than the plain server's: the requests holding the bound run longer (max_model_len tokens).
 
 PLAIN_OPS_PROFILE = """
@@ -92,6 +102,15 @@ def _burst_void(junit) -> bool:
     return verdicts(junit).get("admission.burst_bounded") == {"skipped": 1}
 
 
+@pytest.mark.pins(
+    failed={"admission.burst_bounded", "startup_log.declared_findings_absent"},
+    healthy={
+        "metrics.exposition_parses",
+        "metrics.version_families_exported",
+        "metrics.dashboard_series_exported",
+        "startup_log.start_reached_ready",
+    },
+)
 def test_on_a_plain_server_admission_fails_as_unbounded_and_the_log_is_read(pytester, unbounded_server):
     server = unbounded_server
     log, junit = server.log_path, pytester.path / "junit.xml"
@@ -177,6 +196,15 @@ def _admission_not_all_passed(junit) -> bool:
     )
 
 
+@pytest.mark.pins(
+    failed={"metrics.dashboard_series_exported", "startup_log.declared_findings_absent"},
+    healthy={
+        *ADMISSION,
+        "metrics.exposition_parses",
+        "metrics.version_families_exported",
+        "startup_log.start_reached_ready",
+    },
+)
 def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pytester, bounded_server):
     # A void burst (held requests ended first on a slow machine) is no verdict, and on a loaded 2-core CI machine
     # a conformant server has once refused 3.6 s late and once shown its refusal counter grown by twice the
@@ -255,6 +283,7 @@ def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pyte
     assert re.search(r"vllm_startup_phase_ready_seconds: \d+\.\d\d", text)
 
 
+@pytest.mark.pins(failed={"admission.burst_bounded", "admission.rejection_fast"})
 def test_a_server_looser_than_declared_fails_the_bound_and_the_latency(pytester, bounded_server):
     """Each contract against the declaration it cannot meet, run alone so that its verdict is the only one."""
     # A bound of 0 declared, 1 real: the first request to arrive is always served.
@@ -286,6 +315,7 @@ def test_a_server_looser_than_declared_fails_the_bound_and_the_latency(pytester,
     )
 
 
+@pytest.mark.pins(failed=ADMISSION)
 def test_admission_declared_of_a_release_without_it_fails_in_one_sentence(pytester, unbounded_server):
     """A profile that requires what the release cannot do is a failure, never "not claimed"."""
     # vLLM 0.28 has no --max-num-queued-reqs; the target's version is read as 0.28 through a proxy.

@@ -67,6 +67,16 @@ quality:
 """
 
 
+@pytest.mark.pins(
+    failed={"quality.multiple_choice_not_worse"},
+    healthy={
+        "quality.greedy_tokens_match_baseline",
+        "quality.logprob_drift_within_noise",
+        "quality.multiple_choice_not_worse",
+        "quality.short_answer_not_worse",  # undecided: underpowered on random weights, never passed blind
+        "quality.long_context_not_worse",
+    },
+)
 def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regression(
     pytester, plain_server, loopback_only
 ):
@@ -186,6 +196,7 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
     assert not loopback_only.exists(), loopback_only.read_text()
 
 
+@pytest.mark.pins(failed={"quality.greedy_tokens_match_baseline"})
 def test_a_perturbed_baseline_fails_greedy_equivalence_at_the_first_token(
     pytester, plain_server, perturbed_server, loopback_only
 ):

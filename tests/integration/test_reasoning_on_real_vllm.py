@@ -29,6 +29,7 @@ WHAT_THE_MODEL_SEES = {
 SUITES = "reasoning or rendering or token_accounting"
 
 
+@pytest.mark.pins(healthy={**REASONING_PASSED, **WHAT_THE_MODEL_SEES})
 def test_a_real_reasoning_parser_on_scripted_output_passes_reasoning_rendering_and_accounting(pytester, served):
     run_suites(pytester, "-m", SUITES, url=served("reasoning").url, profile=REASONING_PROFILE)
     junit = pytester.path / "junit.xml"
@@ -38,6 +39,7 @@ def test_a_real_reasoning_parser_on_scripted_output_passes_reasoning_rendering_a
     assert notes["reasoning_content"] and "with the reasoning" in notes["reasoning_content"], notes
 
 
+@pytest.mark.pins(failed={"reasoning.reasoning_in_its_field", "reasoning.stream_reassembles_to_the_same_answer"})
 def test_reasoning_moved_into_content_in_streams_only_fails_the_field_and_the_reassembly(pytester, served):
     leak = RewriteStream(path="/v1/chat/completions", edit="reasoning_into_content")
     with FaultProxy(served("reasoning").url, rules=[leak]) as proxy:
@@ -64,6 +66,7 @@ def test_reasoning_moved_into_content_in_streams_only_fails_the_field_and_the_re
     ]
 
 
+@pytest.mark.pins(failed={"reasoning.history_rendered_as_documented"})
 def test_a_gateway_dropping_the_former_field_from_the_history_fails_the_history_rendering(pytester, served):
     """The chat path loses what /tokenize keeps (a gateway that rebuilds messages without reasoning_content): the
     template's reasoning is left out, and the case says so; the current name passes through and passes."""

@@ -20,6 +20,7 @@ from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "retemplated")]
 
 
+@pytest.mark.pins(failed={"profile_diff.serving_unchanged"})
 def test_a_template_changed_in_one_place_fails_the_diff_naming_each_conversation_and_another_corpus_is_undecided(
     pytester, served, tmp_path
 ):
@@ -64,6 +65,7 @@ def test_a_template_changed_in_one_place_fails_the_diff_naming_each_conversation
 # The same server passing both is pinned by the whole-suite run on plain (test_suites_on_real_vllm.py).
 
 
+@pytest.mark.pins(failed={"token_accounting.usage_adds_up", "rendering.chat_renders_as_tokenize"})
 def test_a_rewritten_prompt_count_and_a_dropped_total_fail_accounting_and_the_chat_path_naming_each(pytester, served):
     # One more prompt token than rendered, on unstreamed chat answers only: the stream then disagrees with it.
     inflated = RewriteJsonResponse(

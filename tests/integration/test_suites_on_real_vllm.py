@@ -187,6 +187,7 @@ GATED_VERDICTS = {
 }
 
 
+@pytest.mark.pins(healthy=PLAIN_VERDICTS)
 def test_all_suites_pass_on_a_default_server(pytester, plain_server):
     result = run_suites(pytester, url=plain_server.url, profile=PLAIN_PROFILE)
     assert_verdicts(pytester.path / "junit.xml", PLAIN_VERDICTS)
@@ -194,6 +195,7 @@ def test_all_suites_pass_on_a_default_server(pytester, plain_server):
     result.stdout.fnmatch_lines(["vllm routes: served /openapi.json*"])
 
 
+@pytest.mark.pins(healthy=GATED_VERDICTS)
 def test_all_suites_pass_on_a_hardened_server_from_the_contract_data(pytester, gated_server):
     result = run_suites(
         pytester, f"--vllm-api-key={TEST_KEY}", "--vllm-gate=strict", url=gated_server.url, profile=GATED_PROFILE
@@ -223,6 +225,7 @@ def test_all_suites_pass_on_a_hardened_server_from_the_contract_data(pytester, g
     }
 
 
+@pytest.mark.pins(failed={"auth.unguarded_route_is_public"})
 def test_default_expectations_name_every_route_open_without_a_key(pytester, gated_server):
     """Real vLLM 0.32 with --api-key, its /openapi.json hidden, still serves /invocations and /tokenize to anyone."""
     result = run_suites(pytester, "-m", "auth", f"--vllm-api-key={TEST_KEY}", url=gated_server.url)
