@@ -207,6 +207,8 @@ EDITED_SAMPLES = {
     "drop_mid_stream_usage": "chat_stream_continuous_usage.sse",
     "unknown_event": "responses_stream.sse",
     "reasoning_into_content": "chat_reasoning_stream.sse",
+    "drop_every_other_text": "completion_stream.sse",
+    "coalesce_text": "completion_stream.sse",
 }
 
 
