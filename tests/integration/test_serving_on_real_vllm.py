@@ -69,9 +69,10 @@ def _serving(pytester, url, *args, slo=NO_SLO, profile=SERVING_PROFILE):
     return result, pytester.path / "junit.xml"
 
 
-# Four round pairs of 64 requests: a same-server comparison passed 20 of 20 runs so (bench/serving_power.py
-# --requests 64 --rounds 4, 2026-12-04), and 18 of 20 with two pairs of 32, the other two undecided (one slow
-# round is half a side's requests there, a quarter here, and the median shrugs it off).
+# Four round pairs of 64 requests at 64 output tokens: a same-server comparison passed 20 of 20 runs so
+# (bench/serving_power.py --output-tokens 64 --requests 64, 2026-12-04), and 18 of 20 with two pairs of 32,
+# the other two undecided (one slow round is half a side's requests there, a quarter here, and the median
+# shrugs it off).
 SAME_SERVER = SERVING_PROFILE.replace("  rounds: 2\n", "  requests: 64\n  rounds: 4\n")
 
 
