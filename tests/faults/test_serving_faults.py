@@ -60,12 +60,9 @@ def test_a_relay_that_drops_text_events_fails_load_success_whatever_the_usage_sa
 
 def test_an_error_event_at_once_is_no_progress(pytester, plain_server):
     # /health and /tokenize pass; every completion is refused as a 200 stream of one error event.
-    rules = [
-        Respond(
-            500, {"error": {"message": "engine dead", "type": "InternalServerError", "code": 500}}, path=COMPLETIONS
-        ),
-        ErrorAsStreamEvent(path=COMPLETIONS),
-    ]
+    dead = {"error": {"message": "engine dead", "type": "InternalServerError", "code": 500}}
+    # ErrorAsStreamEvent first: a response rule applies to Respond's answer only when listed before it.
+    rules = [ErrorAsStreamEvent(path=COMPLETIONS), Respond(500, dead, path=COMPLETIONS)]
     with FaultProxy(plain_server.url, rules=rules) as proxy:
         junit = _serving(pytester, proxy.url, "-k", "progress")
     assert_verdicts(junit, {"serving.progress_while_healthy": "passed"}, failed={"serving.progress_while_healthy"})
