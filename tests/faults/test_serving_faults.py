@@ -8,6 +8,8 @@ target under another name, or says it serves another model, is refused; a baseli
 no throughput verdict.
 """
 
+import re
+
 import pytest
 
 from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, Respond, RewriteJsonResponse, RewriteStream
@@ -55,7 +57,9 @@ def test_a_relay_that_drops_text_events_fails_load_success_whatever_the_usage_sa
         junit = _serving(pytester, plain_server.url, f"--vllm-ingress-url={ingress.url}", "-k", "load")
     assert_verdicts(junit, {"serving.load_success": "passed"}, failed={"serving.load_success"})
     message = failed_checks(junit)["serving.load_success"]
-    assert "the stream delivered 8 token ids, its usage counted 16 output tokens" in message, message
+    # About half of 16: one event per token, unless the engine folded two tokens into one event.
+    delivered = re.search(r"the stream delivered (\d+) token ids, its usage counted 16 output tokens", message)
+    assert delivered and 4 <= int(delivered.group(1)) <= 12, message
 
 
 def test_an_error_event_at_once_is_no_progress(pytester, plain_server):
