@@ -91,7 +91,7 @@ def test_latency_within_slo(serving, declared, vllm_record, vllm_evidence):
 
 
 @contract("serving.occupancy")
-def test_occupancy(serving, declared, vllm_record):
+def test_occupancy(serving, declared, vllm_record, vllm_evidence):
     run = serving.run
     concurrency = declared["concurrency"].value
     # Through an ingress, the rounds straight to the server show its own capacity.
@@ -106,6 +106,7 @@ def test_occupancy(serving, declared, vllm_record):
         f"the server queued what it should run: {seen.line(concurrency)} "
         "(is --max-num-seqs, or the KV cache, smaller than the workload needs?)"
     )
+    vllm_evidence.judged(seen.samples, "/metrics samples", missing="no /metrics sample during the rounds")
 
 
 @contract("serving.throughput_not_worse")
