@@ -60,6 +60,7 @@ class Settings:
     target_version: Version | None = None
     baseline_url: str | None = None
     baseline_model: str | None = None
+    baseline_is_target: bool = False
     baseline_api_key: Secret | None = None
     eval_baseline_file: Path | None = None
     eval_save: Path | None = None

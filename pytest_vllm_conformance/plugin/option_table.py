@@ -285,6 +285,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="ID",
     ),
     Option(
+        "vllm-baseline-is-target",
+        "--vllm-baseline-url is the target itself, and that is meant (a noise check of the serving gate): without "
+        "it, a serving baseline that is the target (the same URL, or the same server under another name) is refused.",
+        kind="flag",
+        default=False,
+        env="VLLM_CONFORMANCE_BASELINE_IS_TARGET",
+    ),
+    Option(
         "vllm-baseline-api-key",
         "API key for --vllm-baseline-url (default: --vllm-api-key). Never printed; prefer the env variable.",
         env="VLLM_CONFORMANCE_BASELINE_API_KEY",

@@ -43,6 +43,8 @@ ORDER: tuple[str, ...] = (
     "faults/test_target_faults.py",
     # Quiet: loads plain and one_seq (which is also the compiled start whose log the start-up proof reads).
     "integration/test_serving_on_real_vllm.py",
+    # Plain behind the fault proxy: tiny workloads, faults far outside the noise.
+    "faults/test_serving_faults.py",
     # The reasoning server starts beside the context faults and the fleet.
     "faults/test_context_faults.py",
     # Apart from its module: unbounded_embeds is the short_context server (tests/support/servers.py).
