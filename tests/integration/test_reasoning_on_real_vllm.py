@@ -83,6 +83,7 @@ def test_a_gateway_dropping_the_former_field_from_the_history_fails_the_history_
     )
 
 
+@pytest.mark.pins(failed={"reasoning.routes_return_reasoning_blocks"})
 def test_a_thinking_block_cut_short_fails_the_route_naming_both_reasonings(pytester, served):
     """The messages route's thinking block keeps only its first word: still a thinking block, never in the text,
     so only the comparison with the chat answer's reasoning (the scripted REASONING on both paths) sees it."""

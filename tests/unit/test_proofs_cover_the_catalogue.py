@@ -22,9 +22,7 @@ KNOWN_GAPS: dict[str, set[str]] = {
         "quality.short_answer_not_worse",
         "quality.long_context_not_worse",
         "quality.user_task_not_worse",
-        "reasoning.routes_return_reasoning_blocks",
         "wire.embeddings_shape",
-        "serving.load_success",
     },
     "no healthy pin": {
         "quality.user_task_not_worse",
