@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, Respond, RewriteJsonResponse, RewriteStream
+from fixtures.fault_proxy import FaultProxy, Respond, RewriteJsonResponse, RewriteStream
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
@@ -65,10 +65,9 @@ def test_a_relay_that_drops_text_events_fails_load_success_whatever_the_usage_sa
 
 @pytest.mark.pins(failed={"serving.progress_while_healthy"})
 def test_an_error_event_at_once_is_no_progress(pytester, plain_server):
-    # /health and /tokenize pass; every completion is refused as a 200 stream of one error event.
-    dead = {"error": {"message": "engine dead", "type": "InternalServerError", "code": 500}}
-    # ErrorAsStreamEvent first: a response rule applies to Respond's answer only when listed before it.
-    rules = [ErrorAsStreamEvent(path=COMPLETIONS), Respond(500, dead, path=COMPLETIONS)]
+    # /health, /tokenize and discovery's one unstreamed token pass; every streamed completion is a 200 stream
+    # of one error event.
+    rules = [RewriteStream(edit="error_event_at_once", path=COMPLETIONS)]
     with FaultProxy(plain_server.url, rules=rules) as proxy:
         junit = _serving(pytester, proxy.url, "-k", "progress")
     assert_verdicts(junit, {"serving.progress_while_healthy": "passed"}, failed={"serving.progress_while_healthy"})

@@ -221,6 +221,7 @@ def test_through_an_ingress_a_broken_body_is_put_on_the_ingress_and_an_unserved_
     assert not any(changes.values()), changes
 
 
+@pytest.mark.pins(failed={"wire.chat_shape"})
 def test_through_an_ingress_a_route_it_hides_undeclared_fails_its_checks_and_a_declared_one_is_not_exposed(
     pytester, plain_server
 ):

@@ -178,19 +178,28 @@ profile: 1
 name: serving-paused
 serving: {concurrency: 1, progress_within_seconds: 5}
 """
+# A plugin of the suites' run: the engine stops as the progress check starts, the run's start behind it.
+PAUSE_WHEN_PROGRESS_STARTS = """
+import os, signal
+
+def pytest_runtest_call(item):
+    if "progress_while_healthy" in item.nodeid:
+        os.kill({pid}, signal.SIGSTOP)
+"""
 
 
 @pytest.mark.servers("plain")
 @pytest.mark.pins(failed={"serving.progress_while_healthy"})
 def test_an_engine_paused_behind_a_healthy_api_server_fails_progress_while_healthy(pytester, served):
     """In CI (about 9 s on a warm plain server): a stopped process cannot answer, so the verdict does not
-    depend on the machine's speed; SIGCONT in a finally, so plain serves the tests after it."""
+    depend on the machine's speed; SIGCONT in a finally, so plain serves the tests after it. Stopped when the
+    check starts, after discovery's one token: an engine hung before the run is discovery.ready_generates's."""
     plain = served("plain")
     assert plain.process is not None
     engine = engine_core(plain.process.pid)
-    os.kill(engine, signal.SIGSTOP)
+    pytester.makepyfile(pause_engine=PAUSE_WHEN_PROGRESS_STARTS.format(pid=engine))
     try:
-        _, junit = _serving(pytester, plain.url, "-k", "progress", profile=PAUSED)
+        _, junit = _serving(pytester, plain.url, "-k", "progress", "-p", "pause_engine", profile=PAUSED)
     finally:
         os.kill(engine, signal.SIGCONT)
     assert_verdicts(junit, {"serving.progress_while_healthy": "passed"}, failed={"serving.progress_while_healthy"})
