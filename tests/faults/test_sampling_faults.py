@@ -1,0 +1,45 @@
+"""The sampling suite FAILS the one contract whose parameter a proxy drops from requests, on a real server.
+
+The fault proxy in front of the plain server (tests/support/servers.py) strips
+one request field; the contract judged by that field's effect must fail, every
+other one keeps its healthy verdict (the seed contract reads logprobs for its
+collision bound, so without them it is undecided, not failed).
+"""
+
+import pytest
+
+from fixtures.fault_proxy import FaultProxy, StripJsonField
+from tests.conftest import requires_vllm, run_suites
+from tests.support.verdicts import assert_verdicts
+
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
+
+SAMPLING_CONTRACTS = (
+    "n_gives_n_choices",
+    "max_tokens_exact_with_ignore_eos",
+    "stop_string_ends_answer",
+    "stop_token_id_ends_answer",
+    "min_tokens_holds_back_stop",
+    "seed_reproducible",
+    "logit_bias_forces_token",
+    "logprobs_as_asked",
+)
+HEALTHY = {f"sampling.{name}": {"passed": 1} for name in SAMPLING_CONTRACTS}
+# field dropped -> the contracts whose verdict it changes
+FAULTS = {
+    "n": {"sampling.n_gives_n_choices": {"failed": 1}},
+    "stop": {"sampling.stop_string_ends_answer": {"failed": 1}},
+    "min_tokens": {"sampling.min_tokens_holds_back_stop": {"failed": 1}},
+    "seed": {"sampling.seed_reproducible": {"failed": 1}},
+    "logit_bias": {"sampling.logit_bias_forces_token": {"failed": 1}},
+    "logprobs": {"sampling.logprobs_as_asked": {"failed": 1}, "sampling.seed_reproducible": {"undecided": 1}},
+}
+
+
+@pytest.mark.parametrize("field", [None, *FAULTS])
+def test_a_dropped_parameter_fails_its_contract(pytester, plain_server, field):
+    rules = [] if field is None else [StripJsonField(field=field)]
+    with FaultProxy(plain_server.url, rules=rules) as proxy:
+        run_suites(pytester, "-m", "sampling", url=proxy.url)
+        assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
+    assert_verdicts(pytester.path / "junit.xml", HEALTHY | FAULTS.get(field or "", {}))
