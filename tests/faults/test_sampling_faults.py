@@ -3,12 +3,13 @@
 The fault proxy in front of the plain server (tests/support/servers.py) strips
 one request field; the contract judged by that field's effect must fail, every
 other one keeps its healthy verdict (the seed contract reads logprobs for its
-collision bound, so without them it is undecided, not failed).
+collision bound, so without them it is undecided, not failed). A
+response cache that ignores the seed fails the seed contract.
 """
 
 import pytest
 
-from fixtures.fault_proxy import FaultProxy, StripJsonField
+from fixtures.fault_proxy import CacheIgnoringField, FaultProxy, StripJsonField
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts
 
@@ -43,3 +44,12 @@ def test_a_dropped_parameter_fails_its_contract(pytester, plain_server, field):
         run_suites(pytester, "-m", "sampling", url=proxy.url)
         assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
     assert_verdicts(pytester.path / "junit.xml", HEALTHY | FAULTS.get(field or "", {}))
+
+
+def test_a_cache_that_ignores_the_seed_fails_the_seed_contract(pytester, plain_server):
+    # Every other request differs from the earlier ones by more than its seed (or is greedy, where the earlier
+    # answer is the right one), so only the seed contract sees the cached answer.
+    with FaultProxy(plain_server.url, rules=[CacheIgnoringField("seed", path="/v1/completions")]) as proxy:
+        run_suites(pytester, "-m", "sampling", url=proxy.url)
+        assert all(proxy.hits), f"no answer came from the cache: {proxy.hits}"
+    assert_verdicts(pytester.path / "junit.xml", HEALTHY | {"sampling.seed_reproducible": {"failed": 1}})
