@@ -3,8 +3,9 @@
 The models under test have random weights, so no answer is known in advance:
 each check first asks the server for its own greedy (or seeded) answer to a
 fixed prompt, then sends the parameter and compares. ``return_token_ids``
-(served from vLLM 0.28 on, vllm/entrypoints/openai/completion/protocol.py)
-gives the tokens themselves, so a comparison is by token, not by text.
+(CompletionRequest in vllm/entrypoints/openai/completion/protocol.py at
+v0.32.0; the releases before it are not checked yet) gives the tokens
+themselves, so a comparison is by token, not by text.
 """
 
 from __future__ import annotations
