@@ -100,7 +100,7 @@ def readme(data: dict) -> str:
     ]
     for flags in FLAG_SETS:
         lines.append(f"| {flags.name} | {flags.summary} | {flags.profile or '-'} | {flags.suites or 'every suite'} |")
-    runs = sorted({(r["plugin_commit"], r["date"][:10]) for r in data["records"].values()})
+    runs = sorted({(_commit(r), r["date"][:10]) for r in data["records"].values()})
     seconds = sum(r.get("seconds", 0) for r in data["records"].values())
     lines += [
         "",
@@ -108,7 +108,8 @@ def readme(data: dict) -> str:
         f"Measured with plugin commit(s) {', '.join(sorted({c for c, _ in runs})) or '-'} on "
         f"{', '.join(sorted({d for _, d in runs})) or '-'}; the measured servers took {seconds} s in all.",
         "",
-        "Timing checks (`validation_bounds.answered_fast`, a validation error answered within 30 s) read the",
+        "Timing checks (`validation_bounds.answered_fast`, a validation error answered within "
+        f"{_validation_bound()}) read the",
         "machine's load: each record in atlas.json keeps the load average at its end, and a timing failure on a",
         "loaded machine is to be measured again before it is believed.",
         "",
@@ -154,6 +155,26 @@ def _applies(contract: str, release: str) -> bool:
 def _predicted(contract: str, release: str) -> str:
     applies = _applies(contract, release)
     return "· not measured; predicted from source: " + ("claimed by its versions" if applies else "not available")
+
+
+VALIDATION_SECONDS = "endpoint.validation_error_max_seconds"
+
+
+def _validation_bound() -> str:
+    """The bound answered_fast held the atlas to: the atlas profile's, else the plugin's policy."""
+    from atlas.plan import BASE_PROFILE
+
+    declared = BASE_PROFILE["endpoint"].get(VALIDATION_SECONDS.split(".")[1])
+    if declared is not None:
+        return f"{float(declared):g} s, the atlas profile's {VALIDATION_SECONDS}"
+    return f"{float(load().declaration(VALIDATION_SECONDS).policy):g} s, the plugin's policy for {VALIDATION_SECONDS}"
+
+
+def _commit(record: dict) -> str:
+    """The plugin commit a record was measured with, and whether its tree held more (older records did not say)."""
+    dirty = record.get("plugin_tree_dirty")
+    state = "tree state not recorded" if dirty is None else "dirty tree" if dirty else "clean tree"
+    return f"{record['plugin_commit']} ({state})"
 
 
 def _profile_line() -> str:

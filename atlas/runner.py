@@ -33,6 +33,13 @@ def plugin_commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
+def plugin_tree_dirty() -> bool | None:
+    """Whether the plugin's checkout held changes beyond ``plugin_commit`` when it measured (None: not a git
+    checkout): a record of a dirty tree was not measured by that commit's suites alone."""
+    out = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True)
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 def one_line(text: str, limit: int = 220) -> str:
     """The reason in one line: pytest's first ``E`` line (the exception's message), else the first line
     that says something; generated text (a long quoted string) is elided, its wording is not a contract."""
@@ -62,7 +69,8 @@ def outcome_of(runs: list[ContractRun]) -> dict:
     if all(run.verdict == "not claimed" for run in runs):
         available = "applies to vLLM" not in claim_reason
         return {"outcome": "not claimed" if available else "not available", "reason": claim_reason, "cases": counts}
-    skipped = [run for run in runs if run.verdict == "skipped"]
+    # The harness reports undecided as its own verdict; a plain skip (a check that could not run) reads alike.
+    skipped = [run for run in runs if run.verdict in ("undecided", "skipped")]
     if skipped and not [run for run in runs if run.verdict == "passed"]:
         return {"outcome": "undecided", "reason": one_line(skipped[0].message), "cases": counts}
     return {"outcome": "passed", "reason": "", "cases": counts}
@@ -75,6 +83,7 @@ def measure(release: str, flags: FlagSet, python: str, models: dict[str, Path], 
         "release": release,
         "flag_set": flags.name,
         "plugin_commit": plugin_commit(),
+        "plugin_tree_dirty": plugin_tree_dirty(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model": flags.model,
         "model_config": model_config(models[flags.model]),

@@ -26,8 +26,9 @@ CAPACITY_WITHIN = 10.0
 
 
 @contract("admission.burst_bounded")
-def test_burst_bounded(burst, bound, vllm_record):
+def test_burst_bounded(burst, bound, vllm_record, vllm_evidence):
     vllm_record("admission_burst", burst.summary())
+    vllm_evidence.judged(len(burst.answered), "burst answers", missing=f"the burst got no answer: {burst.summary()}")
     refused_within = burst.held_refused
     assert not refused_within, (
         f"with max_queued_requests {bound}, {len(refused_within)} of the {len(burst.held)} requests within the "
@@ -42,10 +43,11 @@ def test_burst_bounded(burst, bound, vllm_record):
 
 
 @contract("admission.rejection_fast")
-def test_rejection_fast(burst, vllm_expect, vllm_record):
+def test_rejection_fast(burst, vllm_expect, vllm_record, vllm_evidence):
     seconds = burst.rejection_seconds()
     if not seconds:
         pytest.skip("could not run: the burst had no refusal to time (see admission.burst_bounded)")
+    vllm_evidence.judged(len(seconds), "timed refusals")
     p50, p99, slowest = admission.percentile(seconds, 50), admission.percentile(seconds, 99), max(seconds)
     vllm_record("admission_rejection_p50_seconds", f"{p50:.3f}")
     vllm_record("admission_rejection_p99_seconds", f"{p99:.3f}")
@@ -59,9 +61,10 @@ def test_rejection_fast(burst, vllm_expect, vllm_record):
 
 
 @contract("admission.rejection_error_response")
-def test_rejection_error_response(burst, rejection, vllm_expect):
+def test_rejection_error_response(burst, rejection, vllm_expect, vllm_evidence):
     if not burst.rejected:
         pytest.skip("could not run: the burst had no refusal (see admission.burst_bounded)")
+    vllm_evidence.judged(len(burst.rejected), "refusals")
     expected = (rejection["error_type"], None, rejection["status"])
     for response in burst.rejected:
         refused = error(response)
@@ -74,13 +77,14 @@ def test_rejection_error_response(burst, rejection, vllm_expect):
 
 
 @contract("admission.rejections_counted")
-def test_rejections_counted(burst, vllm_client, vllm_expect):
+def test_rejections_counted(burst, vllm_client, vllm_expect, vllm_evidence):
     counter = vllm_expect.release.admission_rejection_counter
     after = admission.metric_total(vllm_client, vllm_expect, counter)
     assert burst.counted_before is not None and after is not None, f"/metrics has no {counter} to count refusals with"
     grown = after - burst.counted_before
     refused = len(burst.rejected) + len(burst.held_refused)
     assert grown == refused, f"{counter} grew by {grown:g} over {refused} refusals: {burst.summary()}"
+    vllm_evidence.judged(refused, "counted refusals", missing=f"the burst had no refusal to count: {burst.summary()}")
 
 
 @contract("admission.capacity_released")

@@ -14,7 +14,8 @@ is given, with the key callers send there. The routes are still vLLM's
 status (401 or 403), and where it serves nothing (its 404 or 405, or a
 redirect to the route itself) no caller gets past a key. A route the ingress
 does not expose at all (its own 404/405 to the route's own request while the
-server answers it) is reported "not exposed by the ingress", not failed.
+server answers it) is reported "not exposed by the ingress", not failed, when
+the profile declares it hidden (ingress.hidden_routes); else it fails, named.
 """
 
 from pytest_vllm_conformance import contract, each
@@ -81,7 +82,15 @@ def test_guarded_route_accepts_key(route, vllm_ingress_client, refusals, hidden,
 @contract("auth.unguarded_route_is_public")
 @each("route", unguarded_routes)
 def test_unguarded_route_is_public(
-    route, entry_requires_key, vllm_ingress_client, vllm_expect, refusals, vllm_record, vllm_not_exposed, via
+    route,
+    entry_requires_key,
+    vllm_ingress_client,
+    vllm_expect,
+    refusals,
+    vllm_record,
+    vllm_not_exposed,
+    via,
+    vllm_evidence,
 ):
     public = vllm_expect.declared("endpoint", "public_routes")
 
@@ -91,6 +100,7 @@ def test_unguarded_route_is_public(
 
     if is_public(route.path, public.value):
         vllm_record("declared_public", f"{route.path} ({public.basis})")
+        vllm_evidence.judged(1, "declared public routes")
         vllm_not_exposed(str(route), probe)  # public or not, whether callers reach it through the ingress is reported
         return
     response = probe(vllm_ingress_client)

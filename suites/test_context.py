@@ -25,8 +25,9 @@ OUTPUT_TOKENS = 2
 
 
 @contract("context.max_model_len_as_declared")
-def test_max_model_len_as_declared(vllm_facts, vllm_expect):
+def test_max_model_len_as_declared(vllm_facts, vllm_expect, vllm_evidence):
     declared = vllm_expect.declared("context", "max_model_len")
+    vllm_evidence.judged(1, "/v1/models answers")
     reported = vllm_facts.max_model_len
     yarn = vllm_expect.release.yarn_max_model_len
     assert reported == declared.value, (

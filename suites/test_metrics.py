@@ -43,20 +43,23 @@ def parsed(exposition, page):
 
 
 @contract("metrics.exposition_parses")
-def test_exposition_parses(page, vllm_expect):
+def test_exposition_parses(page, vllm_expect, vllm_evidence):
     assert page.status == 200 and not page.truncated, f"/metrics should answer 200 in full: {page.describe()}"
     try:
         exposition = parse(page.text)
     except ExpositionError as exc:
         pytest.fail(f"/metrics is not Prometheus text ({page.describe()}): {exc}", pytrace=False)
     prefix = vllm_expect.release.metric_prefix
-    assert exposition.names_with_prefix(prefix), f"/metrics parses but holds no {prefix} family: {page.describe()}"
+    families = exposition.names_with_prefix(prefix)
+    assert families, f"/metrics parses but holds no {prefix} family: {page.describe()}"
+    vllm_evidence.judged(len(families), f"parsed {prefix} families")
 
 
 @contract("metrics.version_families_exported")
 @each("family", expected_metric_families)
-def test_version_families_exported(family, parsed, vllm_expect):
+def test_version_families_exported(family, parsed, vllm_expect, vllm_evidence):
     found = parsed.family(family.name)
+    vllm_evidence.judged(1, "looked-up families")
     why = family.why(vllm_expect.version_label)
     assert found is not None, f"{family} is not on /metrics, but {why}"
     assert found.type == family.type, f"{family} is a {found.type} on /metrics, but {why} as a {family.type}"
@@ -64,6 +67,7 @@ def test_version_families_exported(family, parsed, vllm_expect):
 
 @contract("metrics.dashboard_series_exported")
 @each("series", dashboard_series)
-def test_dashboard_series_exported(series, parsed, vllm_expect):
+def test_dashboard_series_exported(series, parsed, vllm_expect, vllm_evidence):
+    vllm_evidence.judged(1, "looked-up series names")
     gap = series_gap(series.name, parsed, vllm_expect.release.metric_renames, vllm_expect.release.metric_conditions)
     assert gap is None, gap.describe(vllm_expect.version_label)

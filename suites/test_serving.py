@@ -39,7 +39,7 @@ def serving(declared, vllm_settings, vllm_client, vllm_ingress_client, vllm_fact
 
 
 @contract("serving.load_success")
-def test_load_success(serving, declared, vllm_record):
+def test_load_success(serving, declared, vllm_record, vllm_evidence):
     run = serving.run
     timings = run.warm_up + run.requests("target") + run.requests("direct")
     failed = figures.load_failures(timings, declared["prompt_tokens"].value, declared["output_tokens"].value)
@@ -48,10 +48,11 @@ def test_load_success(serving, declared, vllm_record):
         vllm_record("serving_saved_to", serving.saved_to)
     assert timings, "the workload sent no request"
     assert not failed, f"{len(failed)} of {len(timings)} requests did not complete as pinned: " + "; ".join(failed[:5])
+    vllm_evidence.judged(len(timings), "requests", missing="the workload sent no request")
 
 
 @contract("serving.latency_within_slo")
-def test_latency_within_slo(serving, declared, vllm_record):
+def test_latency_within_slo(serving, declared, vllm_record, vllm_evidence):
     run = serving.run
     measured = figures.latency(run.target)
     assert measured is not None, "no request of the workload gave a first token (see serving.load_success)"
@@ -77,15 +78,20 @@ def test_latency_within_slo(serving, declared, vllm_record):
     compared += f"; the latency picture was not drawn: {serving.picture_not_drawn}" if serving.picture_not_drawn else ""
     vllm_record("figures", line + added + compared)
     slo = declared["slo"]
-    missed = figures.missed_objectives(measured, slo.value or {})
-    if missed and direct is not None:
+    judged = figures.judge_objectives(measured, slo.value or {})
+    if judged.missed and direct is not None:
         within_at_server = not figures.missed_objectives(direct, slo.value or {})
         added += " (the server alone meets the objectives: the ingress is why)" if within_at_server else ""
-    assert not missed, f"missed serving.slo ({slo.basis}): {', '.join(missed)}; {line}{added}"
+    assert not judged.missed, f"missed serving.slo ({slo.basis}): {', '.join(judged.missed)}; {line}{added}"
+    if judged.unmeasured:
+        undecided(f"serving.slo declares what this run could not measure: {'; '.join(judged.unmeasured)}; {line}")
+    # No objective declared: the figures are reported, and nothing was judged against them.
+    vllm_evidence.judged(judged.judged, "objectives", missing="no latency objective declared")
+    vllm_evidence.judged(measured.requests, "requests")
 
 
 @contract("serving.occupancy")
-def test_occupancy(serving, declared, vllm_record):
+def test_occupancy(serving, declared, vllm_record, vllm_evidence):
     run = serving.run
     concurrency = declared["concurrency"].value
     # Through an ingress, the rounds straight to the server show its own capacity.
@@ -100,10 +106,11 @@ def test_occupancy(serving, declared, vllm_record):
         f"the server queued what it should run: {seen.line(concurrency)} "
         "(is --max-num-seqs, or the KV cache, smaller than the workload needs?)"
     )
+    vllm_evidence.judged(seen.samples, "/metrics samples", missing="no /metrics sample during the rounds")
 
 
 @contract("serving.throughput_not_worse")
-def test_throughput_not_worse(serving, declared, vllm_record):
+def test_throughput_not_worse(serving, declared, vllm_record, vllm_evidence):
     if serving.unusable:
         pytest.fail(f"the baseline cannot be compared with: {serving.unusable}", pytrace=False)
     run = serving.run
@@ -122,10 +129,11 @@ def test_throughput_not_worse(serving, declared, vllm_record):
         f"{a.output_tokens_per_second:.1f}/{b.output_tokens_per_second:.1f}"
         for a, b in zip(run.target, run.baseline, strict=False)
     )
-    if compared is None:
-        pytest.skip(
-            f"could not run: too few completed requests to compare ({len(rates['target'])} target, "
-            f"{len(rates['baseline'])} baseline)"
+    fewest = figures.min_completed(declared["requests"].value, min(len(run.target), len(run.baseline)))
+    if compared is None or min(len(rates["target"]), len(rates["baseline"])) < fewest:
+        undecided(
+            f"too few completed requests to compare: {len(rates['target'])} target, {len(rates['baseline'])} "
+            f"baseline, at least {fewest} of each needed (half the requests the rounds sent; see serving.load_success)"
         )
     vllm_record("serving_throughput_ratio", f"{compared.ratio:.3f}")
     vllm_record("serving_throughput_ratio_interval", f"{compared.low:.3f}..{compared.high:.3f}")
@@ -139,10 +147,13 @@ def test_throughput_not_worse(serving, declared, vllm_record):
     assert compared.verdict == "not worse", (
         f"the target is slower than the baseline by more than {declared['max_slowdown']}: {line}"
     )
+    vllm_evidence.judged(compared.target_n + compared.baseline_n, "requests")
 
 
 @contract("serving.progress_while_healthy")
-def test_progress_while_healthy(declared, vllm_facts, vllm_client, vllm_expect, vllm_exclusive, vllm_record):
+def test_progress_while_healthy(
+    declared, vllm_facts, vllm_client, vllm_expect, vllm_exclusive, vllm_record, vllm_evidence
+):
     # Its own one-request workload, not the measured run's: a hung engine must not hang the measurement first.
     values = {key: declared[key].value for key in assemble.KEYS}
     try:
@@ -153,9 +164,10 @@ def test_progress_while_healthy(declared, vllm_facts, vllm_client, vllm_expect, 
     with vllm_exclusive():
         seen = session.progress_while_healthy(vllm_client, vllm_expect.release.health_path, workload, within.value)
     if seen.health_status != 200:
-        pytest.skip(f"could not run: /health answered {seen.health_status}, so the server does not claim health")
+        undecided(f"/health answered {seen.health_status}, so the server does not claim health")
     assert seen.first_token_seconds is not None, (
         f"/health answered 200, but a request got no first token within {within}: {seen.detail} "
         "(a hung engine behind a healthy API server)"
     )
     vllm_record("figures", f"/health 200, first token after {seen.first_token_seconds:.3f} s")
+    vllm_evidence.judged(1, "requests")

@@ -11,18 +11,29 @@ kind passes, and its lines are recorded as JUnit properties
 The start-up phases (weights load, compilation, profiling with KV-cache
 allocation and warm-up, ready) are recorded with their durations
 (``vllm_startup_phase_<name>_seconds``); with ``--vllm-baseline-log FILE``
-the phase that grew beyond the stated tolerance is named.
+the phase that grew beyond the stated tolerance is named; a phase the
+baseline shows and the target's log does not (a reworded line) was not
+compared, so the comparison is undecided, naming it. No test here sends a
+request: each records the log lines or phases it judged as its evidence.
 """
 
 import pytest
 
-from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.startup_log import LogUnreadable, grown, startup_log_findings, startup_phases
+from pytest_vllm_conformance import contract, each, undecided
+from pytest_vllm_conformance.features.startup_log import (
+    LogUnreadable,
+    grown,
+    not_compared,
+    startup_log_findings,
+    startup_phases,
+)
 
 
 @contract("startup_log.declared_findings_absent")
 @each("finding", startup_log_findings)
-def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect, vllm_record):
+def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect, vllm_record, vllm_evidence):
+    # No HTTP here: what was judged is the log's lines, each matched against the finding's patterns.
+    vllm_evidence.judged(vllm_startup_log.total_lines, "log lines", missing="the log has no line to read")
     fail_on = vllm_offline_expect.declared("startup_log", "fail_on")
     lines = vllm_startup_log.lines(finding)
     for line in lines:
@@ -36,8 +47,9 @@ def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect
 
 
 @contract("startup_log.start_reached_ready")
-def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record):
+def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record, vllm_evidence):
     seen = startup_phases(vllm_startup_log.path, vllm_offline_expect.release.startup_log_phases)
+    vllm_evidence.judged(len(seen.seconds), "start-up phases", missing="the log shows no start-up phase")
     for name, seconds in seen.seconds.items():
         vllm_record(f"startup_phase_{name}_seconds", f"{seconds:.2f}")
     vllm_record("figures", seen.line())
@@ -45,7 +57,7 @@ def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record)
 
 
 @contract("startup_log.phases_not_slower")
-def test_phases_not_slower(vllm_startup_log, vllm_settings, vllm_offline_expect, vllm_record):
+def test_phases_not_slower(vllm_startup_log, vllm_settings, vllm_offline_expect, vllm_record, vllm_evidence):
     fact = vllm_offline_expect.release.startup_log_phases
     target = startup_phases(vllm_startup_log.path, fact)
     try:
@@ -60,3 +72,8 @@ def test_phases_not_slower(vllm_startup_log, vllm_settings, vllm_offline_expect,
     assert not grew, (
         f"start-up phases grew beyond {growth.value:.0%} and {seconds.value:g} s ({growth.basis}): {'; '.join(grew)}"
     )
+    # Only after the growth: a phase that grew is a finding whatever else the target's log lacks.
+    unjudged = not_compared(target, baseline)
+    if unjudged:
+        undecided("; ".join(unjudged))
+    vllm_evidence.judged(len(target.seconds), "start-up phases compared with the baseline's")

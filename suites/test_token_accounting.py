@@ -3,7 +3,8 @@
 What billing and context budgeting trust: prompt tokens are the rendered
 prompt's length (``/tokenize`` on the same prompt), completion tokens the
 tokens generated (the returned token ids; where a route returns none, a
-finish on the length limit), the total their sum, and a stream's final
+finish on the length limit), the total present and their sum (Anthropic
+messages report none), and a stream's final
 usage that of the same greedy request unstreamed.
 """
 
@@ -13,6 +14,8 @@ from pytest_vllm_conformance.features.rendering.accounting import accounting_cas
 
 @contract("token_accounting.usage_adds_up")
 @each("case", accounting_cases)
-def test_usage_adds_up(case, vllm_client, vllm_facts):
+def test_usage_adds_up(case, vllm_client, vllm_facts, vllm_evidence):
     problems = accounting_problems(vllm_client, vllm_facts.model, case)
     assert not problems, f"{case}: " + "; ".join(problems)
+    # A stream's usage is judged, and the same request's unstreamed usage it is compared with.
+    vllm_evidence.judged(2 if case.streamed else 1, "usage reports")

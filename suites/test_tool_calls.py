@@ -8,7 +8,8 @@ constrains only then (fact ``tool_arguments_constrained_without_strict``).
 A forced call cut by max_tokens (a model padding its arguments with
 whitespace) whose every character is consistent with the call is undecided
 (a skip), never a failure. Every answer must have OpenAI's chat shape, its
-tool calls typed as clients parse them.
+tool calls typed as clients parse them, a streamed call's first fragment
+carrying its id, ``type: function`` and name as the unstreamed call does.
 """
 
 from pytest_vllm_conformance import contract, undecided
@@ -34,7 +35,7 @@ from pytest_vllm_conformance.features.generation.tool_calls import padding as pa
 
 
 @contract("tool_calls.named_function_called")
-def test_named_function_called(call, finish_reasons, cut_call, padding, vllm_record, vllm_expect):
+def test_named_function_called(call, finish_reasons, cut_call, padding, vllm_record, vllm_expect, vllm_evidence):
     answer = call(named("get_weather"))
     assert_one_valid_call(answer, "a named tool_choice", finish_reasons["named"], ["get_weather"], cut_call, padding)
     loose = call(named("get_weather"), tools=(without_strict(WEATHER),))
@@ -50,13 +51,16 @@ def test_named_function_called(call, finish_reasons, cut_call, padding, vllm_rec
         f"without strict, the arguments came back {verdict} (the version constrains them: {constrained}; "
         "OpenAI promises nothing there)",
     )
+    # Two answers came; the call judged is the strict one (the other is reported, never judged).
+    vllm_evidence.judged(1, "tool calls")
 
 
 @contract("tool_calls.required_function_called")
-def test_required_function_called(call, finish_reasons, cut_call, padding):
+def test_required_function_called(call, finish_reasons, cut_call, padding, vllm_evidence):
     answer = call("required", parallel_tool_calls=False)
     names = [tool["function"]["name"] for tool in TOOLS]
     assert_one_valid_call(answer, "tool_choice required", finish_reasons["required"], names, cut_call, padding)
+    vllm_evidence.judged(1, "tool calls")
 
 
 @contract("tool_calls.none_calls_nothing")
@@ -66,7 +70,7 @@ def test_none_calls_nothing(call):
 
 
 @contract("tool_calls.stream_reassembles_to_the_same_calls")
-def test_stream_reassembles_to_the_same_calls(call, cut_call, padding):
+def test_stream_reassembles_to_the_same_calls(call, cut_call, padding, vllm_evidence):
     whole = call(named("get_weather"))
     streamed = call(named("get_weather"), stream=True)
     assert len(streamed.finish_reasons) == 1, f"the stream finished {streamed.finish_reasons}: {streamed.describe()}"
@@ -80,6 +84,7 @@ def test_stream_reassembles_to_the_same_calls(call, cut_call, padding):
         f"the streamed tool-call deltas reassemble to other calls than the same greedy request unstreamed: "
         f"{streamed.describe()} against {whole.describe()}"
     )
+    vllm_evidence.judged(len(whole.tool_calls), "tool calls compared streamed and whole")
 
 
 @contract("tool_calls.cut_call_ends_length")
@@ -98,7 +103,7 @@ def test_cut_call_ends_length(call, cut_call):
 
 
 @contract("tool_calls.forced_choice_refused_without_parser")
-def test_forced_choice_refused_without_parser(vllm_client, vllm_facts, vllm_expect):
+def test_forced_choice_refused_without_parser(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
     refusal = vllm_expect.release.tool_choice_without_parser
     for tool_choice in ("required", named("get_weather")):
         response = vllm_client.post(CHAT, tool_request(vllm_facts.model, tool_choice, max_tokens=8))
@@ -107,3 +112,4 @@ def test_forced_choice_refused_without_parser(vllm_client, vllm_facts, vllm_expe
             f"tool_choice {tool_choice!r} without a tool-call parser was not refused with {refusal['status']} "
             f"naming --tool-call-parser: {response.describe()} {response.text[:300]!r}"
         )
+    vllm_evidence.judged(2, "forced tool choices refused")

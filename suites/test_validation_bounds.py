@@ -33,15 +33,21 @@ def max_bytes(vllm_expect):
 
 
 @pytest.fixture(scope="module")
-def observe(vllm_client, vllm_facts, max_bytes):
-    """Send each malformed request once per module; the four contracts judge the same answer."""
-    seen = {}
+def answers(vllm_client, vllm_facts, max_bytes):
+    """Each malformed request sent once per module; the four contracts judge the same answer."""
+    return {}
+
+
+@pytest.fixture
+def observe(answers, vllm_client, vllm_facts, max_bytes, vllm_evidence):
+    """``observe(malformed)``: the answer to it (sent once per module), which this check judges."""
 
     def observe(malformed, *, again=False):
-        if again or malformed.id not in seen:
+        if again or malformed.id not in answers:
             body = malformed.body(vllm_facts.model)
-            seen[malformed.id] = vllm_client.post(malformed.path, body, max_body=max_bytes.value + 1)
-        return seen[malformed.id]
+            answers[malformed.id] = vllm_client.post(malformed.path, body, max_body=max_bytes.value + 1)
+        vllm_evidence.judged(1, "answers")
+        return answers[malformed.id]
 
     return observe
 

@@ -19,7 +19,8 @@ printed (the run's redactor scrubs it from every report).
 
 An API the ingress does not expose (its own 404 or 405, while the server
 behind it serves the API) cannot leak the opt-out: it is reported as "not
-exposed by the ingress" (a property and a report line), not failed.
+exposed by the ingress" (a property and a report line), not failed, when the
+profile declares its route hidden (ingress.hidden_routes); else it fails.
 
 Greedy requests (temperature 0) are never watermarked, by vLLM's design: a
 deployment that must watermark every answer has to refuse them or force

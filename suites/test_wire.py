@@ -12,7 +12,8 @@ The requests go where callers' go: through --vllm-ingress-url when given.
 Then each is also sent straight to --vllm-url and judged the same way, so a
 failure says whether the ingress introduced it, and what the ingress changed
 in the answer is recorded (``vllm_wire_ingress_changes``, features/wire/ingress.py);
-a request the ingress answers with its own 404/405 is "not exposed by the ingress".
+a request the ingress answers with its own 404/405 is "not exposed by the ingress"
+when the profile declares its route hidden (ingress.hidden_routes), else a failure.
 """
 
 from pytest_vllm_conformance import contract, each

@@ -18,8 +18,8 @@ import pytest
 if TYPE_CHECKING:
     from fixtures.servers import ServerPool, ServerSpec
 
-from tests.support import schedule, warm_runs
-from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE
+from tests.support import schedule, verdicts, warm_runs
+from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE, hiding
 from tests.support.servers import SHARED_MACHINE_ENV, server_specs
 
 pytest_plugins = ["pytester"]
@@ -130,6 +130,32 @@ def pytest_runtest_call(item: pytest.Item):
         wanted = schedule.servers_wanted_soonest(servers, group, later, room, specs.__getitem__)
         pool.prefetch([specs[name] for name in wanted], keep=[specs[name] for name in servers.get(group, ())])
     return (yield)
+
+
+_CALL = pytest.StashKey[pytest.TestReport]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report = yield
+    if report.when == "call":
+        item.stash[_CALL] = report
+    return report
+
+
+@pytest.fixture(autouse=True)
+def _pins_held_to_their_declaration(request: pytest.FixtureRequest):
+    """A proof pins exactly the failed contracts its ``pins`` marker declares, and each healthy one it declares.
+
+    Checked once the test has passed: a failed test's pins are incomplete, and its own failure says why.
+    """
+    verdicts.start_pinning()
+    yield
+    pinned = verdicts.stop_pinning()
+    call = request.node.stash.get(_CALL, None)
+    if call is not None and call.passed:
+        problems = verdicts.disagreements(verdicts.declared_pins(request.node), pinned)
+        assert not problems, f"{request.node.nodeid} is not the proof its pins marker declares: " + "; ".join(problems)
 
 
 @pytest.fixture
@@ -259,10 +285,11 @@ def watermark_server(served):
     return served("watermark")
 
 
-def run_watermark_through(pytester, monkeypatch, ingress_url: str, server_url: str):
+def run_watermark_through(pytester, monkeypatch, ingress_url: str, server_url: str, hidden_routes=()):
     """The watermark suite with ``ingress_url`` in front of ``server_url``; returns (RunResult, junit, report.md text).
 
     The key goes by its own option's environment variable (the integration tests use the profile's key_env).
+    ``hidden_routes``: the routes the profile declares the ingress hides on purpose.
     """
     monkeypatch.setenv("VLLM_CONFORMANCE_WATERMARK_KEY", WATERMARK_KEY)
     report = pytester.path / "report.yaml"
@@ -273,6 +300,6 @@ def run_watermark_through(pytester, monkeypatch, ingress_url: str, server_url: s
         f"--vllm-ingress-url={ingress_url}",
         f"--vllm-report={report}",
         url=server_url,
-        profile=WATERMARK_PROFILE,
+        profile=hiding(WATERMARK_PROFILE, *hidden_routes) if hidden_routes else WATERMARK_PROFILE,
     )
     return result, pytester.path / "junit.xml", report.with_suffix(".md").read_text()

@@ -82,6 +82,7 @@ class StartupPhase(TypedDict):
     meaning: str
     took: NotRequired[str]  # a regular expression with the phase's own seconds
     ends: NotRequired[str]  # a regular expression for the line that ends it, timed from the first line
+    optional: NotRequired[bool]  # a path a start may not take (torch.compile): its absence is no changed line
 
 
 class ReleaseFacts:

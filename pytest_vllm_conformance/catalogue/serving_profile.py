@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
+
+from pytest_vllm_conformance.connection import user_files
 
 SCHEMA_FILE = "profile.schema.json"
 
@@ -42,13 +43,9 @@ class Profile:
 
 def load_profile(path: Path) -> Profile:
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ProfileError(f"profile {path}: cannot read it: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"profile {path}: not valid YAML: {exc}") from None
+        data = user_files.load_yaml(Path(path), f"profile {path}")
+    except user_files.UserFileError as exc:
+        raise ProfileError(str(exc)) from None
     validate(data, source=str(path))
     return Profile(name=data["name"], path=Path(path), data=data)
 
@@ -57,12 +54,29 @@ def validate(data: Any, source: str) -> None:
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(e.absolute_path)))
     if not errors:
+        _check_serving_workload(data, source)
         return
     lines = [f"profile {source}: {len(errors)} problem(s)"]
     for error in errors:
         where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
         lines.append(f"  {where}: {_explain(error)}")
     raise ProfileError("\n".join(lines))
+
+
+def _check_serving_workload(data: dict[str, Any], source: str) -> None:
+    """A concurrency above the requests of a round can never be reached: the profile asks for what it cannot get."""
+    serving = data.get("serving")
+    if not isinstance(serving, dict) or "concurrency" not in serving:
+        return
+    from pytest_vllm_conformance.catalogue import contracts  # the catalogue reads profiles: imported when needed
+
+    requests = serving.get("requests", contracts.load().declaration("serving.requests").policy)
+    if serving["concurrency"] > requests:
+        default = "" if "requests" in serving else " (the default)"
+        raise ProfileError(
+            f"profile {source}: serving.concurrency {serving['concurrency']} is above serving.requests "
+            f"{requests}{default}: a round of {requests} requests never has {serving['concurrency']} in flight"
+        )
 
 
 def _explain(error: jsonschema.ValidationError) -> str:

@@ -88,6 +88,15 @@ class RouteInventory:
 
 
 @dataclass(frozen=True)
+class FirstGeneration:
+    """The one-token completion discovery asks for: a server that says it is healthy must be able to generate."""
+
+    answer: str  # the exchange, described ("POST /v1/completions ... -> 200 in 40 ms")
+    status: int | None = None  # None: no answer
+    problem: str | None = None  # why the server cannot generate; None when it answered below 500
+
+
+@dataclass(frozen=True)
 class ServerFacts:
     url: str
     version: str | None
@@ -98,6 +107,7 @@ class ServerFacts:
     inventory: RouteInventory | None = field(default=None)
     # The capture's fuller observation (capture.py), made only when a capture or a baseline is asked for.
     observed: dict[str, Any] | None = field(default=None, repr=False)
+    first_generation: FirstGeneration | None = field(default=None)
 
     @property
     def parsed_version(self) -> Version | None:
@@ -124,6 +134,7 @@ class ServerFacts:
         if routes is not None:
             routes = {path: tuple(methods) for path, methods in routes.items()}
         inventory = data.get("inventory")
+        first = data.get("first_generation")
         return cls(
             url=data["url"],
             version=data["version"],
@@ -132,6 +143,7 @@ class ServerFacts:
             routes=routes,
             inventory=RouteInventory(**inventory) if inventory else None,
             observed=data.get("observed"),
+            first_generation=FirstGeneration(**first) if first else None,
         )
 
 
@@ -231,14 +243,37 @@ def discover(
     listed = _route_table(fetch("/openapi.json"))
     known = list(known_routes(parse_version(version))) if known_routes is not None else []
     routes, inventory = _inventory(client, listed, known, version)
+    model = wanted_model or ids[0]
     return ServerFacts(
         url=where,
         version=version,
         models=models,
-        model=wanted_model or ids[0],
+        model=model,
         routes=routes,
         inventory=inventory,
+        first_generation=first_generation(client, model),
     )
+
+
+FIRST_GENERATION_PATH = "/v1/completions"
+
+
+def first_generation(client: BoundedClient, model: str) -> FirstGeneration:
+    """One token, asked before anything is judged: /health says the API server is up, not that the engine runs.
+
+    A server error, a hung request or a dropped connection is a server that
+    cannot generate. A refusal (4xx: a model that only embeds, a gateway
+    that does not route completions) is no such proof either way, and says so.
+    """
+    body = {"model": model, "prompt": "Hello", "max_tokens": 1, "temperature": 0}
+    try:
+        response = client.post(FIRST_GENERATION_PATH, body)
+    except (TransportFailure, RequestTimeout) as exc:
+        return FirstGeneration(f"POST {FIRST_GENERATION_PATH}: {exc}", None, f"no answer to one token: {exc}")
+    answer = f"{response.describe()} {response.text[:300]!r}"
+    if response.status >= 500:
+        return FirstGeneration(answer, response.status, f"one token was answered with {response.status}: {answer}")
+    return FirstGeneration(answer, response.status)
 
 
 def _inventory(

@@ -18,7 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import jsonschema
-import yaml
+
+from pytest_vllm_conformance.connection import user_files
 
 NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 
@@ -73,11 +74,9 @@ def default_name(url: str) -> str:
 def load_fleet_file(path: Path, check_url: Callable[[str], str]) -> tuple[list[Replica], bool]:
     """The replicas a fleet file lists, and whether it asks for DNS expansion; ``check_url`` normalises a URL."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise FleetError(f"fleet file {path}: cannot read it: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise FleetError(f"fleet file {path}: not valid YAML: {exc}") from None
+        data = user_files.load_yaml(Path(path), f"fleet file {path}")
+    except user_files.UserFileError as exc:
+        raise FleetError(str(exc)) from None
     validator = jsonschema.Draft202012Validator(FLEET_SCHEMA)
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:

@@ -24,6 +24,8 @@ import httpx
 from pytest_vllm_conformance.connection.secrets import Secret
 
 CLI_SHIM = Path(__file__).with_name("vllm_cli.py")
+# CLI_SHIM's exit status when vLLM cannot be imported (vllm_cli.NO_VLLM; the script is run, never imported).
+NO_VLLM = 87
 LOG_TAIL_LINES = 40
 
 # Our own settings must not reach vLLM: it warns about every unknown VLLM_* variable.
@@ -176,6 +178,13 @@ class VllmServer:
         with httpx.Client(timeout=2.0, trust_env=False) as http:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
+                    if self.process.returncode == NO_VLLM:
+                        said = self.log_tail().strip().splitlines() or ["vLLM cannot be imported"]
+                        raise LaunchError(
+                            f"--vllm-serve: {said[-1]}; install the serve extra "
+                            "(pip install 'pytest-vllm-conformance[serve]') or give --vllm-serve-python=PYTHON "
+                            "of an environment that has vLLM"
+                        )
                     raise LaunchError(
                         f"vllm serve {self.model} exited with code {self.process.returncode} before it was healthy; "
                         f"log {self.log_path}:\n{self.log_tail()}"

@@ -40,6 +40,16 @@ class Secret:
 
 
 MASK = "***"
+# The fewest characters an API key may have: a shorter one (a key "a") would be masked inside ordinary words.
+MIN_SECRET_CHARS = 8
+# A secret is masked where it stands as a whole token: not inside a longer run of key characters
+# ("sk-ab" is not masked in "sk-abc"), so that no ordinary word is garbled. After a percent escape
+# ("key%3Dsk-ab", a URL-encoded query) or a backslash escape in a repr ("body:\\nsk-ab") it still starts one.
+_BEFORE = (
+    r"(?:(?<=%[0-9A-Fa-f]{2})|(?<=\\[nrtvfb0])|(?<=\\x[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4})"
+    r"|(?<![A-Za-z0-9_\-]))"
+)
+_AFTER = r"(?![A-Za-z0-9_\-])"
 # Header values are masked even when they are not one of our secrets. The
 # scheme word is kept (it says what kind of credential was there). Source
 # lines that build a header (``f"Bearer {key}"``) are left readable: a value
@@ -64,15 +74,20 @@ def url_password(url: str | None) -> str | None:
 
 class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self.secrets: list[str] = []
+        self._pattern: re.Pattern[str] | None = None
+        for secret in secrets:
+            self.add(secret)
 
     def add(self, secret: str | None) -> None:
         if secret and secret not in self.secrets:
             self.secrets = sorted([*self.secrets, secret], key=len, reverse=True)
+            alternatives = "|".join(re.escape(known) for known in self.secrets)
+            self._pattern = re.compile(f"{_BEFORE}(?:{alternatives}){_AFTER}")
 
     def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, MASK)
+        if self._pattern is not None:
+            text = self._pattern.sub(MASK, text)
         return _HEADER_VALUE.sub(lambda m: m.group(1) + m.group(2) + m.group(3) + MASK, text)
 
     def needed(self, text: str) -> bool:

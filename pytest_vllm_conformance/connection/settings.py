@@ -46,6 +46,9 @@ class Settings:
     profile: Path | None = None
     gate: str = "report"
     report: Path | None = None
+    # the shard set this run belongs to, for `vllm-conformance merge`: "I/N", or every replica's URL
+    shard: str | None = None
+    shard_replicas: tuple[str, ...] = ()
     capture_profile: Path | None = None
     baseline: Path | None = None
     diff_report: Path | None = None
@@ -57,6 +60,7 @@ class Settings:
     target_version: Version | None = None
     baseline_url: str | None = None
     baseline_model: str | None = None
+    baseline_is_target: bool = False
     baseline_api_key: Secret | None = None
     eval_baseline_file: Path | None = None
     eval_save: Path | None = None

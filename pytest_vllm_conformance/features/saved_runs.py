@@ -13,6 +13,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from pytest_vllm_conformance.connection import user_files
+
 
 def write_whole(path: Path, data: dict[str, Any]) -> Path:
     """``data`` as JSON at ``path``, replacing an earlier file only once the new one is complete."""
@@ -28,11 +30,9 @@ def read_saved(
 ) -> dict[str, Any]:
     """The saved object, checked to be a ``format_name`` file of one of ``versions``; else ``error`` saying why."""
     try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise error(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise error(f"{path}: not JSON: {exc}") from None
+        data = user_files.load_json(Path(path), str(path))
+    except user_files.UserFileError as exc:
+        raise error(str(exc)) from None
     if not isinstance(data, dict) or data.get("format") != format_name:
         raise error(f"{path}: not a {kind} baseline (write one with {saved_by}=PATH)")
     if data.get("format_version") not in versions:

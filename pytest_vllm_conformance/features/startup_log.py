@@ -135,6 +135,8 @@ class PhaseRule:
     meaning: str
     took: re.Pattern[str] | None = None  # group ``seconds``
     ends: re.Pattern[str] | None = None
+    # A path a start may or may not take (torch.compile, absent with --enforce-eager), not a line every start logs.
+    optional: bool = False
 
 
 def phase_rules(fact: Mapping[str, Mapping[str, Any]]) -> list[PhaseRule]:
@@ -144,6 +146,7 @@ def phase_rules(fact: Mapping[str, Mapping[str, Any]]) -> list[PhaseRule]:
             entry["meaning"],
             re.compile(entry["took"]) if entry.get("took") else None,
             re.compile(entry["ends"]) if entry.get("ends") else None,
+            bool(entry.get("optional")),
         )
         for name, entry in fact.items()
     ]
@@ -159,6 +162,7 @@ def _seconds_of_year(match: re.Match[str]) -> int:
 class Phases:
     path: Path
     seconds: Mapping[str, float]  # phase -> seconds; a phase the log does not show is absent
+    rules: tuple[PhaseRule, ...] = ()
 
     def line(self) -> str:
         shown = ", ".join(f"{name} {value:.2f} s" for name, value in self.seconds.items())
@@ -185,7 +189,7 @@ def phases(path: Path, rules: list[PhaseRule]) -> Phases:
     except OSError as exc:
         raise LogUnreadable(f"vLLM log {path}: cannot read it: {exc.strerror or exc}") from None
     ordered = {rule.name: seconds[rule.name] for rule in rules if rule.name in seconds}
-    return Phases(Path(path), ordered)
+    return Phases(Path(path), ordered, tuple(rules))
 
 
 def grown(target: Phases, baseline: Phases, *, max_growth: float, min_seconds: float) -> list[str]:
@@ -203,6 +207,40 @@ def grown(target: Phases, baseline: Phases, *, max_growth: float, min_seconds: f
     return found
 
 
+def not_compared(target: Phases, baseline: Phases) -> list[str]:
+    """Why the comparison of ``target`` with ``baseline`` cannot be whole: each phase every start logs that the
+    baseline shows and the target does not (its log line changed, or the log was cut), or a target with no phase.
+
+    A phase missing is not a phase that took no time: a reworded line would otherwise hide the slowest phase.
+    """
+    if not target.seconds:
+        return [f"the target log shows no start-up phase ({target.path.name}), so none was compared"]
+    rules = {rule.name: rule for rule in target.rules}
+    return [
+        f"{name} ({rules[name].meaning if name in rules else name}): the baseline shows it, the target log does not "
+        "(a changed log line, or a log cut short), so it was not compared"
+        for name in baseline.seconds
+        if name not in target.seconds and not (name in rules and rules[name].optional)
+    ]
+
+
 def startup_phases(path: Path, fact: Mapping[str, StartupPhase]) -> Phases:
     """The phases of the log at ``path`` by the fact ``startup_log_phases`` (raises LogUnreadable)."""
     return phases(path, phase_rules(fact))
+
+
+# What an engine that died or cannot run says last: the exception vLLM logs as the engine core goes down.
+_ERROR_LINE = re.compile(r"\b(ERROR|Error|Exception|Traceback|EngineDeadError|AttributeError|RuntimeError)\b")
+LAST_ERRORS = 3
+
+
+def last_errors(path: Path, *, tail_bytes: int = 1 << 20) -> list[str]:
+    """The log's last few error lines (from its last MiB), each cut to one readable line; [] when unreadable."""
+    try:
+        with path.open("rb") as stream:
+            stream.seek(max(path.stat().st_size - tail_bytes, 0))
+            text = stream.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    found = [line.strip() for line in text.splitlines() if _ERROR_LINE.search(line)]
+    return [line if len(line) <= 300 else line[:297] + "..." for line in found[-LAST_ERRORS:]]

@@ -22,7 +22,13 @@ from pytest_vllm_conformance.connection.connect import (
     target_key,
 )
 from pytest_vllm_conformance.connection.discovery import ServerFacts
-from pytest_vllm_conformance.connection.ingress import Ask, IngressExposure, not_exposed_line
+from pytest_vllm_conformance.connection.ingress import (
+    Ask,
+    IngressExposure,
+    declared_hidden,
+    not_exposed_line,
+    undeclared_hidden_line,
+)
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features import startup_log
@@ -124,20 +130,30 @@ def vllm_ingress_exposure(vllm_ingress_client: BoundedClient, vllm_direct_client
 
 
 @pytest.fixture
-def vllm_not_exposed(vllm_ingress_exposure: IngressExposure, vllm_record):
+def vllm_not_exposed(
+    vllm_ingress_exposure: IngressExposure, vllm_offline_expect: Expectations, vllm_record, vllm_evidence: Evidence
+):
     """``vllm_not_exposed(what, ask, through_ingress=None, report=True)``: the ingress does not expose ``what``.
 
     ``ask(client)`` sends the request ``what`` names to ``client``; the
     ingress's own 404/405 where the server answers otherwise (connection/ingress.py)
-    is recorded as the property ``vllm_ingress_exposure: not exposed`` and,
-    with ``report``, a line in the report. Only with both --vllm-ingress-url
-    and --vllm-url: the server's answer is the witness.
+    on a route the profile declares hidden (``ingress.hidden_routes``) is
+    recorded as the property ``vllm_ingress_exposure: not exposed`` and,
+    with ``report``, a line in the report. On a route it does not declare
+    hidden, the check fails here, naming the route. Only with both
+    --vllm-ingress-url and --vllm-url: the server's answer is the witness.
     """
+    declared = vllm_offline_expect.declared("ingress", "hidden_routes")
 
     def not_exposed(what: str, ask: Ask, through_ingress=None, report: bool = True) -> bool:
         status = vllm_ingress_exposure.hiding_status(what, ask, through_ingress)
         if status is None:
             return False
+        route = vllm_ingress_exposure.hidden_route(what)
+        if not declared_hidden(route, declared.value or ()):
+            pytest.fail(undeclared_hidden_line(what, route, status, str(declared)), pytrace=False)
+        # What was judged: the route, hidden as declared (its answers may have come in an earlier check's call).
+        vllm_evidence.judged(1, "declared hidden routes")
         vllm_record("ingress_exposure", "not exposed")
         vllm_record("ingress_hidden", what)
         if report:
@@ -219,6 +235,14 @@ def vllm_startup_log(pytestconfig: pytest.Config, vllm_offline_expect: Expectati
     if problem:
         pytest.fail(problem, pytrace=False)
     return scanned
+
+
+@pytest.fixture(scope="session")
+def vllm_log_path(pytestconfig: pytest.Config) -> Path | None:
+    """The server's log (--vllm-log, else the embedded server's), or None: for reading an engine's error."""
+    state = run_state(pytestconfig)
+    path = state.settings.log or state.serve_log
+    return Path(path) if path else None
 
 
 @pytest.fixture(scope="session")

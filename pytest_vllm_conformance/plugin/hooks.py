@@ -11,20 +11,30 @@ from __future__ import annotations
 import itertools
 import shutil
 from collections.abc import Generator, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from pytest_vllm_conformance import CONTRACT_MARKER, EACH_MARKER, NOT_CLAIMED
+from pytest_vllm_conformance import CONTRACT_MARKER, EACH_MARKER, NOT_CLAIMED, __version__
 from pytest_vllm_conformance.catalogue import cases, contracts
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
 from pytest_vllm_conformance.connection.connect import NO_TARGET, configured, establish
+from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.plugin import options, targets, verdicts
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
-from pytest_vllm_conformance.plugin.run import STATE, RunState, TargetState, configure_run, run_state
+from pytest_vllm_conformance.plugin.run import (
+    STATE,
+    RunState,
+    TargetState,
+    configure_run,
+    run_state,
+    shard_declaration,
+)
 from pytest_vllm_conformance.plugin.targets import REPLICA_PROPERTY, TARGET_PARAMETER, target_of
-from pytest_vllm_conformance.reporting.redaction import scrub_report
+from pytest_vllm_conformance.reporting import report_files
+from pytest_vllm_conformance.reporting.redaction import Redactor, scrub_report
 
 pytest_plugins = ("pytest_vllm_conformance.plugin.fixtures",)
 
@@ -62,10 +72,40 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "version_matrix: runs against older vLLM releases (opt-in, slow)")
     for feature in catalogue.features.values():
         config.addinivalue_line("markers", f"{feature.name}: {feature.statement}")
-    state = configure_run(config)
+    try:
+        state = configure_run(config)
+    except pytest.UsageError as exc:
+        _report_usage_error(config, str(exc))
+        raise
     _group_replicas(config, state)
     # Report files, the JUnit finish, the summary, and scrubbing of log records, warnings and headers.
     config.pluginmanager.register(ConformanceReporter(config, state), REPORTER_NAME)
+
+
+def _report_usage_error(config: pytest.Config, error: str) -> None:
+    """--vllm-report for a run its inputs stopped (exit 4): the file a pipeline publishes, the error its verdict."""
+    if hasattr(config, "workerinput"):
+        return
+    path = options.report_path(config)
+    if path is None:
+        return
+    run = report_files.RunInfo(started=datetime.now(UTC), plugin_version=__version__, exit_status=4)
+    # A shard's report keeps its place in the set, so that the merge names the shard its inputs stopped.
+    urls: tuple[str, ...] = tuple(options.resolved_alone(config, "url") or ())
+    run.url = urls[0] if len(urls) == 1 else None
+    partial = Settings(
+        url=tuple(urls),
+        shard=options.resolved_alone(config, "shard"),
+        shard_replicas=options.resolved_alone(config, "shard_replicas") or (),
+    )
+    try:
+        run.shard = shard_declaration(partial)
+    except pytest.UsageError:
+        run.shard = None
+    try:
+        report_files.write(path, report_files.refused(run, error, Redactor()))
+    except OSError:
+        pass  # the usage error is what the run says; an unwritable report would only hide it
 
 
 def _group_replicas(config: pytest.Config, state: RunState) -> None:
@@ -84,8 +124,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return targets.replica_scheduler(config, log, [target.name for target in state.targets])
 
 
+ASYNCIO_LOOP_SCOPE = "asyncio_default_fixture_loop_scope"
+
+
+def _state_the_loop_scope(config: pytest.Config) -> None:
+    """pytest-asyncio warns on every run whose ini leaves its fixture loop scope unset (a run from the wheel, in a
+    project of the user's). The plugin's async fixtures are function-scoped, so it states that scope, pytest-asyncio's
+    coming default, when the user did not; pytest offers no public way to default an ini value, hence the cache."""
+    try:
+        if not config.getini(ASYNCIO_LOOP_SCOPE):
+            config._inicache[ASYNCIO_LOOP_SCOPE] = "function"
+    except (ValueError, AttributeError):  # pytest-asyncio absent, or a pytest that keeps ini values elsewhere
+        pass
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    _state_the_loop_scope(config)  # before any plugin's pytest_configure, where pytest-asyncio warns
     if config.getoption("vllm_list_contracts"):
         print(contracts.render_catalogue(contracts.load()))
         return 0
@@ -103,7 +158,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(config, "workerinput") or not configured(state.settings) or config.option.collectonly:
         return
     # Looked up here, not in targets: a test may stand in for the server the plugin would start.
-    targets.establish_all(state, establish)
+    try:
+        targets.establish_all(state, establish)
+    except pytest.UsageError as exc:
+        reporter = config.pluginmanager.get_plugin(REPORTER_NAME)
+        if isinstance(reporter, ConformanceReporter):
+            reporter.write_refused(str(exc))
+        raise
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -219,11 +280,25 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         elif claim.unchecked:
             # Claimed, so a plain skip: its feature is partial, the report says what the run lacked.
             item.add_marker(pytest.mark.skip(reason=f"not checked: {claim.unchecked}"))
+        elif _cannot_generate(target) and contract.feature != "discovery" and _talks_to_server(item):
+            # One failure (discovery.ready_generates) says why, instead of every check failing on a 500.
+            item.add_marker(pytest.mark.skip(reason=f"not checked: {_cannot_generate(target)}"))
     if state.fleet:
         # One replica after another (stable: each replica's tests keep the one-target order), so a
         # replica's session and module fixtures are set up once.
         order = {target.name: index for index, target in enumerate(state.targets)}
         items.sort(key=lambda item: order.get(_replica_of(item) or "", -1))
+
+
+def _cannot_generate(target: TargetState) -> str | None:
+    first = target.facts.first_generation if target.facts is not None else None
+    if first is None or first.problem is None:
+        return None
+    return f"the server cannot generate (discovery.ready_generates): {first.problem}"
+
+
+def _talks_to_server(item: pytest.Item) -> bool:
+    return bool(TARGET_FIXTURES.intersection(getattr(item, "fixturenames", ())))
 
 
 def _replica_of(item: pytest.Item) -> str | None:

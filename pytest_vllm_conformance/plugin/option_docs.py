@@ -41,7 +41,7 @@ def render_options(options: Iterable[Option] = OPTIONS) -> str:
         lines.append(
             f"| {_flag(option)} | {f'`{option.env}`' if option.env else ''} | "
             f"{f'`{option.dest}`' if option.has_ini else ''} | {_default(option.default)} | "
-            f"{_cell(option.help)} |"
+            f"{_cell(option.described)} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pytest_vllm_conformance.connection.secrets import MIN_SECRET_CHARS
 from pytest_vllm_conformance.connection.settings import MIB
 
 Kind = Literal["str", "int", "float", "path", "list", "flag", "version", "choice", "url", "urls"]
@@ -24,6 +25,20 @@ class Option:
     secret: bool = False
     metavar: str | None = None
     choices: tuple[str, ...] = ()
+    # A number's largest value: past it a run cannot end in bounded time or memory (a timeout of 1e300 s).
+    maximum: float | None = None
+    # A secret's fewest characters: a shorter one cannot be masked without masking ordinary words.
+    min_chars: int = 0
+
+    @property
+    def described(self) -> str:
+        """The help text with the range a number must lie in."""
+        if self.kind not in ("int", "float"):
+            return self.help
+        bounds = "finite, above 0" if self.kind == "float" else "at least 1"
+        if self.maximum is not None:
+            bounds += f", at most {int(self.maximum) if float(self.maximum).is_integer() else self.maximum}"
+        return f"{self.help} ({bounds})"
 
     @property
     def flag(self) -> str:
@@ -78,6 +93,7 @@ OPTIONS: tuple[Option, ...] = (
         env="VLLM_API_KEY",
         secret=True,
         metavar="KEY",
+        min_chars=MIN_SECRET_CHARS,
     ),
     Option(
         "vllm-model",
@@ -99,6 +115,7 @@ OPTIONS: tuple[Option, ...] = (
         default=30.0,
         env="VLLM_CONFORMANCE_TIMEOUT",
         metavar="S",
+        maximum=3600,
     ),
     Option(
         "vllm-max-body",
@@ -107,6 +124,7 @@ OPTIONS: tuple[Option, ...] = (
         default=MIB,
         env="VLLM_CONFORMANCE_MAX_BODY",
         metavar="BYTES",
+        maximum=1024 * MIB,
     ),
     Option(
         "vllm-serve",
@@ -139,6 +157,7 @@ OPTIONS: tuple[Option, ...] = (
         default=300.0,
         env="VLLM_CONFORMANCE_SERVE_TIMEOUT",
         metavar="S",
+        maximum=86400,
     ),
     Option(
         "vllm-serve-log",
@@ -162,6 +181,7 @@ OPTIONS: tuple[Option, ...] = (
         env="VLLM_CONFORMANCE_INGRESS_API_KEY",
         secret=True,
         metavar="KEY",
+        min_chars=MIN_SECRET_CHARS,
     ),
     Option(
         "vllm-watermark-key",
@@ -202,6 +222,22 @@ OPTIONS: tuple[Option, ...] = (
         kind="path",
         env="VLLM_CONFORMANCE_REPORT",
         metavar="PATH",
+    ),
+    Option(
+        "vllm-shard",
+        "This run is shard I of N of one run (split by -k or -m, or one per replica): its report says so, and "
+        "`vllm-conformance merge` refuses a set with a shard missing or given twice (docs/fleet-sharding.md).",
+        env="VLLM_CONFORMANCE_SHARD",
+        metavar="I/N",
+    ),
+    Option(
+        "vllm-shard-replicas",
+        "This run is the shard of its --vllm-url in a fleet of these replicas (every one's URL; repeatable, or "
+        "comma separated): the merge wants one shard per URL and compares their observed serving profiles.",
+        kind="urls",
+        default=(),
+        env="VLLM_CONFORMANCE_SHARD_REPLICAS",
+        metavar="URL",
     ),
     Option(
         "vllm-log",
@@ -249,11 +285,20 @@ OPTIONS: tuple[Option, ...] = (
         metavar="ID",
     ),
     Option(
+        "vllm-baseline-is-target",
+        "--vllm-baseline-url is the target itself, and that is meant (a noise check of the serving gate): without "
+        "it, a serving baseline that is the target (the same URL, or the same server under another name) is refused.",
+        kind="flag",
+        default=False,
+        env="VLLM_CONFORMANCE_BASELINE_IS_TARGET",
+    ),
+    Option(
         "vllm-baseline-api-key",
         "API key for --vllm-baseline-url (default: --vllm-api-key). Never printed; prefer the env variable.",
         env="VLLM_CONFORMANCE_BASELINE_API_KEY",
         secret=True,
         metavar="KEY",
+        min_chars=MIN_SECRET_CHARS,
     ),
     Option(
         "vllm-eval-baseline-file",
@@ -308,6 +353,7 @@ OPTIONS: tuple[Option, ...] = (
         kind="int",
         env="VLLM_CONFORMANCE_EVAL_LIMIT",
         metavar="N",
+        maximum=1_000_000,
     ),
     Option(
         "vllm-eval-tolerance",
@@ -316,6 +362,7 @@ OPTIONS: tuple[Option, ...] = (
         kind="float",
         env="VLLM_CONFORMANCE_EVAL_TOLERANCE",
         metavar="X",
+        maximum=1,
     ),
     Option(
         "vllm-eval-confidence",
@@ -324,6 +371,7 @@ OPTIONS: tuple[Option, ...] = (
         kind="float",
         env="VLLM_CONFORMANCE_EVAL_CONFIDENCE",
         metavar="P",
+        maximum=0.9999,
     ),
     Option(
         "vllm-eval-max-detectable-drop",
@@ -332,6 +380,7 @@ OPTIONS: tuple[Option, ...] = (
         kind="float",
         env="VLLM_CONFORMANCE_EVAL_MAX_DETECTABLE_DROP",
         metavar="D",
+        maximum=1,
     ),
     Option(
         "vllm-eval-items",
@@ -340,6 +389,7 @@ OPTIONS: tuple[Option, ...] = (
         kind="int",
         env="VLLM_CONFORMANCE_EVAL_ITEMS",
         metavar="N",
+        maximum=100_000,
     ),
     Option(
         "vllm-eval-long-context-items",
@@ -348,6 +398,7 @@ OPTIONS: tuple[Option, ...] = (
         kind="int",
         env="VLLM_CONFORMANCE_EVAL_LONG_CONTEXT_ITEMS",
         metavar="N",
+        maximum=10_000,
     ),
     Option(
         "vllm-eval-tokenizer",

@@ -8,6 +8,7 @@ source travels with the value so the report header can say which one won
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from collections.abc import Mapping
@@ -57,7 +58,10 @@ def _show(value: Any) -> str:
 
 def server_url(text: str) -> str:
     """A server's base URL: http(s), a host, maybe a path prefix; never a query or fragment (a token hides there)."""
-    parts = urlsplit(text.strip())
+    try:
+        parts = urlsplit(text.strip())
+    except ValueError as exc:  # "Invalid IPv6 URL": an unbalanced [ or ]
+        raise ValueError(f"{exc}; give a server's base URL, e.g. http://[::1]:8000") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("give a server's base URL, e.g. http://host:8000")
     if parts.query or parts.fragment:
@@ -74,7 +78,12 @@ def server_url(text: str) -> str:
 
 def _masked_url(text: str) -> str:
     """A URL as an error may show it: no user:password, no query values."""
-    parts = urlsplit(text.strip())
+    try:
+        parts = urlsplit(text.strip())
+    except ValueError:  # an unbalanced "[" (urlsplit refuses it): cut what may hide a secret by hand
+        scheme, _, rest = text.strip().rpartition("://")
+        rest = rest.split("?", 1)[0].split("#", 1)[0]
+        return (f"{scheme}://" if scheme else "") + ("***@" if "@" in rest else "") + rest.rsplit("@", 1)[-1]
     host = parts.netloc.rsplit("@", 1)[-1]
     shown = parts._replace(netloc=("***@" if "@" in parts.netloc else "") + host, query="..." if parts.query else "")
     return urlunsplit(shown)
@@ -90,7 +99,7 @@ def register(parser: pytest.Parser) -> None:
             fallbacks.append(f"ini {option.dest}")
         if option.default not in (None, (), False):
             fallbacks.append(f"default {option.default}")
-        help_text = option.help + (f" [{'; '.join(fallbacks)}]" if fallbacks else "")
+        help_text = option.described + (f" [{'; '.join(fallbacks)}]" if fallbacks else "")
         if option.kind == "flag":
             group.addoption(option.flag, action="store_true", default=False, dest=option.dest, help=help_text)
             if option.env:  # a setting, not an action like --vllm-list-contracts: CI may set it from outside
@@ -114,6 +123,23 @@ def resolve(config: pytest.Config, environ: Mapping[str, str] | None = None) -> 
     resolved = {option.key: _resolve_one(option, config, environ) for option in OPTIONS}
     settings = Settings(**{key: setting.value for key, setting in resolved.items()})
     return settings, {key: setting.source for key, setting in resolved.items()}
+
+
+def resolved_alone(config: pytest.Config, key: str, environ: Mapping[str, str] | None = None) -> Any:
+    """One option's value, or None where it is itself wrong: for the report of a run whose other options are."""
+    option = next(option for option in OPTIONS if option.key == key)
+    try:
+        return _resolve_one(option, config, os.environ if environ is None else environ).value
+    except pytest.UsageError:
+        return None
+
+
+def report_path(config: pytest.Config, environ: Mapping[str, str] | None = None) -> Path | None:
+    """--vllm-report's file alone, for a run whose other options are wrong (its report names the error)."""
+    path = resolved_alone(config, "report", environ)
+    if not isinstance(path, Path) or path.suffix.lower() == ".md":
+        return None
+    return path.expanduser().resolve()
 
 
 def _resolve_one(option: Option, config: pytest.Config, environ: Mapping[str, str]) -> Setting:
@@ -160,19 +186,27 @@ def _resolve_flag(option: Option, config: pytest.Config, environ: Mapping[str, s
     return Setting(False, "default")
 
 
+def _number(option: Option, raw: Any) -> int | float:
+    """A number option's value: finite, positive and at most its maximum (a NaN or an infinite timeout never ends)."""
+    number: int | float = int(raw) if option.kind == "int" else float(raw)
+    if not math.isfinite(number):
+        raise ValueError("must be a finite number")
+    if number <= 0:
+        raise ValueError("must be positive")
+    if option.maximum is not None and number > option.maximum:
+        raise ValueError(
+            f"must be at most {option.maximum:g}"
+            if option.kind == "float"
+            else f"must be at most {int(option.maximum)}"
+        )
+    return number
+
+
 def _convert(option: Option, raw: Any, source: Source) -> Any:
     where = {"cli": option.flag, "env": f"env {option.env}", "ini": f"ini {option.dest}"}[source]
     try:
-        if option.kind == "int":
-            value = int(raw)
-            if value <= 0:
-                raise ValueError("must be positive")
-            return value
-        if option.kind == "float":
-            number = float(raw)
-            if number <= 0:
-                raise ValueError("must be positive")
-            return number
+        if option.kind in ("int", "float"):
+            return _number(option, raw)
         if option.kind == "path":
             return Path(raw).expanduser()
         if option.kind == "list":
@@ -193,5 +227,11 @@ def _convert(option: Option, raw: Any, source: Source) -> Any:
             shown = repr(", ".join(_masked_url(str(item)) for item in raw))
         raise pytest.UsageError(f"{option.flag} (from {where}): {shown} is not valid: {exc}") from None
     if option.secret:
+        if len(str(raw).strip()) < option.min_chars:
+            raise pytest.UsageError(
+                f"{option.flag} (from {where}): a key of {len(str(raw).strip())} character(s) is refused: "
+                f"a key shorter than {option.min_chars} characters cannot be masked in output without masking "
+                "ordinary words; give the server a longer one"
+            )
         return Secret(str(raw))
     return str(raw)

@@ -11,6 +11,9 @@ each happens once per run.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +23,7 @@ import pytest
 
 from pytest_vllm_conformance import __version__
 from pytest_vllm_conformance.connection.client import display_url
+from pytest_vllm_conformance.features import fleet
 from pytest_vllm_conformance.plugin.run import RunState
 from pytest_vllm_conformance.reporting import junit, report_files
 from pytest_vllm_conformance.reporting.outcomes import (
@@ -37,6 +41,11 @@ from pytest_vllm_conformance.reporting.redaction import LogRecordRedaction, url_
 PLUGIN_NAME = "vllm-conformance-reporter"
 SUMMARY_TITLE = "vLLM conformance"
 UNDECIDED_LISTED = 20
+
+
+def profile_digest(data: Any) -> str:
+    """The profile's content as one hash: the same declarations, whatever the file's layout or comments."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class ConformanceReporter:
@@ -123,6 +132,18 @@ class ConformanceReporter:
         if self.junit_path is not None and self.junit_path.is_file():
             junit.rewrite(self.junit_path, self.config.getini("junit_family"), self.redactor, self._suite_properties())
 
+    def write_refused(self, error: str) -> None:
+        """A usage error after configuration (no server reached): the report says so, the error its verdict."""
+        if self.report_path is None or not self.controls_run:
+            return
+        run = self._run_info(int(pytest.ExitCode.USAGE_ERROR))
+        if run.url is None and len(self.state.settings.url) == 1:
+            run.url = display_url(self.state.settings.url[0])
+        try:
+            self.written = report_files.write(self.report_path, report_files.refused(run, error, self.redactor))
+        except OSError:
+            pass  # the usage error is what the run says; an unwritable report would only hide it
+
     def nothing_claimed(self) -> bool:
         return overall_result(self.results) == NOT_CLAIMED
 
@@ -150,6 +171,15 @@ class ConformanceReporter:
         if state.profile is not None:
             run.profile_name = state.profile.name
             run.profile_path = str(state.profile.path) if state.profile.path else None
+            run.profile_sha256 = profile_digest(state.profile.data)
+        if state.shard is not None:
+            run.shard = dict(state.shard)
+            run.observed = dict(facts.observed) if facts is not None and facts.observed else None
+            # What the fleet decides a replica's side by, so that the merge decides as the in-process fleet does.
+            rules = dataclasses.asdict(fleet.declared_by(state.expectations()))
+            run.fleet_rules = {
+                key: list(value) if isinstance(value, tuple) else value for key, value in rules.items() if value
+            }
         option = self.config.option
         selection = {"markers": getattr(option, "markexpr", ""), "keywords": getattr(option, "keyword", "")}
         run.selection = {name: value for name, value in selection.items() if value}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,6 +116,8 @@ class RunState:
     watermark_key: Secret | None = None
     baseline: Profile | None = None
     header_notes: list[str] = field(default_factory=list)
+    # The shard set this run declares (--vllm-shard, --vllm-shard-replicas), as its report writes it.
+    shard: dict[str, Any] | None = None
 
     def expectations(self, target: TargetState | None = None) -> Expectations:
         facts = (target or self.primary).facts
@@ -181,11 +184,38 @@ def configure_run(config: pytest.Config) -> RunState:
         targets=_targets(settings),
         watermark_key=watermark_key,
         baseline=baseline,
+        shard=shard_declaration(settings),
     )
     for target in state.targets:
         redactor.add(url_password(target.given_url))
     config.stash[STATE] = state
     return state
+
+
+MAX_SHARDS = 10_000
+
+
+def shard_declaration(settings: Settings) -> dict[str, Any] | None:
+    """The set of shards the run belongs to: ``{index, total}`` or ``{replica, replicas}``; else a usage error."""
+    if settings.shard and settings.shard_replicas:
+        raise pytest.UsageError("--vllm-shard and --vllm-shard-replicas: give one, the index or the replicas")
+    if settings.shard:
+        index, slash, total = settings.shard.strip().partition("/")
+        if not (slash and index.isdigit() and total.isdigit() and 1 <= int(index) <= int(total) <= MAX_SHARDS):
+            raise pytest.UsageError(
+                f"--vllm-shard: {settings.shard[:40]!r} is not valid: give I/N, shard I of N (1 <= I <= N <= "
+                f"{MAX_SHARDS}), e.g. 2/4"
+            )
+        return {"index": int(index), "total": int(total)}
+    if not settings.shard_replicas:
+        return None
+    replicas = list(dict.fromkeys(settings.shard_replicas))
+    if len(settings.url) != 1 or settings.url[0] not in replicas:
+        raise pytest.UsageError(
+            "--vllm-shard-replicas: give the run one --vllm-url, the replica this shard checks, and list it among "
+            f"the replicas ({', '.join(replicas)})"
+        )
+    return {"replica": settings.url[0], "replicas": replicas}
 
 
 def _targets(settings: Settings) -> list[TargetState]:

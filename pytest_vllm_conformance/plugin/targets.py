@@ -97,7 +97,8 @@ def _observe(state: RunState, target: TargetState) -> None:
     A fleet observes every replica: the fleet feature compares them.
     """
     settings = state.settings
-    if not settings.capture_profile and state.baseline is None and not state.fleet:
+    # A shard of a fleet is observed too: the merge compares the shards' observations as the fleet does.
+    if not settings.capture_profile and state.baseline is None and not state.fleet and state.shard is None:
         return
     assert target.facts is not None and target.base_url is not None, "observed after discovery"
     diff_report = settings.diff_report

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Judged:
     count: int
-    what: str  # plural noun: "requests", "objectives", "scored positions"
+    what: str  # a plural phrase, its noun last: "requests", "latency objectives", "scored positions"
     missing: str  # why nothing was judged, when count is 0
 
 
@@ -48,7 +48,12 @@ class Evidence:
 
 
 def noun(plural: str, count: int) -> str:
-    """``1 answer``, ``2 answers``: the plural as given, singular for one where it ends in a plain s."""
+    """``1 scored position``, ``2 scored positions``: the phrase as given (its noun last), singular for one."""
     if count == 1 and plural.endswith("s") and not plural.endswith("ss"):
         return plural[:-1]
     return plural
+
+
+def plural(phrase: str, count: int) -> str:
+    """The phrase ``noun`` was given, back from what it printed for ``count``."""
+    return phrase + "s" if count == 1 and not phrase.endswith("s") else phrase

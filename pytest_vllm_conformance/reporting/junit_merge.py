@@ -8,6 +8,7 @@ and refused when they did not, naming the file.
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,15 @@ def _verdict(case: ET.Element) -> str:
     return next((tag for tag in _VERDICTS if case.find(tag) is not None), "passed")
 
 
+def _seconds(case: ET.Element) -> float:
+    """A case's time; one that is not a finite number (an edited file) counts as none rather than stopping the merge."""
+    try:
+        seconds = float(case.get("time") or 0)
+    except ValueError:
+        return 0.0
+    return seconds if math.isfinite(seconds) else 0.0
+
+
 def merge_files(paths: Sequence[Path], output: Path) -> None:
     cases: dict[tuple[str, str], tuple[ET.Element, Path]] = {}
     properties: dict[str, str] = {}
@@ -31,7 +41,7 @@ def merge_files(paths: Sequence[Path], output: Path) -> None:
         try:
             root = ET.parse(path).getroot()
         except (OSError, ET.ParseError) as exc:
-            raise MergeRefused(f"{path}: cannot be read as a JUnit file: {exc}") from exc
+            raise MergeRefused(f"{path}: cannot be read as a JUnit file: {exc}") from None
         suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
         for suite in suites:
             name = suite.get("name", name)
@@ -58,7 +68,7 @@ def merge_files(paths: Sequence[Path], output: Path) -> None:
     suite.set("failures", str(verdicts.count("failure")))
     suite.set("skipped", str(verdicts.count("skipped")))
     suite.set("tests", str(len(cases)))
-    suite.set("time", f"{sum(float(case.get('time') or 0) for case, _ in cases.values()):.3f}")
+    suite.set("time", f"{sum(_seconds(case) for case, _ in cases.values()):.3f}")
     if timestamp:
         suite.set("timestamp", timestamp)
     for case, _ in cases.values():

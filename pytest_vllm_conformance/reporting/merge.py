@@ -1,16 +1,18 @@
 """Shards' reports into the one report a single run would give.
 
 ``vllm-conformance merge REPORT... -o OUT [--junit-out J --junit J...]``
-(or ``python -m pytest_vllm_conformance.reporting.merge``): shards run on
+(the command is ``plugin/cli.py``, which hands in the fleet's comparison): shards run on
 other machines (a CI matrix, a Kubernetes indexed Job), each with its own
 ``--vllm-report``, are merged here. The merged report is rebuilt from each
 report's ``tests`` list (every contract test and how it ended) by the same
 code that builds a run's report, so per-feature verdicts, "N of M checked",
 the counts and the listings are those of one run over the union of the tests.
 
-Refused, naming the file: a report that is not ours, shards of different
-plugin versions or serving profiles, and one test ending differently in two
-shards. The same test ending the same way twice (a retried shard) counts once.
+Refused, naming the file, in one line: a report that is not ours or whose
+counts do not add up to its tests, shards of different plugin versions,
+serving profiles (name or content) or gates, a shard set with a shard missing
+or given twice (``shard_set.py``), and one test ending differently in two
+shards. The same test ending the same way in two shards counts once.
 
 Shards of different targets (one shard per replica) keep each test apart:
 its id is prefixed with its target's URL, and the report lists the targets.
@@ -20,23 +22,27 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pytest_vllm_conformance.reporting import junit_merge, report_files
+from pytest_vllm_conformance.connection import user_files
+from pytest_vllm_conformance.reporting import junit_merge, report_files, shard_set
 from pytest_vllm_conformance.reporting.junit_merge import MergeRefused
-from pytest_vllm_conformance.reporting.outcomes import ContractTest, feature_results
+from pytest_vllm_conformance.reporting.outcomes import FAILURE, OUTCOMES, ContractTest, feature_results
 from pytest_vllm_conformance.reporting.redaction import Redactor
 
 __all__ = ["MergeRefused", "Shard", "load", "main", "merge"]
 
 # What every shard must share: one plugin judging one declared profile.
-_SAME = (("plugin version", ("plugin", "version")), ("serving profile", ("target", "profile")))
+_SAME = (
+    ("plugin version", ("plugin", "version")),
+    ("serving profile", ("target", "profile")),
+    ("serving profile's content", ("target", "profile_sha256")),
+    ("gate", ("gate",)),
+)
 # The target fields that name the server a shard ran against.
 _TARGET_IDENTITY = ("url", "vllm_version", "model", "server")
 
@@ -46,12 +52,30 @@ class Shard:
     path: Path
     report: dict[str, Any]
 
+    @property
+    def error(self) -> str | None:
+        """The usage error that stopped the shard before any test (an unreachable replica), if one did."""
+        error = self.report.get("error")
+        return str(error) if error else None
+
+    @property
+    def url(self) -> Any:
+        return self.report["target"].get("url")
+
+
+# Compares two replicas' observed serving profiles as the in-process fleet does (features/fleet.py, handed in by
+# the command): (reference name, its observation, replica name, its observation, fleet rules) -> what differs or None.
+# The fleet's judgement of replicas' observations (None: not observed), by the rules their shards recorded:
+# each replica's outcome (passed, failed or undecided) and why.
+JudgeFleet = Callable[[dict[str, dict[str, Any] | None], dict[str, Any]], dict[str, tuple[str, str]]]
+Compare = JudgeFleet
+
 
 def load(path: Path) -> Shard:
     try:
-        report = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise MergeRefused(f"{path}: cannot be read as a report: {exc}") from exc
+        report = user_files.load_yaml(path, str(path))
+    except user_files.UserFileError as exc:
+        raise MergeRefused(f"{exc} (a report written by --vllm-report)") from None
     if not isinstance(report, dict) or report.get("kind") != report_files.REPORT_KIND:
         raise MergeRefused(f"{path}: not a {report_files.REPORT_KIND} (written by --vllm-report)")
     if report.get("apiVersion") != report_files.REPORT_API_VERSION:
@@ -59,7 +83,62 @@ def load(path: Path) -> Shard:
         raise MergeRefused(f"{path}: apiVersion {version!r}, this plugin merges {report_files.REPORT_API_VERSION}")
     if not isinstance(report.get("tests"), list):
         raise MergeRefused(f"{path}: has no tests list (written by a plugin version before merging was possible)")
+    problem = _malformed(report)
+    if problem:
+        raise MergeRefused(f"{path}: {problem}; rerun the shard (or use the file as it was written)")
     return Shard(path, report)
+
+
+def _malformed(report: dict[str, Any]) -> str | None:
+    """What makes a report unusable for a merge: a field of the wrong shape, or tests that do not add up."""
+    for key in ("plugin", "target", "counts", "features"):
+        if not isinstance(report.get(key), dict):
+            return f"its {key} is not a mapping"
+    if not isinstance(report["plugin"].get("version"), str):
+        return "its plugin version is missing"
+    try:
+        aware = datetime.fromisoformat(str(report.get("date"))).tzinfo is not None
+    except ValueError:
+        aware = False
+    if not aware:  # a run writes its start in UTC; a date without a zone cannot be ordered with the others'
+        return f"its date {str(report.get('date'))[:40]!r} is not a date with a time zone"
+    if not all(isinstance(feature, dict) for feature in report["features"].values()):
+        return "a feature of it is not a mapping"
+    if not isinstance(report.get("selection", {}), dict):
+        return "its selection is not a mapping"
+    if not isinstance(report["target"].get("routes_not_mounted", []), list):
+        return "its target.routes_not_mounted is not a list"
+    if report.get("exit_status") is not None and type(report.get("exit_status")) is not int:
+        return f"its exit_status {str(report.get('exit_status'))[:40]!r} is not a number"
+    tally = dict.fromkeys(OUTCOMES, 0)
+    for index, entry in enumerate(report["tests"]):
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(key), str) for key in _ENTRY_KEYS):
+            return f"tests.{index} lacks one of {', '.join(_ENTRY_KEYS)}"
+        if entry["outcome"] not in tally:
+            return f"tests.{index} ended {entry['outcome'][:40]!r}, not one of {', '.join(OUTCOMES)}"
+        tally[entry["outcome"]] += 1
+    for outcome, listed in tally.items():
+        counted = report["counts"].get(outcome.replace(" ", "_"))
+        if counted != listed:
+            return f"its counts say {counted!r} {outcome}, its tests list {listed}: the file was cut short or edited"
+    shard = report.get("shard")
+    if shard is not None and not _declared(shard):
+        return "its shard section is neither an index and total nor a replica and its replicas"
+    return None
+
+
+_ENTRY_KEYS = ("test", "contract", "feature", "outcome")
+
+
+def _declared(shard: Any) -> bool:
+    if not isinstance(shard, dict):
+        return False
+    index, total = shard.get("index"), shard.get("total")
+    # As --vllm-shard allows: 1 <= I <= N <= 10,000 (a total of 10^9 would be a billion shards to look for).
+    by_index = isinstance(index, int) and isinstance(total, int) and 1 <= index <= total <= 10_000
+    replicas = shard.get("replicas")
+    by_replica = isinstance(replicas, list) and shard.get("replica") in replicas
+    return by_index or by_replica
 
 
 def _value(report: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -68,7 +147,7 @@ def _value(report: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return report or None
 
 
-def merge(shards: Sequence[Shard]) -> dict[str, Any]:
+def merge(shards: Sequence[Shard], compare: Compare | None = None) -> dict[str, Any]:
     if not shards:
         raise MergeRefused("no report to merge")
     first = shards[0]
@@ -79,14 +158,18 @@ def merge(shards: Sequence[Shard]) -> dict[str, Any]:
                     f"{shard.path}: {what} {_value(shard.report, keys)!r} differs from "
                     f"{_value(first.report, keys)!r} in {first.path}; shards of one run share both"
                 )
+    shard_set.check(shards)
     targets = _targets(shards)
     several = len(targets) > 1
+    stopped = [shard for shard in shards if shard.error]
+    if stopped and not several:
+        raise MergeRefused(f"{stopped[0].path}: the shard stopped before any test: {stopped[0].error}")
     tests: dict[str, tuple[ContractTest, Path]] = {}
     for shard in shards:
         for entry in shard.report["tests"]:
             test = _contract_test(entry)
             if several:
-                test.test_id = f"{shard.report['target'].get('url')} {test.test_id}"
+                test.test_id = f"{shard.url} {test.test_id}"
             seen = tests.get(test.test_id)
             if seen is None:
                 tests[test.test_id] = (test, shard.path)
@@ -98,11 +181,16 @@ def merge(shards: Sequence[Shard]) -> dict[str, Any]:
     statements: dict[str, str] = {}
     for shard in shards:
         for name, feature in shard.report.get("features", {}).items():
-            statements.setdefault(name, feature.get("description") or "")
-    results = feature_results(statements, [test for test, _ in tests.values()])
+            statements.setdefault(name, str(feature.get("description") or ""))
+    merged_tests = [test for test, _ in tests.values()]
+    if several:
+        merged_tests += shard_set.replica_tests(shards, compare)
+    results = feature_results(statements, merged_tests)
     merged = report_files.build(_run_info(shards), results, Redactor())
     if several:
         merged["targets"] = targets
+    if merged["result"] == FAILURE:
+        merged["exit_status"] = 1  # a replica not reached, or not agreeing, fails the merged run
     merged["shards"] = [_shard_line(shard) for shard in shards]
     return merged
 
@@ -141,8 +229,9 @@ def _run_info(shards: Sequence[Shard]) -> report_files.RunInfo:
         embedded_server=target.get("server") == "embedded",
         profile_name=target.get("profile"),
         profile_path=target.get("profile_file"),
+        profile_sha256=target.get("profile_sha256"),  # the same in every shard (checked above)
         expectations=first.get("expectations"),
-        exit_status=_exit_status([shard.report.get("exit_status") for shard in shards]),
+        exit_status=_exit_status([shard.report.get("exit_status") for shard in shards if not shard.error]),
         gate=first.get("gate", "report"),
         routes=_agreed(shards, "routes"),
     )
@@ -173,6 +262,10 @@ def _exit_status(statuses: list[Any]) -> int | None:
 
 def _shard_line(shard: Shard) -> dict[str, Any]:
     line = {"file": shard.path.name, "date": shard.report.get("date"), "tests": len(shard.report["tests"])}
+    if shard.report.get("shard"):
+        line["shard"] = {key: value for key, value in shard.report["shard"].items() if key != "fleet"}
+    if shard.error:
+        line["error"] = shard.error
     if shard.report.get("selection"):
         line["selection"] = shard.report["selection"]
     return line
@@ -181,10 +274,13 @@ def _shard_line(shard: Shard) -> dict[str, Any]:
 # ---- the command ----------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, compare: Compare | None = None) -> int:
+    """The command; ``compare`` judges replicas' observations (the plugin's command hands in the fleet's)."""
     parser = argparse.ArgumentParser(
         prog="vllm-conformance merge",
-        description="Merge the --vllm-report files of shards into the report one run would give.",
+        description="Merge the --vllm-report files of shards into the report one run would give. Shards that "
+        "declare their set (--vllm-shard=I/N, --vllm-shard-replicas) must all be given, each once; shards of "
+        "different replicas are compared as a fleet. Exits 1 when the merged run failed, 2 when refused.",
     )
     parser.add_argument("reports", nargs="+", type=Path, help="the shards' YAML reports")
     parser.add_argument("-o", "--output", type=Path, required=True, help="the merged YAML (its .md twin beside it)")
@@ -194,18 +290,18 @@ def main(argv: list[str] | None = None) -> int:
     if bool(args.junit) != bool(args.junit_out):
         parser.error("--junit and --junit-out go together")
     try:
-        merged = merge([load(path) for path in args.reports])
+        merged = merge([load(path) for path in args.reports], compare)
         if args.junit:
             junit_merge.merge_files(args.junit, args.junit_out)
+        yaml_path, md_path = report_files.write(args.output, merged)
     except MergeRefused as exc:
         print(f"vllm-conformance merge: refused: {exc}", file=sys.stderr)
         return 2
-    yaml_path, md_path = report_files.write(args.output, merged)
+    except OSError as exc:
+        where = exc.filename or args.output
+        print(f"vllm-conformance merge: refused: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     counts = merged["counts"]
     print(f"merged {len(args.reports)} report(s): {merged['result']}, {counts} -> {yaml_path} and {md_path}")
     # The exit status the one run would have had (its shards' worst), so a pipeline gates on the merge.
     return int(merged["exit_status"] or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

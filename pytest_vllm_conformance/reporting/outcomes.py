@@ -24,8 +24,10 @@ skip: the check could not run. A passed test carries its evidence
 out of all claimed ones: "auth: 122 of 122 checked".
 
 Behind an ingress, a check the ingress does not expose (its own 404/405
-where the server serves the route) passes as "not exposed": no caller can
-reach that route there. A claimed feature judged at the ingress none of whose
+where the server serves the route) on a route the profile declares hidden
+(``ingress.hidden_routes``) passes as "not exposed": no caller can reach
+that route there; on an undeclared route the check itself fails
+(``vllm_not_exposed`` in plugin/fixtures.py). A claimed feature judged at the ingress none of whose
 checks the ingress exposed judged nothing there, and is a ``failure``.
 """
 

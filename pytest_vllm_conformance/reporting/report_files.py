@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import yaml
-
-from pytest_vllm_conformance.reporting.evidence import noun
+from pytest_vllm_conformance.connection import user_files
+from pytest_vllm_conformance.reporting.evidence import noun, plural
 from pytest_vllm_conformance.reporting.outcomes import (
     FAILED,
     NOT_CLAIMED,
@@ -61,6 +60,13 @@ class RunInfo:
     routes_not_mounted: list[str] = field(default_factory=list)
     # A fleet: one entry per replica (name, url, vllm_version, model, result, and problem when not reached).
     replicas: list[dict[str, Any]] = field(default_factory=list)
+    # The profile's content, hashed: shards of one run judged the same declarations, not merely one name.
+    profile_sha256: str | None = None
+    # A shard: the set it belongs to (index and total, or its replica and all), for the merge to check whole.
+    shard: dict[str, Any] | None = None
+    # A shard: its target's observed serving profile and the fleet's rules, for the merge to compare replicas.
+    observed: dict[str, Any] | None = None
+    fleet_rules: dict[str, Any] = field(default_factory=dict)
 
 
 def markdown_path(report_path: Path) -> Path:
@@ -89,6 +95,10 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         },
         "expectations": run.expectations,
     }
+    if run.profile_sha256:
+        report["target"]["profile_sha256"] = run.profile_sha256
+    if run.observed is not None:
+        report["target"]["observed"] = run.observed
     if run.routes is not None:
         report["target"]["routes"] = run.routes
     if run.routes_not_mounted:
@@ -97,6 +107,8 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         report["replicas"] = [dict(replica) for replica in run.replicas]
     if run.selection:
         report["selection"] = dict(run.selection)
+    if run.shard is not None:
+        report["shard"] = {**run.shard, **({"fleet": dict(run.fleet_rules)} if run.fleet_rules else {})}
     report["result"] = overall_result(features)
     report["gate"] = run.gate
     report["exit_status"] = run.exit_status
@@ -104,6 +116,19 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
     report["features"] = {feature.name: _feature(feature) for feature in features}
     report["tests"] = test_entries(features)
     return _scrubbed(report, redactor)
+
+
+# The result of a run stopped before any test by a usage error (exit 4): an input to fix, named in ``error``.
+USAGE_ERROR = "usage error"
+
+
+def refused(run: RunInfo, error: str, redactor: Redactor) -> dict[str, Any]:
+    """The report of a run a usage error stopped: no test, the error as its verdict (a pipeline always has a file)."""
+    report = build(run, [], redactor)
+    report["result"] = USAGE_ERROR
+    report["exit_status"] = int(run.exit_status) if run.exit_status is not None else 4
+    report["error"] = redactor(error)
+    return report
 
 
 def test_entries(features: list[FeatureResult]) -> list[dict[str, Any]]:
@@ -183,8 +208,8 @@ def evidence_by_contract(tests: list[ContractTest]) -> list[dict[str, Any]]:
         for part in test.evidence.removeprefix("judged: ").split(", "):
             number, _, what = part.partition(" ")
             if number.isdigit():
-                plural = what + "s" if number == "1" and not what.endswith("s") else what  # "1 answer"
-                counts[plural] = counts.get(plural, 0) + int(number)
+                phrase = plural(what, int(number))
+                counts[phrase] = counts.get(phrase, 0) + int(number)
     return [
         {
             "contract": contract,
@@ -214,7 +239,7 @@ def _scrubbed(value: Any, redactor: Redactor) -> Any:
 
 def render_yaml(report: dict[str, Any]) -> str:
     header = "# vLLM conformance report (pytest-vllm-conformance); the Markdown twin has the same stem.\n"
-    return header + yaml.safe_dump(report, sort_keys=False, allow_unicode=True, width=120)
+    return header + user_files.dump_yaml(report, sort_keys=False, allow_unicode=True, width=120)
 
 
 def _md(text: Any) -> str:
@@ -241,6 +266,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         profile = f"{profile} ({target['profile_file']})"
     rows = [
         ("result", f"**{report['result']}**"),
+        *([("error", _md(report["error"]))] if report.get("error") else []),
         ("vLLM version", _md(target["vllm_version"] or "unknown")),
         ("judged as", _md(target.get("release") or "unknown")),
         ("model", _code(target["model"] or "unknown")),

@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark
 ENDPOINTS = ("POST /v1/completions", "POST /v1/chat/completions")
 
 
+@pytest.mark.pins(failed={"profile_diff.serving_unchanged", "context.max_model_len_as_declared"})
 def test_a_shorter_context_than_the_baseline_fails_diff_and_context(pytester, plain_server, served, tmp_path):
     baseline = tmp_path / "canary-512.yaml"
     run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={baseline}", url=plain_server.url)
@@ -49,6 +50,13 @@ def test_a_shorter_context_than_the_baseline_fails_diff_and_context(pytester, pl
     assert "| max_model_len: 512 -> 256 | 512 | 256 | **fails** |" in report
 
 
+@pytest.mark.pins(
+    failed={
+        "context.request_at_limit_served",
+        "context.request_over_limit_refused_or_clamped",
+        "context.prompt_over_limit_refused",
+    }
+)
 def test_a_server_advertising_more_than_it_enforces_fails_context(pytester, plain_server):
     advertise_1024 = RewriteJsonResponse(json_path=("data", "*", "max_model_len"), value=1024, path="/v1/models")
     with FaultProxy(plain_server.url, rules=[advertise_1024]) as proxy:
@@ -75,6 +83,7 @@ def test_a_server_advertising_more_than_it_enforces_fails_context(pytester, plai
     assert "the refusal names a limit of 512, but /v1/models reports max_model_len 1024" in over
 
 
+@pytest.mark.pins(failed={"context.request_over_limit_refused_or_clamped"})
 def test_a_clamp_fails_context_where_the_profile_forbids_it(pytester, plain_server):
     forbid = "profile: 1\nname: no-clamp\ncontext:\n  max_model_len: 512\n  max_tokens_clamp: forbidden\n"
     run_suites(pytester, "-m", "context", url=plain_server.url, profile=forbid)
@@ -92,6 +101,7 @@ def test_a_clamp_fails_context_where_the_profile_forbids_it(pytester, plain_serv
     assert "with a prompt of 511 tokens and max_tokens 2 -> 200" in message
 
 
+@pytest.mark.pins(failed={"profile_diff.baseline_compared", "profile_diff.serving_unchanged"})
 def test_a_baseline_of_another_model_fails_baseline_compared(pytester, plain_server, tmp_path):
     """A capture of another model compares nothing of the model under test: baseline_compared fails saying so,
     where it used to pass as soon as the target was observed."""
@@ -119,6 +129,7 @@ def test_a_baseline_of_another_model_fails_baseline_compared(pytester, plain_ser
     ) in failed["profile_diff.baseline_compared"]
 
 
+@pytest.mark.pins(failed={"profile_diff.serving_unchanged"})
 def test_a_longer_completions_default_is_read_16_tokens_far_and_fails_the_diff(pytester, plain_server, tmp_path):
     """The proxy gives every completions request max_tokens 64, as a server whose default is 64 would: the
     capture's bare completion is hung up on after 16 tokens and reads "more than 16", and the diff fails it."""

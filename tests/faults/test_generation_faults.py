@@ -33,6 +33,13 @@ def run_through(pytester, server, rule, marker, *more_rules):
     return pytester.path / "junit.xml"
 
 
+@pytest.mark.pins(
+    failed={
+        "structured_outputs.constraint_enforced",
+        "structured_outputs.invalid_constraint_refused",
+        "structured_outputs.legacy_fields_not_silently_dropped",
+    }
+)
 def test_a_dropped_response_format_fails_the_constraint(pytester, generation_server):
     junit = run_through(pytester, generation_server, StripJsonField(field="response_format"), "structured_outputs")
     assert_verdicts(
@@ -52,6 +59,14 @@ def test_a_dropped_response_format_fails_the_constraint(pytester, generation_ser
     )
 
 
+@pytest.mark.pins(
+    failed={
+        "tool_calls.named_function_called",
+        "tool_calls.required_function_called",
+        "tool_calls.stream_reassembles_to_the_same_calls",
+        "tool_calls.cut_call_ends_length",
+    }
+)
 def test_dropped_tools_fail_every_call(pytester, generation_server):
     junit = run_through(pytester, generation_server, StripJsonField(field="tools"), "tool_calls")
     assert_verdicts(
@@ -66,6 +81,13 @@ def test_dropped_tools_fail_every_call(pytester, generation_server):
     assert "was not served" in failed_checks(junit)["tool_calls.named_function_called"]
 
 
+@pytest.mark.pins(
+    failed={
+        "tool_calls.named_function_called",
+        "tool_calls.required_function_called",
+        "tool_calls.stream_reassembles_to_the_same_calls",
+    }
+)
 def test_corrupted_arguments_fail_the_calls(pytester, generation_server):
     corrupt = RewriteJsonResponse(json_path="choices.*.message.tool_calls.*.function.arguments", value="{not json")
     junit = run_through(pytester, generation_server, corrupt, "tool_calls")
@@ -81,6 +103,7 @@ def test_corrupted_arguments_fail_the_calls(pytester, generation_server):
     assert "arguments '{not json' are not JSON" in message
 
 
+@pytest.mark.pins(failed={"tool_calls.stream_reassembles_to_the_same_calls"})
 def test_reordered_tool_call_deltas_fail_the_stream_only(pytester, generation_server):
     swap = RewriteStream(path="/v1/chat/completions", edit="swap_tool_call_fragments")
     junit = run_through(pytester, generation_server, swap, "tool_calls")
@@ -89,6 +112,13 @@ def test_reordered_tool_call_deltas_fail_the_stream_only(pytester, generation_se
     assert "the streamed tool-call deltas reassemble to other calls" in message
 
 
+@pytest.mark.pins(
+    failed={
+        "structured_outputs.constraint_enforced",
+        "structured_outputs.legacy_fields_not_silently_dropped",
+        *TOOL_CALLS_WITH_PARSER,
+    }
+)
 def test_an_answer_cut_at_the_byte_cap_fails_every_check_that_reads_it(pytester, generation_server):
     """Every 200 answer grows past the run's byte cap (a JSON field or a stream event of padding after the real
     content): the client cuts it, and no check may read the cut body as if whole. Before, tool_choice none
@@ -124,6 +154,13 @@ def test_an_answer_cut_at_the_byte_cap_fails_every_check_that_reads_it(pytester,
         ), failed[check]
 
 
+@pytest.mark.pins(
+    failed={
+        "tool_calls.named_function_called",
+        "tool_calls.required_function_called",
+        "tool_calls.stream_reassembles_to_the_same_calls",
+    }
+)
 def test_tool_call_arguments_sent_as_an_object_fail_the_shape(pytester, generation_server):
     # A relay that decodes the arguments: OpenAI's clients expect the JSON text, a string.
     decoded = RewriteJsonResponse(
@@ -143,6 +180,7 @@ def test_tool_call_arguments_sent_as_an_object_fail_the_shape(pytester, generati
     assert '$.choices[0].message.tool_calls[0].function.arguments: expected string, got {"unit": "kelvin"}' in message
 
 
+@pytest.mark.pins(failed={"tool_calls.stream_reassembles_to_the_same_calls"})
 def test_a_streamed_tool_call_without_its_index_fails_the_shape(pytester, generation_server):
     unindexed = RewriteStream(path="/v1/chat/completions", edit="drop_tool_call_index")
     junit = run_through(pytester, generation_server, unindexed, "tool_calls")
@@ -152,6 +190,32 @@ def test_a_streamed_tool_call_without_its_index_fails_the_shape(pytester, genera
     assert ".delta.tool_calls[0].index: expected the field (required by OpenAI), got no such field" in message
 
 
+@pytest.mark.pins(failed={"tool_calls.stream_reassembles_to_the_same_calls"})
+def test_a_streamed_tool_call_whose_first_fragment_lost_its_id_fails_the_shape(pytester, generation_server):
+    # Every chunk still passes the chunk schema (a fragment needs only its index); the call as a client assembles
+    # it has no id. Only the streamed test runs: the fault touches nothing else.
+    anonymous = RewriteStream(path="/v1/chat/completions", edit="drop_first_tool_call_id")
+    with FaultProxy(generation_server.url, rules=[anonymous]) as proxy:
+        run_suites(pytester, "-m", "tool_calls", "-k", "stream", url=proxy.url, profile=GENERATION_PROFILE)
+        assert proxy.hits == [1]
+    junit = pytester.path / "junit.xml"
+    contract = "tool_calls.stream_reassembles_to_the_same_calls"
+    assert_verdicts(junit, {contract: "failed"})
+    message = failed_checks(junit)[contract]
+    assert (
+        ".delta.tool_calls[0].id: expected the field (required by OpenAI of a call, so of its first fragment), "
+        "got no such field"
+    ) in message, message
+    assert ".type:" not in message and ".function.name:" not in message, message
+
+
+@pytest.mark.pins(
+    failed={
+        "tool_calls.named_function_called",
+        "tool_calls.required_function_called",
+        "tool_calls.stream_reassembles_to_the_same_calls",
+    }
+)
 def test_answers_without_any_tool_call_compare_nothing_and_fail(pytester, generation_server):
     # Calls dropped from whole and streamed answers alike: equal streams of nothing are no pass.
     no_calls = RewriteJsonResponse(json_path="choices.*.message.tool_calls", value=[])
@@ -169,6 +233,9 @@ def test_answers_without_any_tool_call_compare_nothing_and_fail(pytester, genera
     assert "nothing to compare: a named tool_choice gave no tool call" in message
 
 
+@pytest.mark.pins(
+    failed={"structured_outputs.invalid_constraint_refused", "structured_outputs.legacy_fields_not_silently_dropped"}
+)
 def test_a_refusal_that_does_not_name_the_problem_fails(pytester, generation_server):
     vague = RewriteJsonResponse(json_path="error.message", value="Bad Request")
     junit = run_through(pytester, generation_server, vague, "structured_outputs")
@@ -189,12 +256,12 @@ def test_a_refusal_that_does_not_name_the_problem_fails(pytester, generation_ser
 # never reached vLLM starts no answer that meets it.
 DROPPED_CONSTRAINTS = {
     "response_format": {
-        "structured_outputs.constraint_enforced": {"failed": 3, "passed": 4, "skipped": 1},
+        "structured_outputs.constraint_enforced": {"failed": 3, "passed": 4, "undecided": 1},
         "structured_outputs.invalid_constraint_refused": {"failed": 2, "passed": 2},
         "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
     },
     "structured_outputs": {
-        "structured_outputs.constraint_enforced": {"failed": 5, "skipped": 3},
+        "structured_outputs.constraint_enforced": {"failed": 5, "undecided": 3},
         "structured_outputs.invalid_constraint_refused": {"failed": 2, "passed": 2},
         "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
     },
@@ -203,6 +270,13 @@ DROPPED_CONSTRAINTS = {
 
 @pytest.mark.parametrize("dropped", sorted(DROPPED_CONSTRAINTS))
 @pytest.mark.servers("padding")
+@pytest.mark.pins(
+    failed={
+        "structured_outputs.constraint_enforced",
+        "structured_outputs.invalid_constraint_refused",
+        "structured_outputs.legacy_fields_not_silently_dropped",
+    }
+)
 def test_a_dropped_constraint_fails_where_the_model_pads(pytester, served, dropped):
     junit = run_through(pytester, served("padding"), StripJsonField(field=dropped), "structured_outputs")
     assert_verdicts(junit, DROPPED_CONSTRAINTS[dropped])
@@ -214,6 +288,14 @@ def test_a_dropped_constraint_fails_where_the_model_pads(pytester, served, dropp
 
 
 @pytest.mark.servers("padding")
+@pytest.mark.pins(
+    failed={
+        "tool_calls.named_function_called",
+        "tool_calls.required_function_called",
+        "tool_calls.stream_reassembles_to_the_same_calls",
+        "tool_calls.cut_call_ends_length",
+    }
+)
 def test_a_dropped_tool_choice_fails_where_the_model_pads(pytester, served):
     # Without tool_choice vLLM picks auto: the model writes text, which starts no call.
     junit = run_through(pytester, served("padding"), StripJsonField(field="tool_choice"), "tool_calls")

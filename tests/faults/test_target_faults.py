@@ -9,16 +9,26 @@ say so. An ingress that answers 404 to everything stops the run before any
 suite reads its 404s as "not exposed". A run that claimed nothing fails.
 """
 
+import os
+import signal
+
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, Respond, RewriteJsonResponse
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, verdicts
+from tests.support.processes import engine_core
+from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 
 DISCOVERY_PASSED = dict.fromkeys(
-    ("discovery.version_parses", "discovery.max_model_len_published", "discovery.core_routes_served"), "passed"
+    (
+        "discovery.version_parses",
+        "discovery.max_model_len_published",
+        "discovery.core_routes_served",
+        "discovery.ready_generates",
+    ),
+    "passed",
 )
 
 
@@ -82,3 +92,56 @@ def test_a_run_that_claimed_nothing_fails(pytester, plain_server):
     result.stdout.fnmatch_lines(["*nothing was claimed: no contract of this run applies*the run does not pass"])
     seen = verdicts(pytester.path / "junit.xml")
     assert seen and {verdict for counts in seen.values() for verdict in counts} == {"not claimed"}, seen
+
+
+# ---- ready means able to generate -------------------------------------------------------------
+#
+# /health is the API server's: it answers 200 while the engine behind it cannot run a kernel (an AVX2
+# build asked for a 4-bit GPTQ kernel it lacks) or hangs. Discovery asks for one token first; the run
+# then reports that one failure and checks nothing else against the server, instead of failing every
+# check on a 500.
+
+
+def _cannot_generate_verdicts(junit):
+    seen = verdicts(junit)
+    assert seen.pop("discovery.ready_generates") == {"failed": 1}, seen
+    others = {contract: counts for contract, counts in seen.items() if not contract.startswith("discovery.")}
+    assert any("skipped" in counts for counts in others.values()), others
+    assert all(set(counts) <= {"skipped", "not claimed"} for counts in others.values()), others
+    return seen
+
+
+@pytest.mark.pins(failed={"discovery.ready_generates"})
+def test_an_engine_answering_500_to_generation_is_one_failure_and_nothing_else_is_checked(pytester, plain_server):
+    broken = Respond(
+        500, {"error": {"message": "EngineCore encountered an issue", "code": 500}}, path="/v1/completions"
+    )
+    with FaultProxy(plain_server.url, rules=[broken]) as proxy:
+        result = run_suites(pytester, "-m", "discovery or context or validation_bounds", url=proxy.url)
+    junit = pytester.path / "junit.xml"
+    _cannot_generate_verdicts(junit)
+    message = failed_checks(junit)["discovery.ready_generates"]
+    assert "/health answered 200, but one token was answered with 500" in message, message
+    assert "EngineCore encountered an issue" in message, message
+    why = "not checked: the server cannot generate (discovery.ready_generates): one token was answered with 500"
+    skipped = [run for run in contract_runs(junit) if run.verdict == "skipped"]
+    assert all(run.message.startswith(why) for run in skipped), {run.key: run.message for run in skipped}
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.pins(failed={"discovery.ready_generates"})
+def test_a_hung_engine_behind_a_healthy_api_server_is_one_failure(pytester, plain_server):
+    """SIGSTOP, as the serving pause proof does: /health still answers; the one token never comes."""
+    assert plain_server.process is not None
+    engine = engine_core(plain_server.process.pid)
+    os.kill(engine, signal.SIGSTOP)
+    try:
+        run_suites(pytester, "-m", "discovery or context", "--vllm-timeout=4", url=plain_server.url)
+    finally:
+        os.kill(engine, signal.SIGCONT)
+    junit = pytester.path / "junit.xml"
+    _cannot_generate_verdicts(junit)
+    message = failed_checks(junit)["discovery.ready_generates"]
+    assert "/health answered 200, but no answer to one token: POST /v1/completions: no complete answer within 4 s" in (
+        message
+    ), message

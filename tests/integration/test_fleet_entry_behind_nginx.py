@@ -65,6 +65,7 @@ def replicas(served):
     return served.together("replica_a", "replica_b")
 
 
+@pytest.mark.pins(failed={STORED, PREFIX})
 def test_round_robin_loses_the_stored_response_and_the_prefix_cache(pytester, replicas):
     result, junit = run_through(pytester, "round-robin.conf", replicas)
     assert result.ret == 1, result.stdout.str()[-3000:]
@@ -74,6 +75,7 @@ def test_round_robin_loses_the_stored_response_and_the_prefix_cache(pytester, re
     assert "was not served from cache on" in failures[PREFIX]
 
 
+@pytest.mark.pins(healthy={REACH, STORED, PREFIX})
 def test_affinity_keeps_every_read_and_every_repeat_on_one_replica(pytester, replicas):
     result, junit = run_through(pytester, "affinity.conf", replicas)
     assert result.ret == 0, result.stdout.str()[-3000:]

@@ -28,6 +28,14 @@ def generation_server(served):
     return served("generation")
 
 
+@pytest.mark.pins(
+    failed={"structured_outputs.legacy_fields_not_silently_dropped"},
+    healthy={
+        "structured_outputs.constraint_enforced",
+        "structured_outputs.invalid_constraint_refused",
+        *TOOL_CALLS_WITH_PARSER,
+    },
+)
 def test_generation_controls_hold_and_ignored_legacy_fields_fail(pytester, generation_server):
     run_suites(pytester, *GENERATION.split(" ", 1), url=generation_server.url, profile=GENERATION_PROFILE)
     junit = pytester.path / "junit.xml"
@@ -56,6 +64,14 @@ def test_generation_controls_hold_and_ignored_legacy_fields_fail(pytester, gener
 
 
 @pytest.mark.servers("padding")
+@pytest.mark.pins(
+    failed={"structured_outputs.legacy_fields_not_silently_dropped"},
+    healthy={
+        "structured_outputs.constraint_enforced",
+        "structured_outputs.invalid_constraint_refused",
+        *TOOL_CALLS_WITH_PARSER,
+    },
+)
 def test_a_model_padding_its_json_is_undecided_never_failed(pytester, served):
     # tiny-llama-other-seed fills every JSON-schema answer and both forced calls with whitespace until
     # max_tokens; regex, choice and grammar leave it no room, and none nor the 4-token cut need any.
@@ -65,14 +81,14 @@ def test_a_model_padding_its_json_is_undecided_never_failed(pytester, served):
     assert_verdicts(
         junit,
         {
-            "structured_outputs.constraint_enforced": {"passed": 4, "skipped": 4},
+            "structured_outputs.constraint_enforced": {"passed": 4, "undecided": 4},
             "structured_outputs.invalid_constraint_refused": {"passed": 4},
             "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
             **tool_call_verdicts(undecided=tuple(f"tool_calls.{name}" for name in padded)),
         },
     )
     runs = {run.key: run for run in contract_runs(junit)}
-    undecided = {key: run.message for key, run in runs.items() if run.verdict == "skipped"}
+    undecided = {key: run.message for key, run in runs.items() if run.verdict == "undecided"}
     assert sorted(undecided) == [
         "structured_outputs.constraint_enforced[response_format json_schema on chat streamed]",
         "structured_outputs.constraint_enforced[response_format json_schema on chat]",
@@ -90,6 +106,13 @@ def test_a_model_padding_its_json_is_undecided_never_failed(pytester, served):
     assert refused.properties["vllm_structured_output_refusal_words"] == "xgrammar"
 
 
+@pytest.mark.pins(
+    healthy={
+        "structured_outputs.constraint_enforced",
+        "structured_outputs.invalid_constraint_refused",
+        "structured_outputs.legacy_fields_not_silently_dropped",
+    }
+)
 def test_an_ingress_refusing_legacy_fields_passes(pytester, generation_server):
     with FaultProxy(generation_server.url, rules=[RefuseJsonFields(fields=LEGACY)]) as proxy:
         run_suites(pytester, "-m", "structured_outputs", url=proxy.url, profile=GENERATION_PROFILE)
@@ -104,6 +127,7 @@ def test_an_ingress_refusing_legacy_fields_passes(pytester, generation_server):
     )
 
 
+@pytest.mark.pins(healthy={"tool_calls.forced_choice_refused_without_parser"})
 def test_without_a_parser_forced_tool_choices_are_refused(pytester, plain_server):
     run_suites(pytester, "-m", "tool_calls", url=plain_server.url)
     assert_verdicts(
@@ -115,6 +139,7 @@ def test_without_a_parser_forced_tool_choices_are_refused(pytester, plain_server
     )
 
 
+@pytest.mark.pins(failed={"profile_diff.serving_unchanged"})
 def test_a_changed_request_default_fails_the_profile_diff(pytester, plain_server, generation_server, tmp_path):
     # The generation server runs --override-generation-config '{"temperature": 0.0}': greedy by default.
     capture = tmp_path / "plain.yaml"

@@ -67,6 +67,16 @@ quality:
 """
 
 
+@pytest.mark.pins(
+    failed={"quality.multiple_choice_not_worse"},
+    healthy={
+        "quality.greedy_tokens_match_baseline",
+        "quality.logprob_drift_within_noise",
+        "quality.multiple_choice_not_worse",
+        "quality.short_answer_not_worse",  # undecided: underpowered on random weights, never passed blind
+        "quality.long_context_not_worse",
+    },
+)
 def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regression(
     pytester, plain_server, loopback_only
 ):
@@ -88,16 +98,16 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
         {
             "quality.greedy_tokens_match_baseline": "passed",
             "quality.logprob_drift_within_noise": {"passed": 4},
-            "quality.short_answer_not_worse": {"skipped": 2},
+            "quality.short_answer_not_worse": {"undecided": 2},
             "quality.multiple_choice_not_worse": "passed",
-            "quality.long_context_not_worse": {"skipped": 4},
+            "quality.long_context_not_worse": {"undecided": 4},
             "quality.user_task_not_worse": "not claimed",
         },
     )
     runs = contract_runs(junit)
-    floored = [run for run in runs if run.verdict == "skipped"]
+    floored = [run for run in runs if run.verdict == "undecided"]
     for run in floored:
-        assert run.message.startswith("underpowered: "), run.message
+        assert run.message.startswith("undecided: underpowered: "), run.message
         assert "the task cannot discriminate on this model: both sides score 0 on every item (the floor)" in (
             run.message
         )
@@ -138,18 +148,18 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
     )
     junit = pytester.path / "junit.xml"
     assert_verdicts(
-        junit, {"quality.multiple_choice_not_worse": "skipped", "quality.short_answer_not_worse": {"skipped": 1}}
+        junit, {"quality.multiple_choice_not_worse": "undecided", "quality.short_answer_not_worse": {"undecided": 1}}
     )
     underpowered = {run.contract: run for run in contract_runs(junit)}
     choice = underpowered["quality.multiple_choice_not_worse"]
     assert choice.message.startswith(
-        "underpowered: vllm_conformance_multiple_choice (completions) acc,none: 40 items, minimum detectable drop "
-        "0.2000, required at most 0.1 (tolerance 0.05 + 0.05) (quality.max_detectable_drop)"
+        "undecided: underpowered: vllm_conformance_multiple_choice (completions) acc,none: 40 items, "
+        "minimum detectable drop 0.2000, required at most 0.1 (tolerance 0.05 + 0.05) (quality.max_detectable_drop)"
     ), choice.message
     assert choice.properties["vllm_quality_verdict"] == "underpowered"
     assert choice.properties["vllm_quality_required_detectable_drop"] == "0.1"
     assert underpowered["quality.short_answer_not_worse"].message.startswith(
-        "underpowered: vllm_conformance_short_answer (completions) exact_match,first-line: 40 items, "
+        "undecided: underpowered: vllm_conformance_short_answer (completions) exact_match,first-line: 40 items, "
         "the task cannot discriminate on this model: both sides score 0 on every item (the floor)"
     ), underpowered["quality.short_answer_not_worse"].message
     assert result.ret != 0
@@ -186,6 +196,7 @@ def test_a_server_against_itself_passes_and_its_saved_baseline_gates_a_regressio
     assert not loopback_only.exists(), loopback_only.read_text()
 
 
+@pytest.mark.pins(failed={"quality.greedy_tokens_match_baseline"})
 def test_a_perturbed_baseline_fails_greedy_equivalence_at_the_first_token(
     pytester, plain_server, perturbed_server, loopback_only
 ):
@@ -207,6 +218,6 @@ def test_a_perturbed_baseline_fails_greedy_equivalence_at_the_first_token(
     )
     # Near chance on both, 40 items: the gate could fail a drop of 0.2 at best, so it judges nothing: a skip.
     (choice,) = [run for run in contract_runs(junit) if run.contract == "quality.multiple_choice_not_worse"]
-    assert choice.verdict == "skipped" and choice.message.startswith("underpowered: "), choice
+    assert choice.verdict == "undecided" and choice.message.startswith("undecided: underpowered: "), choice
     assert "vllm_quality_interval" in choice.properties, choice.properties
     assert not loopback_only.exists(), loopback_only.read_text()

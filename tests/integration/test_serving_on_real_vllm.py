@@ -18,7 +18,8 @@ import pytest
 
 from fixtures.fault_proxy import Delay, FaultProxy
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, failed_checks, verdicts
+from tests.support.processes import engine_core
+from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 pytestmark = [requires_vllm, pytest.mark.servers("plain", "one_seq")]
 # The saved-run proof: opt-in (make test-serving), as the docstring says.
@@ -35,8 +36,10 @@ serving:
   rounds: 2
   slo: {SLO}
 """
-# Generous: a healthy tiny model on two busy cores answers far sooner; the latency proof uses the fault's 300 ms.
+# No objective: the latency contract judges nothing, so it is undecided, never passed.
 NO_SLO = "{}"
+# Generous: a healthy tiny model on two busy cores answers far sooner; the latency proof uses the fault's 300 ms.
+GENEROUS_SLO = "{ttft_p50_seconds: 10, ttft_p99_seconds: 30, itl_p99_seconds: 5}"
 PASSING = {
     "serving.load_success": "passed",
     "serving.latency_within_slo": "passed",
@@ -57,34 +60,53 @@ serving: {concurrency: 1, requests: 8, warm_up_requests: 2, output_tokens: 32, r
 """
 
 
+def undecided_reasons(junit):
+    """Contract id -> why it was undecided, for each undecided test."""
+    return {run.key: run.message for run in contract_runs(junit) if run.verdict == "undecided"}
+
+
 def _serving(pytester, url, *args, slo=NO_SLO, profile=SERVING_PROFILE):
     result = run_suites(pytester, "-m", "serving", *args, url=url, profile=profile.replace("{SLO}", slo))
     return result, pytester.path / "junit.xml"
 
 
-# Four round pairs of 64 requests: a same-server comparison passed 20 of 20 runs so (bench/serving_power.py
-# --requests 64 --rounds 4, 2026-12-04), and 18 of 20 with two pairs of 32, the other two undecided (one slow
-# round is half a side's requests there, a quarter here, and the median shrugs it off).
+# Four round pairs of 64 requests at 64 output tokens: a same-server comparison passed 20 of 20 runs so
+# (bench/serving_power.py --output-tokens 64 --requests 64, 2026-12-04), and 18 of 20 with two pairs of 32,
+# the other two undecided (one slow round is half a side's requests there, a quarter here, and the median
+# shrugs it off).
 SAME_SERVER = SERVING_PROFILE.replace("  rounds: 2\n", "  requests: 64\n  rounds: 4\n")
 
 
+@pytest.mark.pins(healthy=PASSING)
 def test_a_server_against_itself_passes_every_serving_contract(pytester, served):
     plain = served("plain")
-    result, junit = _serving(pytester, plain.url, f"--vllm-baseline-url={plain.url}", profile=SAME_SERVER)
+    result, junit = _serving(
+        pytester,
+        plain.url,
+        f"--vllm-baseline-url={plain.url}",
+        "--vllm-baseline-is-target",  # meant: a noise check (refused without: tests/faults/test_serving_faults.py)
+        slo=GENEROUS_SLO,
+        profile=SAME_SERVER,
+    )
     assert_verdicts(junit, PASSING)
     assert result.ret == 0
 
 
+@pytest.mark.pins(failed={"serving.throughput_not_worse", "serving.occupancy"})
 def test_one_sequence_at_a_time_fails_throughput_and_occupancy_with_the_figures(pytester, served):
     plain, one_seq = served.together("plain", "one_seq")
     _, junit = _serving(pytester, one_seq.url, f"--vllm-baseline-url={plain.url}")
-    assert_verdicts(junit, PASSING, failed={"serving.throughput_not_worse", "serving.occupancy"})
+    # No objective declared: the latency figures are reported, and nothing is judged against them.
+    expected = {**PASSING, "serving.latency_within_slo": "undecided"}
+    assert_verdicts(junit, expected, failed={"serving.throughput_not_worse", "serving.occupancy"})
+    assert "no latency objective declared" in undecided_reasons(junit)["serving.latency_within_slo"]
     failed = failed_checks(junit)
     assert "running 1 of 8" in failed["serving.occupancy"], failed["serving.occupancy"]
     ratio = re.search(r"ratio of median output rates ([0-9.]+)", failed["serving.throughput_not_worse"])
     assert ratio and float(ratio.group(1)) < 0.8, failed["serving.throughput_not_worse"]
 
 
+@pytest.mark.pins(failed={"serving.latency_within_slo"})
 def test_an_ingress_holding_each_request_300_ms_fails_latency_and_is_named(pytester, served):
     plain = served("plain")
     with FaultProxy(plain.url, rules=[Delay(seconds=0.3, path="/v1/completions")]) as ingress:
@@ -124,6 +146,7 @@ def _doctored_twice_as_fast(saved: Path, into: Path) -> Path:
 
 
 @opt_in
+@pytest.mark.pins(failed={"serving.throughput_not_worse"}, healthy={"serving.load_success"})
 def test_a_saved_run_is_a_baseline_itself_passes_and_a_file_claiming_twice_the_throughput_fails(pytester, served):
     plain = served("plain")
     saved = pytester.path / "saved-perf.json"
@@ -135,7 +158,7 @@ def test_a_saved_run_is_a_baseline_itself_passes_and_a_file_claiming_twice_the_t
     # Passed, or undecided where the machine's load moved between the saving and now (seen on a loaded
     # 2-core box: 0.715 [0.623, 1.294]); never failed.
     assert verdicts(junit)["serving.load_success"] == {"passed": 1}
-    assert verdicts(junit)["serving.throughput_not_worse"] in ({"passed": 1}, {"skipped": 1}), failed_checks(junit)
+    assert verdicts(junit)["serving.throughput_not_worse"] in ({"passed": 1}, {"undecided": 1}), failed_checks(junit)
 
     doctored = _doctored_twice_as_fast(saved, pytester.path / "doctored-perf.json")
     _, junit = _serving(pytester, plain.url, *THROUGHPUT, f"--vllm-perf-baseline-file={doctored}", profile=SAVED_RUN)
@@ -157,36 +180,14 @@ serving: {concurrency: 1, progress_within_seconds: 5}
 """
 
 
-def _engine_core(api_server_pid: int) -> int:
-    """The pid of the API server's descendant vLLM titles EngineCore (setproctitle: VLLM::EngineCore)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    todo, found = [api_server_pid], []
-    while todo:
-        pid = todo.pop()
-        for child in children.get(pid, []):
-            todo.append(child)
-            try:
-                if b"EngineCore" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    found.append(child)
-            except OSError:
-                continue
-    assert len(found) == 1, f"expected one EngineCore process under pid {api_server_pid}, found {found}"
-    return found[0]
-
-
 @pytest.mark.servers("plain")
+@pytest.mark.pins(failed={"serving.progress_while_healthy"})
 def test_an_engine_paused_behind_a_healthy_api_server_fails_progress_while_healthy(pytester, served):
     """In CI (about 9 s on a warm plain server): a stopped process cannot answer, so the verdict does not
     depend on the machine's speed; SIGCONT in a finally, so plain serves the tests after it."""
     plain = served("plain")
     assert plain.process is not None
-    engine = _engine_core(plain.process.pid)
+    engine = engine_core(plain.process.pid)
     os.kill(engine, signal.SIGSTOP)
     try:
         _, junit = _serving(pytester, plain.url, "-k", "progress", profile=PAUSED)
@@ -205,6 +206,7 @@ name: startup-phases
 
 
 @pytest.mark.servers("plain", "compiled")
+@pytest.mark.pins(failed={"startup_log.phases_not_slower"})
 def test_a_compiled_start_against_an_eager_baseline_names_the_phase_that_grew(pytester, served):
     """Two real starts' logs, no request: torch.compile grows engine_init about tenfold (22.8 s against 1.8 s on
     an idle 2-core box); the comparison names it with both figures."""

@@ -59,6 +59,13 @@ def test_the_cpu_server_watermarks_sampled_output_and_honours_the_opt_out(waterm
         assert opted_out.p_value >= 0.01, (path, opted_out)
 
 
+@pytest.mark.pins(
+    healthy={
+        "watermark.sampled_output_watermarked",
+        "watermark.opt_out_stripped_at_ingress",
+        "watermark.opt_out_control",
+    }
+)
 def test_the_suite_passes_behind_an_ingress_that_strips_the_opt_out(pytester, monkeypatch, watermark_server):
     monkeypatch.setenv(WATERMARK_KEY_ENV, WATERMARK_KEY)
     with FaultProxy(watermark_server.url, rules=watermark_ingress_rules()) as ingress:

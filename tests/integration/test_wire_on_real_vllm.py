@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain")]
 STRICT_PROFILE = PLAIN_PROFILE + "wire:\n  strict_openai: true\n"
 
 
+@pytest.mark.pins(healthy=WIRE_PLAIN)
 def test_deviations_are_reported_not_failed(pytester, plain_server):
     report = pytester.path / "report.yaml"
     result = run_suites(pytester, "-m", "wire", f"--vllm-report={report}", url=plain_server.url, profile=PLAIN_PROFILE)
@@ -71,6 +72,7 @@ STRICT_VERDICTS = {
 }
 
 
+@pytest.mark.pins(failed=STRICT_VERDICTS)
 def test_strict_openai_fails_every_shape_on_them(pytester, plain_server):
     run_suites(pytester, "-m", "wire", url=plain_server.url, profile=STRICT_PROFILE)
     junit = pytester.path / "junit.xml"

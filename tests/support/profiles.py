@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 PLAIN_PROFILE = """
 profile: 1
 name: plain
@@ -57,10 +59,10 @@ TOOL_CALLS_WITH_PARSER = tuple(
 
 def tool_call_verdicts(*failed: str, undecided: tuple[str, ...] = ()) -> dict[str, str]:
     """A run of the tool_calls suite with a parser declared: the contracts named in ``failed`` fail, those in
-    ``undecided`` skip, the rest pass."""
+    ``undecided`` are undecided, the rest pass."""
 
     def verdict(contract: str) -> str:
-        return "failed" if contract in failed else "skipped" if contract in undecided else "passed"
+        return "failed" if contract in failed else "undecided" if contract in undecided else "passed"
 
     return {
         **{contract: verdict(contract) for contract in TOOL_CALLS_WITH_PARSER},
@@ -127,3 +129,30 @@ def watermark_ingress_rules():
         ),
         StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
     ]
+
+
+# The agent_loops suite (suites/test_agent_loops.py): the contracts that need a tool-call parser, and the rest.
+AGENT_LOOPS_WITH_PARSER = ("agent_loops.responses_stream_call_is_the_answer", "agent_loops.chat_tool_loop_round_trips")
+AGENT_LOOPS_ALWAYS = (
+    "agent_loops.responses_stream_is_the_answer",
+    "agent_loops.messages_answer_shape",
+    "agent_loops.messages_stream_is_the_answer",
+    "agent_loops.messages_errors_in_anthropic_envelope",
+)
+
+
+def agent_loop_verdicts(*failed: str, parser: bool = True) -> dict[str, str]:
+    """A run of the agent_loops suite: the contracts named in ``failed`` fail, the rest pass; without a parser
+    declared, the tool contracts are not claimed."""
+
+    def verdict(contract: str) -> str:
+        if contract in AGENT_LOOPS_WITH_PARSER and not parser:
+            return "not claimed"
+        return "failed" if contract in failed else "passed"
+
+    return {contract: verdict(contract) for contract in (*AGENT_LOOPS_ALWAYS, *AGENT_LOOPS_WITH_PARSER)}
+
+
+def hiding(profile: str, *routes: str) -> str:
+    """``profile`` declaring ``routes`` hidden by the ingress on purpose (``ingress.hidden_routes``)."""
+    return profile + "ingress:\n  hidden_routes: [" + ", ".join(json.dumps(route) for route in routes) + "]\n"

@@ -43,6 +43,8 @@ ORDER: tuple[str, ...] = (
     "faults/test_target_faults.py",
     # Quiet: loads plain and one_seq (which is also the compiled start whose log the start-up proof reads).
     "integration/test_serving_on_real_vllm.py",
+    # Plain behind the fault proxy: tiny workloads, faults far outside the noise.
+    "faults/test_serving_faults.py",
     # The reasoning server starts beside the context faults and the fleet.
     "faults/test_context_faults.py",
     # Apart from its module: unbounded_embeds is the short_context server (tests/support/servers.py).
@@ -63,6 +65,9 @@ ORDER: tuple[str, ...] = (
     "faults/test_sampling_faults.py",
     "integration/test_generation_controls.py",
     "faults/test_generation_faults.py",
+    # The generation server still up: the agent loops on it, then broken in front of it.
+    "integration/test_agent_loops_on_real_vllm.py",
+    "faults/test_agent_loop_faults.py",
     # The padding model's runs, apart from their modules; the yarn server starts beside them.
     "integration/test_generation_controls.py::test_a_model_padding_its_json_is_undecided_never_failed",
     "faults/test_generation_faults.py::test_a_dropped_constraint_fails_where_the_model_pads",

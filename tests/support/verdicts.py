@@ -1,10 +1,15 @@
-"""Reading a run's JUnit file by contract id, and pinning each contract's verdict."""
+"""Reading a run's JUnit file by contract id, and pinning each contract's verdict.
+
+A proof declares the contracts it pins (``@pytest.mark.pins``) and is held to
+its declaration while it runs: see "what a proof pins" below.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # ---- verdicts by contract id --------------------------------------------------
 #
@@ -112,6 +117,22 @@ def assert_verdicts(
         if not agrees:
             wrong[contract] = (want, got)
     assert not wrong, "verdicts differ (expected, seen): " + "; ".join(f"{c}: {w}" for c, w in sorted(wrong.items()))
+    _pinned(expected, failed or ())
+
+
+def assert_tests(path: Path, expected: Mapping[str, str]) -> None:
+    """Some tests of a run pinned by key (``contract[case]``, or ``contract``): each has that verdict.
+
+    For a run whose other tests are left to other assertions; ``assert_verdicts`` pins a whole run.
+    """
+    seen = {run.key: run.verdict for run in contract_runs(path)}
+    wrong = {key: (want, seen.get(key, "not run")) for key, want in expected.items() if seen.get(key) != want}
+    assert not wrong, "verdicts differ (expected, seen): " + "; ".join(f"{k}: {w}" for k, w in sorted(wrong.items()))
+    by_contract: dict[str, dict[str, int]] = {}
+    for key, verdict in expected.items():
+        counts = by_contract.setdefault(contract_of(key), {})
+        counts[verdict] = counts.get(verdict, 0) + 1
+    _pinned(by_contract, ())
 
 
 def of_features(expected: dict[str, str | dict[str, int]], *features: str) -> dict[str, str | dict[str, int]]:
@@ -119,9 +140,21 @@ def of_features(expected: dict[str, str | dict[str, int]], *features: str) -> di
     return {contract: want for contract, want in expected.items() if contract.split(".", 1)[0] in features}
 
 
+class _FailedChecks(dict[str, str]):
+    """A test that reads a failure's text by its key pins that check failed: the key is there only if it failed."""
+
+    def __getitem__(self, key: str) -> str:
+        message = super().__getitem__(key)
+        _pinned({}, {key})
+        return message
+
+
 def failed_checks(path: Path) -> dict[str, str]:
-    """``contract[case]`` (or ``contract``) -> the whole failure text, for each failed test."""
-    return {run.key: run.message for run in contract_runs(path) if run.verdict == "failed"}
+    """``contract[case]`` (or ``contract``) -> the whole failure text, for each failed test.
+
+    Reading an entry (``failed[key]``) pins that check failed, as ``assert_verdicts`` does.
+    """
+    return _FailedChecks({run.key: run.message for run in contract_runs(path) if run.verdict == "failed"})
 
 
 def junit_results(path: Path) -> dict[str, tuple[str, str]]:
@@ -154,3 +187,102 @@ def failure_reports(path: Path) -> dict[str, str]:
         for child in case
         if child.tag in ("failure", "error")
     }
+
+
+# ---- what a proof pins: declared, and held to its declaration ----------------
+#
+# Each proof names the contracts it pins *failed* against a fault (a proxy, a
+# hostile server, a flag on a real server) and *healthy* (passed or undecided)
+# on a healthy server:
+#
+#     @pytest.mark.pins(failed={"sdk.lists_model", ...}, healthy=PLAIN_VERDICTS)
+#
+# Each takes contract ids, ``contract[case]`` keys, or an expected-verdict
+# dict: its failed contracts for ``failed``, its passed or undecided ones
+# (none of their tests failed) for ``healthy``. tests/unit/test_proofs_cover_the_catalogue.py walks
+# the catalogue with these declarations, so a contract's proofs are found by its
+# id. A declaration cannot lie: tests/conftest.py checks at each proof's
+# teardown that the contracts it pinned failed (assert_verdicts,
+# failed_checks' entries) are exactly those it declares failed, and that each
+# contract it declares healthy was pinned passed or undecided, none of its
+# tests failed, in one of its pinned runs (a proof may run a healthy server and
+# then a fault, and show both).
+
+PINS_MARKER = "pins"
+HEALTHY = ("passed", "undecided")
+
+
+def contract_of(key: str) -> str:
+    return key.split("[", 1)[0]
+
+
+def healthy_in(expected: Mapping[str, str | Mapping[str, int]]) -> set[str]:
+    """The contracts an expected-verdict dict pins passed or undecided, none of their tests failed."""
+    return {
+        contract
+        for contract, want in expected.items()
+        if (want in HEALTHY if isinstance(want, str) else "failed" not in want and any(v in want for v in HEALTHY))
+    }
+
+
+def failed_in(expected: Mapping[str, str | Mapping[str, int]]) -> set[str]:
+    """The contracts an expected-verdict dict pins failed, some of their tests or all."""
+    return {
+        contract
+        for contract, want in expected.items()
+        if (want == "failed" if isinstance(want, str) else "failed" in want)
+    }
+
+
+@dataclass
+class Pins:
+    failed: set[str] = field(default_factory=set)
+    healthy: set[str] = field(default_factory=set)
+
+
+def declared_pins(item: Any) -> Pins:
+    """What a test item's ``pins`` markers (its own, its module's) declare."""
+    pins = Pins()
+    for mark in item.iter_markers(PINS_MARKER):
+        unknown = set(mark.kwargs) - {"failed", "healthy"} or mark.args
+        if unknown:
+            raise TypeError(f"{item.nodeid}: pins takes failed= and healthy= only, got {unknown}")
+        failed, healthy = mark.kwargs.get("failed", ()), mark.kwargs.get("healthy", ())
+        pins.failed |= failed_in(failed) if isinstance(failed, Mapping) else {contract_of(key) for key in failed}
+        pins.healthy |= healthy_in(healthy) if isinstance(healthy, Mapping) else {contract_of(k) for k in healthy}
+    return pins
+
+
+# What the running test has pinned so far; None outside a test (tests/conftest.py sets it around each test).
+_running: Pins | None = None
+
+
+def start_pinning() -> None:
+    global _running
+    _running = Pins()
+
+
+def stop_pinning() -> Pins:
+    global _running
+    pinned, _running = _running or Pins(), None
+    return pinned
+
+
+def _pinned(expected: Mapping[str, str | Mapping[str, int]], failed: Iterable[str]) -> None:
+    if _running is None:
+        return
+    failed_now = {contract_of(key) for key in failed} | failed_in(expected)
+    _running.failed |= failed_now
+    _running.healthy |= healthy_in(expected) - failed_now  # a run pins a contract healthy if none of its tests failed
+
+
+def disagreements(declared: Pins, pinned: Pins) -> list[str]:
+    """How what a test pinned differs from what it declares (empty: they agree)."""
+    problems = []
+    if undeclared := pinned.failed - declared.failed:
+        problems.append(f"pinned failed but not declared in pins(failed=...): {sorted(undeclared)}")
+    if unpinned := declared.failed - pinned.failed:
+        problems.append(f"declared in pins(failed=...) but never pinned failed: {sorted(unpinned)}")
+    if unpinned := declared.healthy - pinned.healthy:
+        problems.append(f"declared in pins(healthy=...) but never pinned passed or undecided: {sorted(unpinned)}")
+    return problems

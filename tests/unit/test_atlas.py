@@ -65,6 +65,7 @@ def test_a_contract_outcome_is_its_most_telling_case():
     )
     assert failed == {"outcome": "failed", "reason": "a: the body has no id", "cases": {"passed": 1, "failed": 1}}
     assert outcome_of([_run("skipped", "not checked: no key")])["outcome"] == "undecided"
+    assert outcome_of([_run("undecided", "undecided: no objective")])["outcome"] == "undecided"
     assert outcome_of([_run("passed"), _run("skipped")])["outcome"] == "passed"
     off = outcome_of([_run("not claimed", vllm_claim_reason="endpoint.auth is none")])
     assert (off["outcome"], off["reason"]) == ("not claimed", "endpoint.auth is none")
@@ -215,3 +216,13 @@ def test_a_capture_keeps_the_rendering_ids_and_drops_their_texts():
         "conversations": {"greeting": {"ids": [1, 2], "status": 200}},
     }
     assert without_token_texts(without_token_texts(rendering)) == without_token_texts(rendering)
+
+
+def test_the_pages_say_whether_the_tree_was_dirty_and_the_timing_bound_the_checks_held():
+    from atlas.render import _commit, _validation_bound
+
+    assert _commit({"plugin_commit": "abc1234", "plugin_tree_dirty": True}) == "abc1234 (dirty tree)"
+    assert _commit({"plugin_commit": "abc1234", "plugin_tree_dirty": False}) == "abc1234 (clean tree)"
+    assert _commit({"plugin_commit": "9d02687"}) == "9d02687 (tree state not recorded)"
+    # The atlas profile declares no bound: the plugin's policy (contracts.yaml declarations) is what was held.
+    assert _validation_bound() == "10 s, the plugin's policy for endpoint.validation_error_max_seconds"

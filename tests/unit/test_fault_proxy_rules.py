@@ -20,6 +20,7 @@ from fixtures.fault_proxy import (
     LeakInternals,
     Respond,
     RewriteJsonResponse,
+    RewriteStream,
     RouteTo,
     SetJsonField,
     StripJsonField,
@@ -239,3 +240,26 @@ def test_a_rule_can_single_out_one_kind_of_client() -> None:
     assert rule.matches("GET", "/v1/models", "OpenAI/Python 1.99.0")
     assert not rule.matches("GET", "/v1/models", "python-httpx/0.28.1")
     assert not rule.matches("GET", "/v1/models")  # no User-Agent at all
+
+
+COMPLETION_STREAM = [
+    '{"choices":[{"text":"","token_ids":[],"prompt_token_ids":[1,2]}]}',
+    '{"choices":[{"text":"a","token_ids":[5],"finish_reason":null}]}',
+    '{"choices":[{"text":"b","token_ids":[6],"finish_reason":null}]}',
+    '{"choices":[{"text":"","token_ids":[7],"finish_reason":null}]}',
+    '{"choices":[{"text":"c","token_ids":[8],"finish_reason":"length"}]}',
+    '{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":4}}',
+    "[DONE]",
+]
+
+
+def test_a_lossy_relay_drops_every_other_text_event_and_keeps_the_usage() -> None:
+    kept = RewriteStream(edit="drop_every_other_text").apply_to_stream(COMPLETION_STREAM)
+    assert kept == [COMPLETION_STREAM[i] for i in (0, 1, 3, 5, 6)]
+
+
+def test_a_buffering_relay_coalesces_the_completion_into_one_event() -> None:
+    edited = RewriteStream(edit="coalesce_text").apply_to_stream(COMPLETION_STREAM)
+    assert edited[0] == COMPLETION_STREAM[0] and edited[2:] == COMPLETION_STREAM[5:]
+    merged = json.loads(edited[1])["choices"][0]
+    assert (merged["text"], merged["token_ids"], merged["finish_reason"]) == ("abc", [5, 6, 7, 8], "length")

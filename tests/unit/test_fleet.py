@@ -10,7 +10,18 @@ from pytest_vllm_conformance.connection.fleet import (
     load_fleet_file,
     unique_names,
 )
-from pytest_vllm_conformance.features.fleet import Fleet, Member, disallowed_versions, side_by_side, skew
+from pytest_vllm_conformance.features.fleet import (
+    AGREES,
+    ODD,
+    UNDECIDED,
+    Declared,
+    Fleet,
+    Member,
+    decide,
+    disallowed_versions,
+    side_by_side,
+    skew,
+)
 from pytest_vllm_conformance.plugin.options import server_url
 from tests.unit.sample_observation import observation
 
@@ -131,3 +142,73 @@ def test_a_bad_fleet_file_stops_the_run_before_any_request(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", f"--vllm-fleet={pytester.path / 'fleet.yaml'}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*fleet file*1 problem(s)*", "*replicas.0: 'url' is a required property*"])
+
+
+def outcomes(fleet: Fleet, declared: Declared | None = None) -> dict[str, str]:
+    return {name: judgement.outcome for name, judgement in decide(fleet, declared or Declared()).items()}
+
+
+def test_the_first_replica_on_another_release_is_the_odd_one_out_not_its_peers():
+    skewed = observation(vllm_version="0.30.1")
+    fleet = Fleet((Member("a", skewed), Member("b", OBSERVED), Member("c", OBSERVED)))
+    judged = decide(fleet, Declared())
+    assert {name: j.outcome for name, j in judged.items()} == {"a": ODD, "b": AGREES, "c": AGREES}
+    assert "replica a is the odd one out against the majority b, c (2 of 3 replicas agree)" in judged["a"].message
+    assert "vLLM version: 0.31.0 -> 0.30.1: b='0.31.0' a='0.30.1'" in judged["a"].message
+    assert judged["b"].compared == 2
+
+
+def test_a_tie_is_undecided_and_a_replica_agreeing_with_neither_side_is_odd():
+    short = observation(max_model_len=256, models=[{**OBSERVED["models"][0], "max_model_len": 256}])
+    two = Fleet((Member("a", OBSERVED), Member("b", short)))
+    judged = decide(two, Declared())
+    assert {name: j.outcome for name, j in judged.items()} == {"a": UNDECIDED, "b": UNDECIDED}
+    assert "the fleet splits 1 (a) against 1 (b)" in judged["a"].message
+    assert "max_model_len: 256 -> 2048: b=256 a=2048" in judged["a"].message
+    newer = observation(vllm_version="0.32.0")
+    five = Fleet(
+        (Member("a", OBSERVED), Member("b", OBSERVED), Member("c", short), Member("d", short), Member("e", newer))
+    )
+    assert outcomes(five) == {"a": UNDECIDED, "b": UNDECIDED, "c": UNDECIDED, "d": UNDECIDED, "e": ODD}
+
+
+def test_what_the_profile_declares_outweighs_the_majority():
+    short = observation(max_model_len=256, models=[{**OBSERVED["models"][0], "max_model_len": 256}])
+    fleet = Fleet((Member("a", short), Member("b", OBSERVED), Member("c", OBSERVED)))
+    judged = decide(fleet, Declared(max_model_len=256))
+    assert {name: j.outcome for name, j in judged.items()} == {"a": AGREES, "b": ODD, "c": ODD}
+    assert "replica b does not serve what the profile declares: max_model_len 2048, the profile declares " in (
+        judged["b"].message
+    )
+    assert "odd one out against a, the only replica(s) that serve what the profile declares" in judged["b"].message
+    # One against one, the profile decides: no tie.
+    pair = Fleet((Member("a", OBSERVED), Member("b", short)))
+    assert outcomes(pair, Declared(max_model_len=2048)) == {"a": AGREES, "b": ODD}
+    assert outcomes(pair, Declared(auth="required", scale_out="disabled")) == {"a": UNDECIDED, "b": UNDECIDED}
+    opened = observation(auth={"posture": "none"})
+    assert outcomes(Fleet((Member("a", opened), Member("b", OBSERVED))), Declared(auth="required")) == {
+        "a": ODD,
+        "b": AGREES,
+    }
+
+
+def test_a_declared_reference_decides_and_an_unobserved_one_decides_nothing():
+    short = observation(max_model_len=256, models=[{**OBSERVED["models"][0], "max_model_len": 256}])
+    fleet = Fleet((Member("a", OBSERVED), Member("b", OBSERVED), Member("c", short)))
+    assert outcomes(fleet, Declared(reference="c")) == {"a": ODD, "b": ODD, "c": AGREES}
+    down = Fleet((Member("a", None, "cannot reach vLLM"), Member("b", OBSERVED)))
+    judged = decide(down, Declared(reference="a"))
+    assert judged["a"].outcome == ODD and "replica a was not observed: cannot reach vLLM" in judged["a"].message
+    assert judged["b"].outcome == UNDECIDED
+    assert "the declared reference a (fleet.reference) was not observed" in judged["b"].message
+
+
+def test_an_upgrade_is_compared_older_to_newer_whichever_replica_is_judged():
+    newer = observation(vllm_version="0.32.0", routes=[*ROUTES, "POST /v1/responses"])
+    fleet = Fleet((Member("new", newer), Member("old-1", OBSERVED), Member("old-2", OBSERVED)))
+    upgrade = Declared(allowed_versions=("0.31.0", "0.32.0"))
+    assert outcomes(fleet, upgrade) == {"new": AGREES, "old-1": AGREES, "old-2": AGREES}
+    third = Fleet((*fleet.members, Member("stale", observation(vllm_version="0.30.1"))))
+    judged = decide(third, upgrade)
+    assert judged["stale"].outcome == ODD
+    assert "vLLM 0.30.1, outside fleet.allowed_versions ['0.31.0', '0.32.0']" in judged["stale"].message

@@ -269,3 +269,28 @@ def test_tool_call_answers_are_judged_in_openais_chat_shape():
     assert shape_problems(response(dropped), streamed=True, deviations=deviations) == [
         "event 2 $.choices[0].delta.tool_calls[0].index: expected the field (required by OpenAI), got no such field"
     ]
+
+
+def test_a_streamed_calls_first_fragment_must_carry_its_id_type_and_name():
+    from pytest_vllm_conformance.features.wire.schemas import deviations_from
+
+    deviations = deviations_from(_context("0.32.0").expect.fact("wire_deviations"))
+    streamed = (SAMPLES / "chat_tool_call_stream.sse").read_text()
+    first = '{"id":"chatcmpl-tool-a20bfb163079da95","type":"function","index":0,"function":{"name":"get_weather"}}'
+    assert first in streamed
+    # Each per-chunk schema allows a fragment of an index alone: only the first fragment of a call is held to more.
+    anonymous = streamed.replace(first, '{"index":0,"function":{"name":"get_weather"}}')
+    assert shape_problems(response(anonymous), streamed=True, deviations=deviations) == [
+        "event 2 $.choices[0].delta.tool_calls[0].id: expected the field (required by OpenAI of a call, "
+        "so of its first fragment), got no such field",
+        "event 2 $.choices[0].delta.tool_calls[0].type: expected the field (required by OpenAI of a call, "
+        "so of its first fragment), got no such field",
+    ]
+    retyped = streamed.replace(
+        '"type":"function","index":0,"function":{"name":"get_weather"}', '"type":"tool","index":0'
+    )
+    assert shape_problems(response(retyped), streamed=True, deviations=deviations) == [
+        'event 2 $.choices[0].delta.tool_calls[0].type: expected the constant "function", got "tool"',
+        "event 2 $.choices[0].delta.tool_calls[0].function.name: expected the field (required by OpenAI of a "
+        "call, so of its first fragment), got no such field",
+    ]

@@ -6,7 +6,14 @@ import httpx
 
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.connection.connect import ingress_key, target_key
-from pytest_vllm_conformance.connection.ingress import IngressExposure, hidden_by_ingress, unreached_model
+from pytest_vllm_conformance.connection.ingress import (
+    IngressExposure,
+    declared_hidden,
+    hidden_by_ingress,
+    route_named,
+    undeclared_hidden_line,
+    unreached_model,
+)
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 
@@ -52,6 +59,37 @@ def test_without_a_separate_server_nothing_is_hidden_or_asked():
     assert IngressExposure(ingress, None).hiding_status("POST /x", ask) is None  # type: ignore[arg-type]
     assert IngressExposure(ingress, ingress).hiding_status("POST /x", ask) is None  # type: ignore[arg-type]
     assert ingress.asked == 0
+
+
+def test_a_hidden_request_is_named_by_its_route_whatever_the_check_calls_it():
+    assert route_named("SageMaker invocations (POST /invocations)") == "POST /invocations"
+    assert route_named("POST /v1/chat/completions plain") == "POST /v1/chat/completions"
+    assert route_named("GET /v1/models") == "GET /v1/models"
+    # The route's own name wins over the request sent (auth probes a route under its other method).
+    assert route_named("POST /invocations", answer(404)) == "POST /invocations"
+    assert route_named("the batch route", answer(404)) == "POST /invocations"
+    ingress, server = Client(404), Client(405)
+    exposure = IngressExposure(ingress, server)  # type: ignore[arg-type]
+    assert exposure.hiding_status("SageMaker invocations (POST /invocations)", ask) == 404
+    assert exposure.hidden_route("SageMaker invocations (POST /invocations)") == "POST /invocations"
+
+
+def test_a_route_is_declared_hidden_by_itself_its_path_or_a_prefix_and_nothing_else():
+    declared = ["POST /v1/chat/completions", "/invocations", "/inference/*"]
+    assert declared_hidden("POST /v1/chat/completions", declared)
+    assert declared_hidden("POST /v1/chat/completions/", declared)  # a trailing slash is the same route
+    assert declared_hidden("GET /invocations", declared) and declared_hidden("POST /invocations", declared)
+    assert declared_hidden("POST /inference/v1/generate", declared)
+    assert not declared_hidden("GET /v1/chat/completions", declared)  # another method than the one declared
+    assert not declared_hidden("POST /v1/chat/completions/batch", declared)
+    assert not declared_hidden("POST /v1/completions", declared)
+    assert not declared_hidden("POST /v1/completions", [])
+
+
+def test_an_undeclared_hidden_route_names_the_route_and_the_declaration_to_add():
+    line = undeclared_hidden_line("POST /v1/chat/completions plain", "POST /v1/chat/completions", 404, "[] (plugin)")
+    assert "the ingress does not expose POST /v1/chat/completions (it answered 404" in line
+    assert 'add "POST /v1/chat/completions" to ingress.hidden_routes' in line
 
 
 def test_the_gateway_key_goes_to_the_ingress_and_the_server_key_to_the_server():

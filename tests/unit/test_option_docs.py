@@ -30,13 +30,13 @@ def test_rows_show_kinds_defaults_and_pipes():
         (
             Option("vllm-x", "A | B.", kind="choice", default="a", choices=("a", "b"), env="X", metavar="a|b"),
             Option("vllm-y", "Many.", kind="list", default=(), env="Y", metavar="ARG"),
-            Option("vllm-z", "Bytes.", kind="int", default=2 * 1024 * 1024, metavar="N"),
+            Option("vllm-z", "Bytes.", kind="int", default=2 * 1024 * 1024, metavar="N", maximum=8),
             Option("vllm-go", "Act and exit.", kind="flag", default=False),
         )
     )
     assert "| `--vllm-x a\\|b` | `X` | `vllm_x` | `a` | A \\| B. |" in page
     assert "| `--vllm-y ARG` (repeatable) | `Y` | `vllm_y` |  | Many. |" in page
-    assert "| `--vllm-z N` |  | `vllm_z` | 2 MiB | Bytes. |" in page
+    assert "| `--vllm-z N` |  | `vllm_z` | 2 MiB | Bytes. (at least 1, at most 8) |" in page
     assert "| `--vllm-go` |  |  |  | Act and exit. |" in page
 
 

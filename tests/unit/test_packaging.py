@@ -1,5 +1,6 @@
 """The wheel carries the suites, the contract data and the entry points,
-so a pip install without a clone can gate a server."""
+so a pip install without a clone can gate a server; an editable install
+(``pip install -e .``, the Makefile's) finds the same suites by the same name."""
 
 import os
 import subprocess
@@ -80,8 +81,6 @@ def test_installed_suites_collect_from_the_wheel_alone(wheel, tmp_path):
             "-q",
             "-p",
             "no:cacheprovider",
-            "-o",
-            "asyncio_default_fixture_loop_scope=function",
         ],
         cwd=tmp_path,
         env=env,
@@ -92,3 +91,66 @@ def test_installed_suites_collect_from_the_wheel_alone(wheel, tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     # Collected from the wheel's copy (paths relative to the run folder), not the clone.
     assert "site/pytest_vllm_conformance/suites/test_discovery.py::test_version_parses" in run.stdout
+    # A plain run from the wheel warns of nothing (pytest-asyncio's loop scope, assertion rewriting).
+    assert "Warning" not in run.stdout + run.stderr
+
+
+def _command(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``vllm-conformance ARGS`` as its console script runs it: the package imported first, then pytest."""
+    script = "import sys; from pytest_vllm_conformance.plugin.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_command_from_the_wheel_names_merge_first_and_warns_of_nothing(wheel, tmp_path):
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    helped = _command(["--help"], site, tmp_path)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: vllm-conformance ")
+    assert "\nsubcommands:\n  merge " in helped.stdout.split("usage: pytest")[0]
+    collected = _command(["--collect-only", "-q"], site, tmp_path)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert "Warning" not in collected.stdout + collected.stderr
+
+
+@pytest.fixture(scope="module")
+def editable(tmp_path_factory) -> Path:
+    """A fresh venv with ``pip install -e`` of this checkout; its dependencies come from the running venv."""
+    where = tmp_path_factory.mktemp("editable") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    python = where / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", "-e", str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return where
+
+
+def test_an_editable_install_finds_the_suites_by_the_wheel_s_name(editable, tmp_path):
+    deps = next(Path(path) for path in sys.path if path.endswith("site-packages"))
+    env = {**os.environ, "PYTHONPATH": str(deps)}
+    python = str(editable / "bin" / "python")
+    run = subprocess.run(
+        [python, "-m", "pytest", "--pyargs", "pytest_vllm_conformance.suites", "--collect-only", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "test_discovery.py::test_version_parses" in run.stdout
+    listed = subprocess.run(
+        [str(editable / "bin" / "vllm-conformance"), "--vllm-list-contracts"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listed.returncode == 0 and "discovery.version_parses" in listed.stdout, listed.stdout + listed.stderr

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
+
 from fixtures.fault_proxy.stream_rules import EDITS, split_events
+from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.reasoning.answers import (
     ReasonedAnswer,
     field_problems,
     markers_in_reasoning,
     reassembly_problems,
 )
+from pytest_vllm_conformance.features.reasoning.routes import ROUTES, RouteCase, route_problems
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "wire_samples" / "chat_reasoning_stream.sse"
 NAMES = ("reasoning", "reasoning_content")
@@ -71,3 +75,26 @@ def test_the_leak_edit_moves_every_reasoning_delta_into_content():
         (d.get("reasoning") or "") + (d.get("content") or "") for d in original
     )
     assert any(d.get("reasoning") for d in original)
+
+
+class _MessagesRoute:
+    """Answers POST /v1/messages with one thinking block and one text block, as vLLM does."""
+
+    def __init__(self, thinking: str) -> None:
+        self.thinking = thinking
+
+    def post(self, path, body):
+        payload = {"content": [{"type": "thinking", "thinking": self.thinking}, {"type": "text", "text": " Two."}]}
+        text = json.dumps(payload).encode()
+        return Response("POST", path, 200, httpx.Headers(), text, len(text), False, 0.0)
+
+
+def test_a_routes_reasoning_must_equal_the_chat_answers_markers_and_whitespace_aside():
+    name, path, read, what = ROUTES[1]
+    case = RouteCase(name, path, False, read, what)
+    shape = {"block": "thinking", "delta": "thinking_delta"}
+    chat = "<think>Two rivers. "
+    assert route_problems(_MessagesRoute(" Two rivers."), "m", case, shape, MARKERS, chat) == []
+    assert route_problems(_MessagesRoute("One river."), "m", case, shape, MARKERS, chat) == [
+        "a thinking block holds 'One river.', the chat answer's reasoning to the same greedy question is 'Two rivers.'"
+    ]

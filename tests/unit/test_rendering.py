@@ -8,6 +8,7 @@ import httpx
 
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.profile_diff.diff import differences
+from pytest_vllm_conformance.features.rendering.accounting import Compared, Usage, refusal_compared, usage_problems
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
 from pytest_vllm_conformance.features.rendering.drift import changes, first_difference
 from pytest_vllm_conformance.features.rendering.render import render_corpus
@@ -91,6 +92,11 @@ def test_the_profile_diff_fails_a_changed_rendering_and_an_older_capture_is_not_
         'first difference at token 0: "<|im_start|>system\\nhi<|im_end|><|im_start|>user" -> '
         '"<|endoftext|><|im_start|>system\\nhi<|im_end|><|im_start|>"'
     )
+    older = observation()
+    older["rendering"]["corpus"] = 0
+    (other_corpus,) = differences(older, observation())
+    assert other_corpus.id == "rendering corpus changed" and other_corpus.verdict == "undecided"
+    assert not other_corpus.matters and "no conversation was compared" in other_corpus.why
     (blind,) = differences(observation(rendering=None), observation())
     assert blind.id == "rendering not compared" and blind.matters
     assert differences(observation(rendering=None), observation(), ignore=["rendering"]) == []
@@ -129,3 +135,39 @@ def test_a_refused_conversation_is_recorded_with_its_status_and_a_blocked_tokeni
     assert render_corpus(_Tokenizer(blocked=True), "m", unobserved) is None
     assert unobserved == {"rendering": "POST /tokenize (system prompt) answered 403"}
     assert copy.deepcopy(corpus) == corpus
+
+
+def test_only_the_same_client_error_on_both_paths_is_agreement():
+    assert refusal_compared(400, 400, None) == Compared()
+    assert refusal_compared(400, 422, None).problems == (
+        "the chat request answered 400 and /tokenize 422: only the same client error on both is agreement",
+    )
+    # A server error is no refusal, even on both paths.
+    assert refusal_compared(500, 500, None).problems
+    tokenize_only = refusal_compared(400, 200, 12)
+    assert tokenize_only.problems == ("/tokenize renders 12 tokens, but the chat request answered 400",)
+    assert refusal_compared(200, 400, None).problems == (
+        "the chat request was served, but /tokenize answered 400: compared with nothing",
+    )
+
+
+def test_an_answer_that_says_a_route_is_out_of_reach_leaves_the_conversation_undecided():
+    # What the capture reads as unreachable (render.UNREACHABLE) says nothing of the template, on either side.
+    both = refusal_compared(503, 503, None)
+    assert both.problems == () and both.undecided == (
+        "the chat request answered 503 and /tokenize answered 503: out of reach, which says nothing of the rendering"
+    )
+    assert refusal_compared(404, 404, None).undecided
+    assert refusal_compared(None, 200, 12).undecided == (
+        "the chat request got no answer: out of reach, which says nothing of the rendering"
+    )
+    assert refusal_compared(200, 429, None).undecided == (
+        "/tokenize answered 429: out of reach, which says nothing of the rendering"
+    )
+
+
+def test_a_missing_total_fails_where_the_route_sends_one_and_not_on_anthropic_messages():
+    assert usage_problems(Usage(27, 8, 35, 8), 27) == []
+    assert usage_problems(Usage(27, 8, None, 8), 27) == ["no total_tokens, which the version sends on this route"]
+    assert usage_problems(Usage(27, 8, None, 8, reports_total=False), 27) == []
+    assert usage_problems(Usage(27, 8, 36, 8), 27) == ["total_tokens 36 is not prompt 27 + completion 8"]

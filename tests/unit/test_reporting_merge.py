@@ -47,9 +47,14 @@ def test_two_shards_merged_are_the_whole_run(runs, pytester, capsys):
     assert "merged 2 report(s): failure" in capsys.readouterr().out
 
 
-def test_a_shard_given_twice_counts_once(runs):
+def test_a_shard_given_twice_is_refused(runs):
     shard = merge.load(runs["one"][0])
-    merged = merge.merge([shard, shard, merge.load(runs["two"][0])])
+    with pytest.raises(merge.MergeRefused, match="one.yaml: the same shard as .*one.yaml; give each shard once"):
+        merge.merge([shard, shard, merge.load(runs["two"][0])])
+
+
+def test_a_test_in_two_shards_ending_alike_counts_once(runs):
+    merged = merge.merge([merge.load(runs["whole"][0]), merge.load(runs["two"][0])])
     assert comparable(merged) == comparable(read_report(runs["whole"][0]))
 
 
@@ -81,6 +86,8 @@ def test_shards_of_another_plugin_or_profile_are_refused_naming_the_file(runs, c
 def test_the_same_test_ending_two_ways_is_refused_naming_both_files(runs, capsys):
     def pass_the_failure(report):
         report["tests"] = [dict(t, outcome="passed") if t["outcome"] == "failed" else t for t in report["tests"]]
+        report["counts"]["passed"] += report["counts"]["failed"]  # edited whole, so that its tests add up
+        report["counts"]["failed"] = 0
 
     # The whole run holds every test of shard one; in it the failed test now passed.
     edited = _rewritten(runs["whole"][0], pass_the_failure)
@@ -108,7 +115,8 @@ def test_shards_of_different_targets_keep_each_test_apart(runs):
     one.report["target"]["url"] = "http://replica-a:8000"
     merged = merge.merge([one, two])
     whole = read_report(runs["whole"][0])
-    assert merged["counts"] == {key: 2 * count for key, count in whole["counts"].items()}
+    # Each replica's tests, and the merge's own verdict that both were reached.
+    assert merged["counts"] == {key: 2 * count + (key == "passed") for key, count in whole["counts"].items()}
     assert [target["url"] for target in merged["targets"]] == ["http://replica-a:8000", "http://replica-b:8000"]
     assert merged["target"]["url"] is None
     failed = [t["test"] for t in merged["features"]["auth"]["failed"]]
@@ -125,3 +133,24 @@ def _junit_cases(path) -> dict[tuple[str, str], str]:
         )
         for case in root.iter("testcase")
     }
+
+
+def test_shards_run_with_a_profile_merge_to_the_whole_run_s_report(pytester, clean_env):
+    """The profile's content hash (target.profile_sha256) travels into the merged report as into the one run's."""
+    from pytest_vllm_conformance.reporting.merge import main as merge_main
+
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    profile = pytester.path / "profile.yaml"
+    profile.write_text("profile: 1\nname: shards\n")
+    paths = {}
+    for name, keyword in {"whole": None, **SHARDS}.items():
+        paths[name] = pytester.path / f"{name}.yaml"
+        selection = ("-k", keyword) if keyword else ()
+        pytester.runpytest(
+            "-p", "no:cacheprovider", f"--vllm-report={paths[name]}", f"--vllm-profile={profile}", *selection
+        )
+    out = pytester.path / "merged.yaml"
+    merge_main([str(paths["one"]), str(paths["two"]), "-o", str(out)])
+    whole, merged = read_report(paths["whole"]), read_report(out)
+    assert len(whole["target"]["profile_sha256"]) == 64
+    assert comparable(merged) == comparable(whole)

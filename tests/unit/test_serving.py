@@ -1,9 +1,11 @@
 """The serving gate's pieces without a server: the stream reader, the prompts, the ratio's interval, the figures."""
 
 import numpy as np
+import pytest
 
-from pytest_vllm_conformance.features.serving import figures
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round, _SseReader, token_prompts
+from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, validate
+from pytest_vllm_conformance.features.serving import figures, same_server
+from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round, SseReader, token_prompts
 from pytest_vllm_conformance.features.serving.session import Gauges
 from pytest_vllm_conformance.features.serving.stats import compare_medians
 
@@ -14,7 +16,7 @@ def _event(payload: str) -> bytes:
 
 def test_the_reader_times_text_chunks_and_reads_usage_across_split_events():
     timing = RequestTiming(started=0.0)
-    reader = _SseReader(timing)
+    reader = SseReader(timing)
     first = _event('{"choices": [{"text": "a"}]}')
     reader(first[:10])
     assert timing.token_times == []  # half an event carries nothing yet
@@ -26,7 +28,7 @@ def test_the_reader_times_text_chunks_and_reads_usage_across_split_events():
 
 def test_an_error_event_is_a_failed_request():
     timing = RequestTiming(started=0.0)
-    _SseReader(timing)(_event('{"error": {"message": "busy", "code": 503}}'))
+    SseReader(timing)(_event('{"error": {"message": "busy", "code": 503}}'))
     assert "an error event" in (timing.error or "")
     assert figures.load_failures([timing], 32, 2) == [f"request 0: {timing.error}"]
 
@@ -96,3 +98,77 @@ def test_a_missed_objective_names_its_figure_and_its_bound():
     assert figures.missed_objectives(measured, {"ttft_p50_seconds": 0.3, "itl_p99_seconds": 1.0}) == [
         "ttft_p50_seconds 0.400 against 0.3"
     ]
+
+
+def test_only_a_data_event_carrying_tokens_is_a_generated_token():
+    timing = RequestTiming(started=0.0)
+    reader = SseReader(timing)
+    reader(b": keep-alive\n\n")  # an SSE comment: bytes, no token
+    reader(_event('{"choices": [{"text": ""}]}'))  # a chunk with nothing generated
+    reader(_event('{"choices": [], "usage": {"prompt_tokens": 32, "completion_tokens": 16}}'))
+    assert timing.token_times == [] and timing.ttft is None
+    reader(_event('{"error": {"message": "engine dead", "code": 500}}'))
+    assert timing.token_times == [] and "an error event" in (timing.error or "")
+    reader(_event('{"choices": [{"text": "", "token_ids": [7]}]}'))  # half a character, but a token
+    assert len(timing.token_times) == 1
+
+
+def _delivered(received: int | None, usage: int = 16) -> RequestTiming:
+    return RequestTiming(
+        started=0.0,
+        ended=1.0,
+        status=200,
+        token_times=[0.1, 0.2],
+        prompt_tokens=32,
+        completion_tokens=usage,
+        tokens_received=received,
+    )
+
+
+def test_the_token_ids_that_arrived_are_counted_against_the_usage():
+    timing = RequestTiming(started=0.0)
+    reader = SseReader(timing)
+    reader(_event('{"choices": [{"text": "a", "token_ids": [1, 2]}]}') + _event('{"choices": [{"token_ids": [3]}]}'))
+    assert timing.tokens_received == 3
+    assert figures.load_failures([_delivered(16)], 32, 16) == []
+    # A relay dropped half the text events: the usage chunk still says 16.
+    assert figures.load_failures([_delivered(8)], 32, 16) == [
+        "request 0: the stream delivered 8 token ids, its usage counted 16 output tokens (events lost on the way?)"
+    ]
+    assert "delivered no token ids" in figures.load_failures([_delivered(None)], 32, 16)[0]
+
+
+def test_an_objective_that_cannot_be_measured_is_named_never_met():
+    one_chunk = RequestTiming(started=0.0, ended=1.0, token_times=[0.4], completion_tokens=16)
+    measured = figures.latency([Round((one_chunk,), 0.0, 1.0)])
+    judged = figures.judge_objectives(measured, {"ttft_p50_seconds": 0.5, "itl_p99_seconds": 0.05})
+    assert judged.missed == [] and judged.judged == 1
+    assert judged.unmeasured == [f"itl_p99_seconds: {figures.UNMEASURED['itl_p99_seconds']}"]
+    nothing = figures.judge_objectives(measured, {})
+    assert (nothing.missed, nothing.unmeasured, nothing.judged) == ([], [], 0)
+
+
+def test_a_throughput_verdict_needs_half_the_requests_the_rounds_sent():
+    assert figures.min_completed(32, 4) == 64
+    assert figures.min_completed(64, 2) == 64  # 2 of 128 give no verdict
+    assert figures.min_completed(2, 1) == 2
+
+
+def test_a_baseline_under_the_target_s_url_or_counting_its_requests_is_the_target():
+    assert same_server.same_url("http://Host:80/", "http://host")
+    assert same_server.same_url("https://h/v1/", "https://h:443/v1")
+    assert not same_server.same_url("http://h:8000", "http://h:8001")
+    assert same_server.counted_by_both(3.0, 3, (None, None))
+    assert same_server.counted_by_both(4.0, 3, (1.5e9, 1.5e9))
+    assert not same_server.counted_by_both(3.0, 3, (1.5e9, 1.6e9))  # a busy baseline of its own, started apart
+    assert not same_server.counted_by_both(0.0, 3, (None, None))
+    assert not same_server.counted_by_both(None, 3, (None, None))
+
+
+def test_a_concurrency_above_the_requests_of_a_round_is_refused_when_the_profile_is_read():
+    profile = {"profile": 1, "name": "p", "serving": {"concurrency": 8, "requests": 4}}
+    with pytest.raises(ProfileError, match=r"serving\.concurrency 8 is above serving\.requests 4: a round"):
+        validate(profile, "p.yaml")
+    with pytest.raises(ProfileError, match=r"serving\.requests 32 \(the default\)"):
+        validate({**profile, "serving": {"concurrency": 64}}, "p.yaml")
+    validate({**profile, "serving": {"concurrency": 8}}, "p.yaml")

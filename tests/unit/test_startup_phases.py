@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.features.startup_log import LogUnreadable, grown, startup_phases
+from pytest_vllm_conformance.features.startup_log import LogUnreadable, grown, not_compared, startup_phases
 
 FACT = contracts.load().fact("startup_log_phases", None)
 
@@ -57,3 +57,46 @@ def test_a_start_that_compiled_names_the_phase_it_added_and_the_one_that_grew(tm
 def test_an_unreadable_log_is_named(tmp_path):
     with pytest.raises(LogUnreadable, match="missing.log"):
         startup_phases(tmp_path / "missing.log", FACT)
+
+
+def test_the_engines_last_errors_are_read_from_the_logs_tail(tmp_path):
+    from pytest_vllm_conformance.features.startup_log import last_errors
+
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "INFO 12-04 10:00:00 [api_server.py:1] Started server process\n"
+        "ERROR 12-04 10:00:05 [core.py:1] EngineCore failed to start.\n"
+        "INFO 12-04 10:00:06 [loggers.py:1] Engine 000: Avg prompt throughput\n"
+        "AttributeError: '_C' object has no attribute 'cpu_gemm_wna16'\n"
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n"
+        "ERROR 12-04 10:00:07 [serving.py:1] " + "x" * 400 + "\n"
+    )
+    errors = last_errors(log)
+    assert errors[0] == "AttributeError: '_C' object has no attribute 'cpu_gemm_wna16'"
+    assert errors[1].startswith("vllm.v1.engine.exceptions.EngineDeadError")
+    assert len(errors) == 3 and len(errors[2]) == 300 and errors[2].endswith("...")
+    assert last_errors(tmp_path / "missing.log") == []
+
+
+def test_a_phase_the_target_log_no_longer_shows_is_named_as_not_compared(tmp_path):
+    eager = startup_phases(_log(tmp_path, "eager.log", EAGER), FACT)
+    # The engine's line reworded by a release: its phase vanishes from the target, and cannot be judged.
+    reworded = startup_phases(_log(tmp_path, "reworded.log", EAGER.replace("init engine", "engine ready")), FACT)
+    assert "engine_init" not in reworded.seconds
+    assert grown(reworded, eager, max_growth=0.5, min_seconds=5.0) == []
+    (why,) = not_compared(reworded, eager)
+    assert why.startswith("engine_init (profiling, KV-cache allocation and warm-up (compilation included)): ")
+    assert "the baseline shows it, the target log does not" in why
+    assert not_compared(eager, eager) == []
+
+
+def test_a_compile_the_target_did_not_take_is_no_missing_phase(tmp_path):
+    eager = startup_phases(_log(tmp_path, "eager.log", EAGER), FACT)
+    compiled = startup_phases(_log(tmp_path, "compiled.log", COMPILED), FACT)
+    assert not_compared(eager, compiled) == []  # torch.compile is a path (optional in the fact), not a line
+
+
+def test_a_target_log_with_no_phase_is_not_compared(tmp_path):
+    eager = startup_phases(_log(tmp_path, "eager.log", EAGER), FACT)
+    empty = startup_phases(_log(tmp_path, "bare.log", "(APIServer pid=1) INFO 12-02 18:00:00 [x.py:1] hello\n"), FACT)
+    assert not_compared(empty, eager) == ["the target log shows no start-up phase (bare.log), so none was compared"]

@@ -10,12 +10,16 @@ generated: the raw text of a whole answer against the parser's envelope
 function's parameters (``json_prefix``).
 
 Every answer is also judged against our wire schemas of OpenAI's chat
-answers, whose tool-call items are typed: a client parses them.
+answers, whose tool-call items are typed: a client parses them; a streamed
+call's first fragment must carry what the unstreamed call does (its id,
+``type: function`` and name), which the chunk schema cannot require of
+every fragment.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,7 +31,9 @@ from pytest_vllm_conformance.features.generation.answers import HELD, Answer, Ju
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 from pytest_vllm_conformance.features.generation.structured_outputs import padding_note, schema_problem
 from pytest_vllm_conformance.features.wire import stream
-from pytest_vllm_conformance.features.wire.schemas import Deviation, deviations_from, judge
+from pytest_vllm_conformance.features.wire.schemas import Deviation, Finding, deviations_from, json_type, judge
+
+MISSING = object()
 
 WEATHER: dict[str, Any] = {
     "type": "function",
@@ -120,11 +126,65 @@ def shape_problems(response: Response, *, streamed: bool, deviations: Sequence[D
     """Where a chat answer (each event of a streamed one) leaves OpenAI's shape, vLLM's known deviations aside."""
     if streamed:
         answer = "chat_chunk"
-        bodies = [(f"event {event.number} ", event.payload) for event in stream.parse(response.body).chunks()]
+        events = list(stream.parse(response.body).chunks())
+        bodies = [(f"event {event.number} ", event.payload) for event in events]
+        firsts = first_fragment_findings(events)
     else:
-        answer, bodies = "chat_completion", [("", response.json_or_none())]
+        answer, bodies, firsts = "chat_completion", [("", response.json_or_none())], []
     found = [f"{label}{finding}" for label, body in bodies for finding in judge(answer, body, deviations).failures]
+    found += [f"event {number} {finding}" for number, finding in firsts if not _covered(finding, deviations)]
     return list(dict.fromkeys(found))
+
+
+def _covered(finding: Finding, deviations: Sequence[Deviation]) -> bool:
+    return any(deviation.covers("chat_chunk", finding) for deviation in deviations)
+
+
+FIRST_FRAGMENT = "the field (required by OpenAI of a call, so of its first fragment)"
+
+
+def first_fragment_findings(events: Sequence[stream.Event]) -> list[tuple[int, Finding]]:
+    """(event number, finding) for each call whose first fragment lacks what the unstreamed call must carry.
+
+    The chunk schema can require only ``index`` of a fragment: the later ones carry arguments alone. But a call's
+    ``id``, ``type: function`` and name come once, on its first fragment (vllm/parser/engine/parser_engine.py,
+    _emit_name_delta and _handle_tool_end, at v0.28.0-v0.32.0), and a client assembling the call has them
+    nowhere else: that fragment is judged as the unstreamed call is (chat_completion.json's tool call item).
+    """
+    found: list[tuple[int, Finding]] = []
+    seen: set[tuple[Any, Any]] = set()
+    for event in events:
+        for at, choice in enumerate(event.choices()):
+            delta = choice.get("delta")
+            fragments = delta.get("tool_calls") if isinstance(delta, dict) else None
+            for position, fragment in enumerate(fragments if isinstance(fragments, list) else []):
+                if not isinstance(fragment, dict):
+                    continue
+                # A fragment without its index (the schema's finding) is taken as the call at its position.
+                call = (choice.get("index"), fragment.get("index", position))
+                if call in seen:
+                    continue
+                seen.add(call)
+                parts: tuple[str | int, ...] = ("choices", at, "delta", "tool_calls", position)
+                found += [(event.number, finding) for finding in _first_fragment_problems(fragment, parts)]
+    return found
+
+
+def _first_fragment_problems(fragment: Mapping[str, Any], parts: tuple[str | int, ...]) -> list[Finding]:
+    function = fragment.get("function")
+    function = function if isinstance(function, dict) else {}
+    wanted: list[tuple[tuple[str | int, ...], Any, str, bool]] = [
+        (("id",), fragment.get("id", MISSING), "string", isinstance(fragment.get("id"), str)),
+        (("type",), fragment.get("type", MISSING), 'the constant "function"', fragment.get("type") == "function"),
+        (("function", "name"), function.get("name", MISSING), "string", isinstance(function.get("name"), str)),
+    ]
+    return [
+        Finding((*parts, *where), "missing", FIRST_FRAGMENT, "no such field")
+        if value is MISSING
+        else Finding((*parts, *where), json_type(value), expected, json.dumps(value)[:60])
+        for where, value, expected, holds in wanted
+        if not holds
+    ]
 
 
 Envelope = Mapping[str, str]  # begin (with {name}) and end of a call's generated text, from fact tool_call_envelopes

@@ -284,7 +284,7 @@ def read_text(file: DeploymentFile) -> tuple[str | None, str | None]:
     if b"\0" in data:
         return None, f"{file.id}: not a text file (it holds NUL bytes)"
     try:
-        return data.decode("utf-8"), None
+        return data.decode("utf-8-sig"), None  # a byte-order mark (Notepad's) is still UTF-8
     except UnicodeDecodeError as exc:
         return None, f"{file.id}: not UTF-8 text (byte {exc.start})"
 
@@ -332,8 +332,12 @@ def blank_helm_actions(text: str) -> str:
 
 def _yaml_problem(file: DeploymentFile, text: str) -> str | None:
     try:
-        for _ in yaml.safe_load_all(text):
+        # Composed, not constructed: a manifest's aliases (compose files use them) stay references to one node,
+        # so a kilobyte of nested aliases cannot expand to gigabytes here.
+        for _ in yaml.compose_all(text, Loader=yaml.SafeLoader):
             pass
+    except RecursionError:
+        return f"{file.id}: not valid YAML: nested too deep to read"
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file.id}:{mark.line + 1}" if mark is not None else file.id

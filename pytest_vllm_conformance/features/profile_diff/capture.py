@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
 from packaging.version import Version
 
 from pytest_vllm_conformance import __version__
@@ -41,7 +40,7 @@ from pytest_vllm_conformance.catalogue.vllm_answers import (
     scale_out_refusal_status,
     validation_listing,
 )
-from pytest_vllm_conformance.connection import discovery
+from pytest_vllm_conformance.connection import discovery, user_files
 from pytest_vllm_conformance.connection.client import BoundedClient, Response, display_url
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.secrets import Redactor
@@ -163,7 +162,7 @@ def captured_profile(observed: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_profile(path: Path, observed: dict[str, Any], redactor: Redactor) -> Path:
-    text = yaml.safe_dump(captured_profile(observed), sort_keys=False, allow_unicode=True, width=100)
+    text = user_files.dump_yaml(captured_profile(observed), sort_keys=False, allow_unicode=True, width=100)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(redactor(text))

@@ -34,13 +34,14 @@ class Difference:
     after: Any
     matters: bool
     why: str
+    undecided: bool = False  # neither side's value could be compared with the other's
 
     def __str__(self) -> str:
         return self.id
 
     @property
     def verdict(self) -> str:
-        return "fails" if self.matters else "informational"
+        return "undecided" if self.undecided else "fails" if self.matters else "informational"
 
     @property
     def message(self) -> str:
@@ -246,8 +247,8 @@ def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
 
 
 def _rendering(baseline: Observed, target: Observed) -> Iterator[Difference]:
-    for change in rendering_changes(_section(baseline, "rendering"), _section(target, "rendering")):
-        yield Difference(change.id, "rendering", change.before, change.after, change.matters, change.why)
+    for c in rendering_changes(_section(baseline, "rendering"), _section(target, "rendering")):
+        yield Difference(c.id, "rendering", c.before, c.after, c.matters, c.why, c.undecided)
 
 
 def _generation_defaults(baseline: Observed, target: Observed) -> Iterator[Difference]:
@@ -453,7 +454,7 @@ def render_markdown(found: list[Difference], baseline_label: str, target_label: 
         return "\n".join(lines) + "\n"
     lines += ["| difference | baseline | target | verdict | why |", "|---|---|---|---|---|"]
     for d in found:
-        verdict = "**fails**" if d.matters else "informational"
+        verdict = "**fails**" if d.matters else d.verdict
         lines.append(f"| {_cell(d.id)} | {_cell(d.before)} | {_cell(d.after)} | {verdict} | {_cell(d.why)} |")
     return "\n".join(lines) + "\n"
 

@@ -3,6 +3,8 @@
 What each route returns is fact ``reasoning_route_shapes``: the output item
 and content part types of a Responses answer and the delta event its stream
 carries, the content block type of a messages answer and its stream's delta.
+The reasoning each returns is compared with the chat answer's to the same
+greedy question: the route may not reason otherwise than the chat path.
 """
 
 from __future__ import annotations
@@ -88,15 +90,30 @@ def route_cases(ctx: CaseContext) -> list[RouteCase]:
     ]
 
 
+def bare(reasoning: str, markers: Sequence[str]) -> str:
+    """The reasoning as compared across routes: without the parser's markers (a loaded server may leave one in,
+    answers.markers_in_reasoning) and the whitespace around it."""
+    for marker in markers:
+        reasoning = reasoning.replace(marker, "")
+    return reasoning.strip()
+
+
 def route_problems(
-    client: BoundedClient, model: str, case: RouteCase, shape: Shape, markers: Sequence[str]
+    client: BoundedClient, model: str, case: RouteCase, shape: Shape, markers: Sequence[str], chat_reasoning: str
 ) -> list[str]:
+    """``chat_reasoning``: the reasoning of the same greedy question asked on the chat path, which the route's
+    must equal (the same prompt, rendered by the same template, parsed by the same parser)."""
     response = client.post(case.path, case.body(model))
     if response.status != 200 or response.truncated:
         return [f"not answered whole: {response.describe()} {response.text[:300]!r}"]
     answer = sse.parse(response.body, named_events=True) if case.streamed else response.json_or_none()
     reasoning, text = case.read(answer, case.streamed, shape)
     problems = [] if reasoning else [f"no reasoning came back as {case.what} (text {text[:SHOWN]!r})"]
+    if reasoning and bare(reasoning, markers) != bare(chat_reasoning, markers):
+        problems.append(
+            f"{case.what} holds {bare(reasoning, markers)[:SHOWN]!r}, the chat answer's reasoning to the same greedy "
+            f"question is {bare(chat_reasoning, markers)[:SHOWN]!r}"
+        )
     if reasoning.strip() and reasoning.strip() in text:
         problems.append(f"the reasoning came back inside the answer's text ({reasoning.strip()[:SHOWN]!r})")
     return problems + [f"the answer's text holds the think marker {marker!r}" for marker in markers if marker in text]

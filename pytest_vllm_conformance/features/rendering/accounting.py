@@ -5,9 +5,11 @@ For one short greedy request per generation route the server serves
 ``prompt`` must be the length ``/tokenize`` gives for the same prompt,
 ``completion`` the number of tokens generated (counted from the returned
 token ids; where a route returns none, a finish on the length limit means
-exactly ``MAX_TOKENS``), ``total`` their sum, and a stream's final usage the
+exactly ``MAX_TOKENS``), ``total`` their sum (required where the version
+sends it: every OpenAI route), and a stream's final usage the
 non-streamed answer's. The same conversation sent on the chat path must be
-rendered as ``/tokenize`` renders it (``chat_prompt_problems``).
+rendered as ``/tokenize`` renders it (``chat_prompt_compared``); a conversation
+both paths refuse agrees only when both answer the same client error.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
-from pytest_vllm_conformance.features.rendering.render import tokenize
+from pytest_vllm_conformance.features.rendering.render import UNREACHABLE, tokenize
 from pytest_vllm_conformance.features.wire import stream as sse
 
 PROMPT = "Count the rivers of the city, one by one:"
@@ -32,8 +34,12 @@ USER = [{"role": "user", "content": PROMPT}]
 class Usage:
     prompt: int | None
     completion: int | None
-    total: int | None  # None where the route reports no total (Anthropic messages)
+    total: int | None  # None where the answer carries none
     generated: int | None  # tokens counted in the answer itself; None when it cannot tell
+    # Every release sends total_tokens on the OpenAI routes (UsageInfo.total_tokens, an int defaulting to 0, in
+    # vllm/entrypoints/openai/engine/protocol.py at v0.28.0, vllm/entrypoints/serve/engine/protocol.py at
+    # v0.29.0-v0.32.0; Responses' ResponseUsage requires it); Anthropic messages have no total.
+    reports_total: bool = True
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,7 @@ def _read_messages(answer: Any, streamed: bool) -> Usage:
         _number(usage.get("output_tokens")),
         None,
         MAX_TOKENS if stop == "max_tokens" else None,
+        reports_total=False,
     )
 
 
@@ -174,6 +181,8 @@ def usage_problems(usage: Usage, rendered: int | None) -> list[str]:
         problems.append("the answer shows neither its token ids nor a finish on the length limit: generated unknown")
     elif usage.completion != usage.generated:
         problems.append(f"completion_tokens {usage.completion}, but {usage.generated} tokens were generated")
+    if usage.reports_total and usage.total is None:
+        problems.append("no total_tokens, which the version sends on this route")
     if usage.total is not None and None not in (usage.prompt, usage.completion):
         if usage.total != usage.prompt + usage.completion:  # type: ignore[operator]
             problems.append(f"total_tokens {usage.total} is not prompt {usage.prompt} + completion {usage.completion}")
@@ -226,7 +235,44 @@ class Conversation:
         return self.name
 
 
-def chat_prompt_problems(client: BoundedClient, model: str, conversation: Conversation) -> list[str]:
+@dataclass(frozen=True)
+class Compared:
+    """The chat path's prompt against /tokenize's: what differs, or why nothing could be compared."""
+
+    problems: tuple[str, ...] = ()
+    undecided: str | None = None
+
+
+def _out_of_reach(status: int | None) -> bool:
+    return status is None or status in UNREACHABLE
+
+
+def refusal_compared(chat: int | None, tokenize: int | None, rendered: int | None) -> Compared:
+    """A conversation one path or both did not render: ``chat`` and ``tokenize`` are their statuses (None: no
+    answer), ``rendered`` the length /tokenize gave (None: it rendered nothing).
+
+    An answer that says the route is out of reach (404, 503, no answer: ``UNREACHABLE``, as the capture reads
+    it) tells nothing of the template: undecided. Only the same client error on both paths is the same refusal.
+    """
+    blocked = [
+        f"{side} {'answered ' + str(status) if status is not None else 'got no answer'}"
+        for side, status in (("the chat request", chat), ("/tokenize", tokenize))
+        if status != 200 and _out_of_reach(status)
+    ]
+    if blocked:
+        return Compared(undecided=" and ".join(blocked) + ": out of reach, which says nothing of the rendering")
+    if rendered is not None:
+        return Compared((f"/tokenize renders {rendered} tokens, but the chat request answered {chat}",))
+    if chat == 200:
+        return Compared((f"the chat request was served, but /tokenize answered {tokenize}: compared with nothing",))
+    if chat == tokenize and chat is not None and 400 <= chat < 500:
+        return Compared()  # both refuse it alike: the chat path agrees with /tokenize
+    return Compared(
+        (f"the chat request answered {chat} and /tokenize {tokenize}: only the same client error on both is agreement",)
+    )
+
+
+def chat_prompt_compared(client: BoundedClient, model: str, conversation: Conversation) -> Compared:
     """The chat request's prompt (its usage, and its prompt token ids) against /tokenize's rendering."""
     fields = dict(conversation.fields)
     if fields.get("tools"):  # rendered with the tools, and answerable without a tool-call parser
@@ -235,14 +281,12 @@ def chat_prompt_problems(client: BoundedClient, model: str, conversation: Conver
     ids = tokenized(rendering) if rendering is not None else None
     body = {"model": model, **fields, "max_tokens": 1, "temperature": 0, "return_token_ids": True}
     chat = client.answer_or_none("POST", "/v1/chat/completions", json_body=body)
-    if chat is None or chat.status != 200:
-        status = chat.status if chat is not None else "nothing"
-        if ids is None:
-            return []  # both refuse it: the chat path agrees with /tokenize
-        return [f"/tokenize renders {len(ids)} tokens, but the chat request answered {status}"]
-    if ids is None:
-        status = rendering.status if rendering is not None else "nothing"
-        return [f"the chat request was served, but /tokenize answered {status}: its rendering compared with nothing"]
+    if chat is None or chat.status != 200 or ids is None:
+        return refusal_compared(
+            chat.status if chat is not None else None,
+            rendering.status if rendering is not None else None,
+            len(ids) if ids is not None else None,
+        )
     answer = chat.json_or_none() or {}
     prompt = _number((answer.get("usage") or {}).get("prompt_tokens"))
     problems = [] if prompt == len(ids) else [f"usage.prompt_tokens {prompt}, /tokenize renders {len(ids)} tokens"]
@@ -254,7 +298,7 @@ def chat_prompt_problems(client: BoundedClient, model: str, conversation: Conver
         problems.append(
             f"prompt_token_ids differ from /tokenize's from token {at}: {served_ids[at : at + 4]} vs {ids[at : at + 4]}"
         )
-    return problems
+    return Compared(tuple(problems))
 
 
 # ---- the suites' cases -------------------------------------------------------------

@@ -4,7 +4,8 @@ Data in, data out: ``changes`` takes the ``rendering`` sections of two
 captures and returns one ``Change`` per conversation the model now sees
 otherwise (another token, a refusal where there was a rendering), with the
 first differing position shown as text on both sides. The profile diff
-turns each into a difference that fails.
+turns each into a difference that fails; captures of two corpora are not
+compared, which the diff reports as undecided.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class Change:
     after: Any
     matters: bool
     why: str
+    # Nothing compared (a capture of another corpus): neither a change nor its absence.
+    undecided: bool = False
 
 
 def _state(rendered: Mapping[str, Any]) -> str:
@@ -94,7 +97,9 @@ def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]
                 before.get("corpus"),
                 after.get("corpus"),
                 False,
-                "the captures rendered different corpora; capture the baseline again to compare renderings",
+                "the captures rendered different corpora, so no conversation was compared; capture the baseline "
+                "again to compare renderings",
+                undecided=True,
             )
         ]
     old, new = before.get("conversations") or {}, after.get("conversations") or {}

@@ -18,7 +18,7 @@ from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features.quality.assemble import connect_baseline
 from pytest_vllm_conformance.features.quality.session import BaselineUnusable, ServerSide
-from pytest_vllm_conformance.features.serving import picture, session
+from pytest_vllm_conformance.features.serving import picture, same_server, session
 from pytest_vllm_conformance.features.serving.baseline_file import (
     MIN_ROUNDS,
     PerfFileError,
@@ -70,6 +70,41 @@ def open_baseline(settings: Settings, facts: ServerFacts) -> ServerSide | PerfRe
     return None
 
 
+def live_refusal(
+    live: ServerSide,
+    settings: Settings,
+    facts: ServerFacts,
+    client: BoundedClient,
+    workload: Workload,
+    expect: Expectations,
+) -> str | None:
+    """Why a live baseline cannot be compared with, as a saved one of the same kind would not be; None when it can."""
+    served = live.facts.model
+    if served != facts.model and settings.baseline_model != served:
+        # As for a saving (baseline_file.refusal): another model's throughput measures something else.
+        return (
+            f"--vllm-baseline-url serves model {served!r}, the target serves {facts.model!r}; "
+            f"to compare them anyway, pass --vllm-baseline-model={served}"
+        )
+    if settings.baseline_is_target:
+        return None
+    assert settings.baseline_url is not None, "a live baseline has a URL"
+    itself = same_server.same_url(settings.baseline_url, facts.url) or same_server.same_server(
+        client,
+        live.client,
+        workload,
+        metrics_path=expect.release.metrics_path,
+        counter=expect.fact("finished_request_counter"),
+    )
+    if itself:
+        return (
+            "--vllm-baseline-url is the target itself (the same URL, or the same server counting the target's "
+            "requests as its own): a server compared with itself passes whatever it is; "
+            "pass --vllm-baseline-is-target if that is meant"
+        )
+    return None
+
+
 def plan(client: BoundedClient, model: str, values: dict[str, Any], expect: Expectations) -> Workload:
     """The declared workload on this server (raises session.NoPrompt when no prompt can be built)."""
     return session.plan(
@@ -93,9 +128,14 @@ def serve(
 ) -> Served:
     """Plan, measure and (with --vllm-perf-save) save the run. Raises session.NoPrompt when no prompt can be built."""
     baseline = open_baseline(settings, facts)
+    target_workload = plan(client, facts.model, values, expect)
+    if isinstance(baseline, ServerSide):
+        refused = live_refusal(baseline, settings, facts, client, target_workload, expect)
+        if refused:
+            baseline.client.close()
+            baseline = refused
     live = baseline if isinstance(baseline, ServerSide) else None
 
-    target_workload = plan(client, facts.model, values, expect)
     run = session.measure(
         generator or ClosedLoop(),
         target=ingress_client,

@@ -65,6 +65,7 @@ def _round_from_dict(data: dict[str, Any]) -> Round:
             prompt_tokens=t.get("prompt_tokens"),
             completion_tokens=t.get("completion_tokens"),
             error=t.get("error"),
+            tokens_received=t.get("tokens_received"),
         )
         for t in data["requests"]
     )

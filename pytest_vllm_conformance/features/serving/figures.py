@@ -22,7 +22,14 @@ def load_failures(timings: Sequence[RequestTiming], prompt_tokens: int, output_t
                 f"pinned {prompt_tokens} and {output_tokens}"
             )
         elif not t.token_times:
-            found.append(f"request {number}: no chunk carried text")
+            found.append(f"request {number}: no chunk carried generated tokens")
+        elif t.tokens_received != t.completion_tokens:
+            # What arrived, not what the usage chunk says the server sent: a relay may drop events on the way.
+            received = "no token ids" if t.tokens_received is None else f"{t.tokens_received} token ids"
+            found.append(
+                f"request {number}: the stream delivered {received}, its usage counted {t.completion_tokens} "
+                "output tokens (events lost on the way?)"
+            )
     return found
 
 
@@ -55,6 +62,14 @@ def output_rates(timings: Sequence[RequestTiming]) -> list[float]:
     return [t.output_rate for t in timings if not t.error and t.output_rate]
 
 
+def min_completed(requests_per_round: int, rounds: int) -> int:
+    """The completed requests each side needs for a throughput verdict: half of what its rounds sent (at least 2).
+
+    The medians of the few requests that completed out of many say nothing of the many: 2 of 128 give no verdict.
+    """
+    return max(2, (requests_per_round * rounds + 1) // 2)
+
+
 def latency(rounds: Sequence[Round]) -> Latency | None:
     """The percentiles of the rounds' completed requests; None when no request gave a first token."""
     timings = [t for r in rounds for t in r.timings if not t.error]
@@ -71,17 +86,39 @@ def latency(rounds: Sequence[Round]) -> Latency | None:
     )
 
 
-def missed_objectives(measured: Latency, slo: dict[str, float]) -> list[str]:
-    """Each declared objective the figures miss: a latency over its bound, a throughput under it."""
-    missed = []
+# Why an objective's figure could not be measured (the others always can, once a first token came).
+UNMEASURED = {
+    "itl_p99_seconds": "no chunk gaps to measure inter-token latency on (one chunk per request: "
+    "an ingress that buffers the stream?)",
+}
+
+
+@dataclass(frozen=True)
+class Objectives:
+    """The declared objectives judged against the figures."""
+
+    missed: list[str]  # "ttft_p50_seconds 0.312 against 0.25"
+    unmeasured: list[str]  # "itl_p99_seconds: no chunk gaps to ..."
+    judged: int  # the objectives with a figure to judge
+
+
+def judge_objectives(measured: Latency, slo: dict[str, float]) -> Objectives:
+    """Each declared objective: missed (a latency over its bound, a throughput under it), met, or unmeasured."""
+    missed, unmeasured = [], []
     for objective, bound in sorted(slo.items()):
         value = measured.measured(objective)
         if value is None:
+            unmeasured.append(f"{objective}: {UNMEASURED.get(objective, 'no figure')}")
             continue
         worse = value < bound if objective == "output_tokens_per_second" else value > bound
         if worse:
             missed.append(f"{objective} {value:.3f} against {bound:g}")
-    return missed
+    return Objectives(missed, unmeasured, len(slo) - len(unmeasured))
+
+
+def missed_objectives(measured: Latency, slo: dict[str, float]) -> list[str]:
+    """Each declared objective the figures miss (an unmeasured one is not missed: see ``judge_objectives``)."""
+    return judge_objectives(measured, slo).missed
 
 
 @dataclass(frozen=True)

@@ -49,10 +49,13 @@ class RequestTiming:
     started: float
     ended: float = 0.0
     status: int | None = None
-    token_times: list[float] = field(default_factory=list)  # when each chunk carrying text arrived
+    token_times: list[float] = field(default_factory=list)  # when each chunk carrying generated tokens arrived
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     error: str | None = None
+    # The generated token ids the chunks delivered (None: no chunk carried token_ids), counted against the usage:
+    # a relay that drops events leaves the usage chunk saying what the server sent, not what arrived.
+    tokens_received: int | None = None
 
     @property
     def ttft(self) -> float | None:
@@ -91,8 +94,12 @@ class LoadGenerator(Protocol):
     async def run(self, client: AsyncBoundedClient, workload: Workload) -> Round: ...
 
 
-class _SseReader:
-    """Splits a stream into ``data:`` events as chunks arrive, noting when text came and the usage."""
+class SseReader:
+    """Splits a stream into ``data:`` events as chunks arrive, noting when generated tokens came and the usage.
+
+    Only a data event whose choices carry text or token ids is a generated token: an SSE comment, an error
+    event or a usage chunk is not (a keep-alive in front of a hung engine must not look like progress).
+    """
 
     def __init__(self, timing: RequestTiming) -> None:
         self.timing = timing
@@ -125,8 +132,12 @@ class _SseReader:
         if isinstance(usage, dict):
             self.timing.prompt_tokens = usage.get("prompt_tokens")
             self.timing.completion_tokens = usage.get("completion_tokens")
-        choices = payload.get("choices") or []
-        return any(isinstance(c, dict) and c.get("text") for c in choices)
+        choices = [c for c in payload.get("choices") or [] if isinstance(c, dict)]
+        for choice in choices:
+            ids = choice.get("token_ids")
+            if isinstance(ids, list):
+                self.timing.tokens_received = (self.timing.tokens_received or 0) + len(ids)
+        return any(c.get("text") or c.get("token_ids") for c in choices)
 
 
 @dataclass(frozen=True)
@@ -150,7 +161,7 @@ async def _one(client: AsyncBoundedClient, workload: Workload, index: int) -> Re
     timing = RequestTiming(started=time.perf_counter())
     try:
         response = await client.request(
-            "POST", workload.path, json_body=workload.request_body(index), on_chunk=_SseReader(timing)
+            "POST", workload.path, json_body=workload.request_body(index), on_chunk=SseReader(timing)
         )
         timing.status = response.status
         if response.status != 200:

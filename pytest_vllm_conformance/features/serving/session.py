@@ -10,6 +10,7 @@ same run rather than guessed.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,6 +22,7 @@ from pytest_vllm_conformance.features.serving.loadgen import (
     LoadGenerator,
     RequestTiming,
     Round,
+    SseReader,
     Workload,
     token_prompts,
 )
@@ -171,26 +173,44 @@ def plan(
 @dataclass(frozen=True)
 class Progress:
     health_status: int | None
-    first_token_seconds: float | None  # None: no first token within the bound
+    first_token_seconds: float | None  # None: no generated token within the bound
     detail: str = ""
 
 
 def progress_while_healthy(client: BoundedClient, health_path: str, workload: Workload, within: float) -> Progress:
-    """Ask /health, then stream one request: how long its first chunk took, if it came within ``within``."""
+    """Ask /health, then stream one request: how long its first generated token took, if it came within ``within``.
+
+    Progress is a data event whose choices carry text or token ids: a first byte that is an SSE comment (a
+    keep-alive), an error event or an empty chunk is not, so a relay that answers at once in front of a hung
+    engine does not pass for one that generates.
+    """
     health = client.answer_or_none("GET", health_path)
     status = health.status if health is not None else None
 
     async def first_token(c: AsyncBoundedClient) -> Progress:
-        body = workload.request_body(0)
+        timing = RequestTiming(started=time.perf_counter())
+        reader = SseReader(timing)
+        arrived = bytearray()
+
+        def on_chunk(chunk: bytes) -> None:
+            arrived.extend(chunk[: max(0, 160 - len(arrived))])
+            reader(chunk)
+
         try:
-            stream = await c.open_stream("POST", workload.path, json_body=body, first_chunk_within=within)
+            answer = await c.request(
+                "POST",
+                workload.path,
+                json_body=workload.request_body(0),
+                timeout=within,
+                on_chunk=on_chunk,
+                enough=lambda _: bool(timing.token_times),  # hang up at the first token: the engine stops
+            )
         except TransportFailure as exc:  # RequestTimeout is one
-            return Progress(status, None, str(exc))
-        try:
-            if stream.status != 200 or stream.first_chunk_at is None:
-                return Progress(status, None, f"HTTP {stream.status}: {stream.first_chunk[:160]!r}")
-            return Progress(status, stream.first_chunk_at - stream.started)
-        finally:
-            await stream.close()
+            what = f"; what arrived meanwhile: {bytes(arrived)!r}" if arrived else ""
+            return Progress(status, None, f"{exc}{what}")
+        if timing.ttft is None:
+            why = timing.error or "the stream ended with no event carrying generated tokens"
+            return Progress(status, None, f"HTTP {answer.status}: {why}; first bytes {bytes(arrived)!r}")
+        return Progress(status, timing.ttft)
 
     return client.run(first_token)

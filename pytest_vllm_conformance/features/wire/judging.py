@@ -104,7 +104,9 @@ def sent():
 
 
 @pytest.fixture
-def judged(sent, vllm_ingress_client, vllm_direct_client, vllm_ingress_exposure, vllm_not_exposed, vllm_record):
+def judged(
+    sent, vllm_ingress_client, vllm_direct_client, vllm_ingress_exposure, vllm_not_exposed, vllm_record, vllm_evidence
+):
     """``judged(what, ask, judge)``: the answer callers get to ``ask(client)``'s request, judged by ``judge``.
 
     Reports what is reported; fails on what breaks OpenAI's shape. Through
@@ -121,12 +123,14 @@ def judged(sent, vllm_ingress_client, vllm_direct_client, vllm_ingress_exposure,
         if separate and vllm_not_exposed(what, ask_once, answer):
             return  # no caller reaches it through the ingress: nothing to judge there
         through = judge(answer)
+        vllm_evidence.judged(1, "answers")  # sent once per module: shape and framing judge the same answer
         message, figures = through.message(), []
         if through.reported:
             vllm_record("wire_report", "; ".join(through.reported))
             figures.append(f"{len(through.reported)} reported: " + "; ".join(through.reported))
         if separate:
             direct = judge(ask_once(vllm_direct_client))
+            vllm_evidence.judged(1, "answers straight from the server")
             message = ingress.attributed(through, direct)
             figures = [f"through the ingress, {line}" for line in figures]
             if changed := ingress.changes(through, direct):

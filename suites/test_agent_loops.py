@@ -1,0 +1,103 @@
+"""Agent loops: what Codex, the Agents SDK and Claude Code rely on across a stream and across turns.
+
+An agent builds its turn from the stream and echoes it back: the items of a
+streamed Responses answer must be the final answer's (ids, call ids,
+arguments, text), a call's arguments must be announced done, and a tool
+loop's call ids must name one call each. Claude Code speaks Anthropic's
+Messages API to /v1/messages: its answer, its event sequence (which must add
+up to the unstreamed answer) and its errors are judged as Anthropic's
+protocol, not OpenAI's. The tool contracts need a tool-call parser; a model
+that writes no whole call leaves them undecided, never failed.
+"""
+
+from pytest_vllm_conformance import contract, undecided
+
+# The suite's fixtures, from its feature room (and the tool_calls suite's cut-call judgement).
+from pytest_vllm_conformance.features.agent_loops import chat_turn as chat_turn
+from pytest_vllm_conformance.features.agent_loops import error_envelopes as error_envelopes
+from pytest_vllm_conformance.features.agent_loops import fed_back, messages, responses
+from pytest_vllm_conformance.features.agent_loops import item_prefixes as item_prefixes
+from pytest_vllm_conformance.features.agent_loops import messages_answer as messages_answer
+from pytest_vllm_conformance.features.agent_loops import responses_stream as responses_stream
+from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
+from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
+from pytest_vllm_conformance.features.generation.tool_calls import skip_if_cut
+
+
+@contract("agent_loops.responses_stream_is_the_answer")
+def test_responses_stream_is_the_answer(responses_stream, item_prefixes, vllm_facts, vllm_evidence):
+    stream = responses_stream(responses.text_request(vllm_facts.model))
+    problems = responses.stream_problems(stream, item_prefixes)
+    assert not problems, "the streamed items are not the final answer's:\n  " + "\n  ".join(problems)
+    vllm_evidence.judged(len(responses.final_output(stream) or []), "streamed items", missing="no output item")
+
+
+@contract("agent_loops.responses_stream_call_is_the_answer")
+def test_responses_stream_call_is_the_answer(responses_stream, item_prefixes, vllm_facts, vllm_evidence, vllm_record):
+    stream = responses_stream(responses.call_request(vllm_facts.model))
+    problems = responses.stream_problems(stream, item_prefixes)
+    assert not problems, "the streamed forced call is not the final answer's:\n  " + "\n  ".join(problems)
+    calls = responses.items_of(stream, "function_call")
+    if not calls:
+        kinds = [item.get("type") for item in responses.final_output(stream) or [] if isinstance(item, dict)]
+        undecided(f"the forced call streamed no function_call item (the model wrote no call), only {kinds}")
+    vllm_record("streamed_call_arguments", repr(calls[0].get("arguments"))[:200])
+    vllm_evidence.judged(len(calls), "streamed function calls")
+
+
+@contract("agent_loops.chat_tool_loop_round_trips")
+def test_chat_tool_loop_round_trips(chat_turn, cut_call, padding, vllm_evidence):
+    first = chat_turn("get_weather")
+    skip_if_cut(first.answer, "the loop's first call", ["get_weather"], cut_call, padding)
+    assert len(first.calls) == 1 and isinstance(first.call_ids[0], str) and first.call_ids[0], (
+        f"the forced call did not come back as one call with an id: {first.calls}"
+    )
+    second = chat_turn("get_time", fed_back(first))
+    skip_if_cut(second.answer, "the loop's second call", ["get_time"], cut_call, padding)
+    assert len(second.calls) == 1 and isinstance(second.call_ids[0], str) and second.call_ids[0], (
+        f"the turn after the tool result did not come back as one call with an id: {second.calls}"
+    )
+    assert second.call_ids[0] not in first.call_ids, (
+        f"the second call's id {second.call_ids[0]!r} is one the loop already gave (and the client echoed as "
+        f"tool_call_id): a client keying results by call id cannot tell the calls apart"
+    )
+    vllm_evidence.judged(1, "tool loops")
+
+
+@contract("agent_loops.messages_answer_shape")
+def test_messages_answer_shape(messages_answer, vllm_client, vllm_facts):
+    answer = messages_answer(messages.request(vllm_facts.model))
+    problems = messages.schema_problems(messages.MESSAGE_SCHEMA, answer)
+    assert not problems, f"not Anthropic's Message shape ({str(answer)[:300]}):\n  " + "\n  ".join(problems)
+    counted = vllm_client.post(messages.COUNT_TOKENS, {"model": vllm_facts.model, "messages": messages.PROMPT})
+    tokens = (counted.json_or_none() or {}).get("input_tokens") if counted.status == 200 else counted.describe()
+    assert tokens == answer["usage"]["input_tokens"], (
+        f"usage.input_tokens {answer['usage']['input_tokens']} but count_tokens counts {tokens!r} for the same messages"
+    )
+
+
+@contract("agent_loops.messages_stream_is_the_answer")
+def test_messages_stream_is_the_answer(messages_answer, vllm_facts):
+    body = messages.request(vllm_facts.model)
+    whole, stream = messages_answer(body), messages_answer(body, stream=True)
+    problems = messages.event_problems(stream)
+    assert not problems, "not Anthropic's event sequence:\n  " + "\n  ".join(problems)
+    streamed, unstreamed = messages.reassembled(stream), messages.unstreamed(whole)
+    assert streamed == unstreamed, (
+        f"the stream adds up to {streamed}, the same greedy request unstreamed to {unstreamed}"
+    )
+
+
+@contract("agent_loops.messages_errors_in_anthropic_envelope")
+def test_messages_errors_in_anthropic_envelope(vllm_client, vllm_facts, error_envelopes, vllm_record, vllm_evidence):
+    for name, body in messages.refused_requests(vllm_facts.model).items():
+        expected = error_envelopes[name]
+        response = vllm_client.post(messages.MESSAGES, body)
+        problems = messages.schema_problems(messages.ENVELOPES[expected["envelope"]], response.json_or_none())
+        assert response.status == expected["status"] and not problems, (
+            f"{name}: expected {expected['status']} in {expected['envelope']}'s error envelope, got "
+            f"{response.describe()} {response.text[:300]!r}:\n  " + "\n  ".join(problems)
+        )
+        if expected["envelope"] != "anthropic":
+            vllm_record(f"messages_error_{name}", f"in {expected['envelope']}'s envelope: {expected['why']}")
+    vllm_evidence.judged(len(error_envelopes), "refusals")

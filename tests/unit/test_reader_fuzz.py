@@ -1,0 +1,41 @@
+"""A short, fixed fuzz of every reader and option parser (issue 41): the long run is bench/fuzz_readers.py.
+
+Derandomized, so CI sees the same few hundred inputs every time; each must be
+read, or refused with the reader's own one line, within the memory bound.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support import reader_fuzz
+
+SHORT = settings(
+    max_examples=40,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.mark.parametrize("name", list(reader_fuzz.READERS))
+def test_a_reader_reads_or_refuses_in_one_line(name):
+    seed = reader_fuzz.READERS[name][0]
+    assert reader_fuzz.read(name, seed.encode()) == "read"  # the seed itself is valid
+
+    @SHORT
+    @given(reader_fuzz.file_contents(seed))
+    def fuzz(content):
+        reader_fuzz.read(name, content)
+
+    fuzz()
+
+
+@SHORT
+@given(st.data())
+def test_every_option_parser_reads_or_refuses_in_one_line(data):
+    option = data.draw(st.sampled_from(reader_fuzz.VALUE_OPTIONS))
+    reader_fuzz.parse(option, data.draw(reader_fuzz.option_values(option)))
