@@ -9,7 +9,7 @@ response cache that ignores the seed fails the seed contract.
 
 import pytest
 
-from fixtures.fault_proxy import CacheIgnoringField, FaultProxy, StripJsonField
+from fixtures.fault_proxy import CacheIgnoringField, FaultProxy, RewriteJsonResponse, StripJsonField
 from tests.conftest import requires_vllm, run_suites
 from tests.support.verdicts import assert_verdicts
 
@@ -50,6 +50,27 @@ def test_a_dropped_parameter_fails_its_contract(pytester, plain_server, field):
         run_suites(pytester, "-m", "sampling", url=proxy.url)
         assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
     assert_verdicts(pytester.path / "junit.xml", HEALTHY | FAULTS[field])
+
+
+STOP_TOKEN_AND_COUNT = {
+    "sampling.max_tokens_exact_with_ignore_eos": {"failed": 1},
+    "sampling.stop_token_id_ends_answer": {"failed": 1},
+    "sampling.min_tokens_holds_back_stop": {"failed": 1},  # its stop token is a stop_token_ids entry too
+}
+
+
+@pytest.mark.pins(failed=set(STOP_TOKEN_AND_COUNT))
+def test_a_stop_token_dropped_and_a_token_count_one_over_fail_their_contracts(pytester, plain_server):
+    # The answers' token count one over what was generated (as a relay that re-tokenizes would count), and
+    # stop_token_ids dropped on the way.
+    rules = [
+        RewriteJsonResponse(json_path=("usage", "completion_tokens"), value=lambda n: n + 1, path="/v1/completions"),
+        StripJsonField(field="stop_token_ids"),
+    ]
+    with FaultProxy(plain_server.url, rules=rules) as proxy:
+        run_suites(pytester, "-m", "sampling", url=proxy.url)
+        assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
+    assert_verdicts(pytester.path / "junit.xml", HEALTHY | STOP_TOKEN_AND_COUNT)
 
 
 @pytest.mark.pins(failed={"sampling.seed_reproducible"})
