@@ -118,6 +118,15 @@ ALWAYS_PASS = {
         "metrics.version_families_exported",
         "auth.open_server_declared",
         "tool_calls.forced_choice_refused_without_parser",
+        # The sampling suite (tests/faults/test_sampling_faults.py drops each parameter).
+        "sampling.n_gives_n_choices",
+        "sampling.max_tokens_exact_with_ignore_eos",
+        "sampling.stop_string_ends_answer",
+        "sampling.stop_token_id_ends_answer",
+        "sampling.min_tokens_holds_back_stop",
+        "sampling.seed_reproducible",
+        "sampling.logit_bias_forces_token",
+        "sampling.logprobs_as_asked",
     ],
     "passed",
 )

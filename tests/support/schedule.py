@@ -62,6 +62,7 @@ ORDER: tuple[str, ...] = (
     # Plain alone for about a minute and a half: the generation and padding servers start beside them.
     "integration/test_wire_on_real_vllm.py",
     "faults/test_wire_faults.py",
+    "faults/test_sampling_faults.py",
     "integration/test_generation_controls.py",
     "faults/test_generation_faults.py",
     # The generation server still up: the agent loops on it, then broken in front of it.

@@ -2,7 +2,8 @@
 
 import json
 
-from fixtures.fault_proxy.rules import ErrorsInOpenAIEnvelope, JsonResponseDraft
+from fixtures.fault_proxy.answer_rules import ErrorsInOpenAIEnvelope
+from fixtures.fault_proxy.rules import JsonResponseDraft
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, split_events
 from pytest_vllm_conformance.features.agent_loops import messages, responses
 from pytest_vllm_conformance.features.wire import stream as sse

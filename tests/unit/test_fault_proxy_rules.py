@@ -14,6 +14,7 @@ import pytest
 from fixtures.fault_proxy import (
     DEFAULT_LEAK_TEXT,
     AmplifyErrors,
+    CacheIgnoringField,
     FaultProxy,
     InjectAuth,
     LeakInternals,
@@ -134,6 +135,23 @@ def test_strip_and_set_json_fields_recompute_content_length(upstream: Upstream) 
     assert json.loads(was_set["body"]) == {"messages": [], "seed": 7}
     assert header_values(was_set, "content-length") == [str(len(was_set["body"]))]
     assert not_json["body"] == "not json"
+
+
+def test_cache_ignoring_a_field_answers_a_request_differing_only_there_with_the_earlier_answer(
+    upstream: Upstream,
+) -> None:
+    with FaultProxy(upstream.url, rules=[CacheIgnoringField("seed", path="/v1/completions")]) as proxy:
+
+        def sent_body(body: dict) -> dict:
+            answer = httpx.post(proxy.url + "/v1/completions", json=body, timeout=TIMEOUT).json()
+            return json.loads(answer["body"])
+
+        first = sent_body({"prompt": "x", "seed": 1})
+        other_seed = sent_body({"prompt": "x", "seed": 2})
+        other_prompt = sent_body({"prompt": "y", "seed": 2})
+        assert proxy.hits == [1]
+    assert first == other_seed == {"prompt": "x", "seed": 1}
+    assert other_prompt == {"prompt": "y", "seed": 2}
 
 
 def test_strip_message_field_drops_it_from_every_message_of_the_role_only(upstream: Upstream) -> None:
