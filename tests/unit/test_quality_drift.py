@@ -285,3 +285,14 @@ def test_the_noise_is_scored_inside_a_batch_of_other_requests():
     assert len(decoys) == 3 and all("prompt_logprobs" not in body and body["max_tokens"] > 0 for body in decoys)
     assert sorted(len(body["prompt"]) for body in decoys) == sorted(logprob_drift.DECOY_LENGTHS)
     assert not any(text[:5] == decoy["prompt"][:5] for text in texts for decoy in decoys)
+
+
+def test_a_bucket_of_fewer_positions_than_the_minimum_judges_nothing():
+    # Three scored positions: the drift is computed and shown, but a pass over them is no evidence.
+    bucket = Bucket(1, 4, "100%")
+    few = logprob_drift.compare([scored([-5.0, -6.0, -7.0])], [scored([-5.0, -6.0, -7.0])], bucket, DEFAULTS, None)
+    assert few is not None and few.verdict == "within"
+    assert few.drift.positions == 3 and few.scored_positions == 0
+    assert few.min_positions == logprob_drift.MIN_SCORED_POSITIONS == 100
+    enough = judged([-8.0] * POSITIONS, [-8.0] * POSITIONS)
+    assert enough.scored_positions == POSITIONS
