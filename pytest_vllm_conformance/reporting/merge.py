@@ -68,7 +68,6 @@ class Shard:
 # The fleet's judgement of replicas' observations (None: not observed), by the rules their shards recorded:
 # each replica's outcome (passed, failed or undecided) and why.
 JudgeFleet = Callable[[dict[str, dict[str, Any] | None], dict[str, Any]], dict[str, tuple[str, str]]]
-Compare = JudgeFleet
 
 
 def load(path: Path) -> Shard:
@@ -147,7 +146,7 @@ def _value(report: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return report or None
 
 
-def merge(shards: Sequence[Shard], compare: Compare | None = None) -> dict[str, Any]:
+def merge(shards: Sequence[Shard], compare: JudgeFleet | None = None) -> dict[str, Any]:
     if not shards:
         raise MergeRefused("no report to merge")
     first = shards[0]
@@ -274,7 +273,7 @@ def _shard_line(shard: Shard) -> dict[str, Any]:
 # ---- the command ----------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None, compare: Compare | None = None) -> int:
+def main(argv: list[str] | None = None, compare: JudgeFleet | None = None) -> int:
     """The command; ``compare`` judges replicas' observations (the plugin's command hands in the fleet's)."""
     parser = argparse.ArgumentParser(
         prog="vllm-conformance merge",

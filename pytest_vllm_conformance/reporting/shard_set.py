@@ -26,7 +26,7 @@ from pytest_vllm_conformance.reporting.junit_merge import MergeRefused
 from pytest_vllm_conformance.reporting.outcomes import FAILED, PASSED, ContractTest
 
 if TYPE_CHECKING:
-    from pytest_vllm_conformance.reporting.merge import Compare, Shard
+    from pytest_vllm_conformance.reporting.merge import JudgeFleet, Shard
 
 
 def check(shards: Sequence[Shard]) -> None:
@@ -99,7 +99,7 @@ def _no_file_twice(shards: Sequence[Shard]) -> None:
         seen[key] = shard
 
 
-def replica_tests(shards: Sequence[Shard], compare: Compare | None) -> list[ContractTest]:
+def replica_tests(shards: Sequence[Shard], compare: JudgeFleet | None) -> list[ContractTest]:
     """The fleet's own verdicts over shards of different replicas: each reached, and each judged as the fleet
     judges its replicas in one run (``compare``: features/fleet.py's decision, handed in by the command)."""
     by_url: dict[str, Shard] = {}

@@ -423,11 +423,26 @@ EMBEDDED_LOG = """\
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist workers"])
 @pytest.mark.pins(failed={"startup_log.declared_findings_absent"})
 def test_without_vllm_log_the_embedded_server_s_log_is_read(pytester, workers):
-    from tests.conftest import SUITES
     from tests.support.verdicts import failed_checks
 
+    result, junit = run_on_embedded_log(pytester, EMBEDDED_LOG, *workers)
+    failed = failed_checks(junit)
+    assert list(failed) == ["startup_log.declared_findings_absent[unknown_env]"]
+    assert (
+        "embedded.log:2: (APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment "
+        "variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS"
+        in failed["startup_log.declared_findings_absent[unknown_env]"]
+    )
+    assert "vllm_startup_log_runner_fallback: embedded.log:3: " in junit.read_text()
+    assert result.ret == 1
+
+
+def run_on_embedded_log(pytester, text: str, *args: str):
+    """The startup_log suite on ``text`` as the log of the server the plugin would start (stood in for)."""
+    from tests.conftest import SUITES
+
     log = pytester.path / "embedded.log"
-    log.write_text(EMBEDDED_LOG)
+    log.write_text(text)
     pytester.makepyfile(fake_embedded=FAKE_EMBEDDED_SERVER.format(log=str(log)))
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
@@ -438,15 +453,7 @@ def test_without_vllm_log_the_embedded_server_s_log_is_read(pytester, workers):
         "-p",
         "no:cacheprovider",
         f"--junitxml={junit}",
-        *workers,
+        *args,
         timeout=300,
     )
-    failed = failed_checks(junit)
-    assert list(failed) == ["startup_log.declared_findings_absent[unknown_env]"]
-    assert (
-        "embedded.log:2: (APIServer pid=21955) WARNING 11-29 08:17:34 [interface.py:1457] Unknown vLLM environment "
-        "variable detected: VLLM_ENABLE_SCALE_OUT_ENDPOINTS"
-        in failed["startup_log.declared_findings_absent[unknown_env]"]
-    )
-    assert "vllm_startup_log_runner_fallback: embedded.log:3: " in junit.read_text()
-    assert result.ret == 1
+    return result, junit

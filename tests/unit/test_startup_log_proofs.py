@@ -6,29 +6,7 @@ The server the plugin would start is stood in for (tests/unit/test_operational_r
 
 import pytest
 
-from tests.unit.test_operational_rooms import EMBEDDED_LOG, FAKE_EMBEDDED_SERVER
-
-
-def _run_on_embedded_log(pytester, text: str, *args: str):
-    from tests.conftest import SUITES
-
-    log = pytester.path / "embedded.log"
-    log.write_text(text)
-    pytester.makepyfile(fake_embedded=FAKE_EMBEDDED_SERVER.format(log=str(log)))
-    junit = pytester.path / "junit.xml"
-    result = pytester.runpytest_subprocess(
-        str(SUITES / "test_startup_log.py"),
-        "-p",
-        "fake_embedded",
-        "--vllm-serve=/models/unused",
-        "-p",
-        "no:cacheprovider",
-        f"--junitxml={junit}",
-        *args,
-        timeout=300,
-    )
-    return result, junit
-
+from tests.unit.test_operational_rooms import EMBEDDED_LOG, run_on_embedded_log
 
 STARTUP_LOG_CLEAN = {
     "startup_log.declared_findings_absent": {"passed": 6},
@@ -47,12 +25,12 @@ def test_a_clean_start_passes_and_a_start_that_never_listened_fails_start_reache
     from tests.support.verdicts import assert_verdicts, failed_checks
 
     clean = "".join(line for line in EMBEDDED_LOG.splitlines(keepends=True) if "Unknown vLLM" not in line)
-    result, junit = _run_on_embedded_log(pytester, clean)
+    result, junit = run_on_embedded_log(pytester, clean)
     assert_verdicts(junit, STARTUP_LOG_CLEAN)
     assert result.ret == 0
 
     never_listened = "".join(line for line in clean.splitlines(keepends=True) if "Starting vLLM server" not in line)
-    result, junit = _run_on_embedded_log(pytester, never_listened)
+    result, junit = run_on_embedded_log(pytester, never_listened)
     assert_verdicts(junit, STARTUP_LOG_CLEAN, failed={"startup_log.start_reached_ready"})
     message = failed_checks(junit)["startup_log.start_reached_ready"]
     assert "the log shows no start reaching the point where it listens" in message, message
@@ -65,7 +43,7 @@ def test_a_start_against_its_own_log_as_baseline_is_not_slower(pytester):
 
     baseline = pytester.path / "baseline.log"
     baseline.write_text(EMBEDDED_LOG)
-    result, junit = _run_on_embedded_log(pytester, EMBEDDED_LOG, f"--vllm-baseline-log={baseline}")
+    result, junit = run_on_embedded_log(pytester, EMBEDDED_LOG, f"--vllm-baseline-log={baseline}")
     assert_verdicts(
         junit,
         {
