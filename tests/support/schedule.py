@@ -62,6 +62,8 @@ ORDER: tuple[str, ...] = (
     # Plain alone for about a minute and a half: the generation and padding servers start beside them.
     "integration/test_wire_on_real_vllm.py",
     "faults/test_wire_faults.py",
+    # The embedding server (tiny-bert, a small start) starts beside the wire tests; nothing else uses it.
+    "integration/test_embeddings_on_real_vllm.py",
     "faults/test_sampling_faults.py",
     "integration/test_generation_controls.py",
     "faults/test_generation_faults.py",

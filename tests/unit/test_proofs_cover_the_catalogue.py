@@ -22,11 +22,9 @@ KNOWN_GAPS: dict[str, set[str]] = {
         "quality.short_answer_not_worse",
         "quality.long_context_not_worse",
         "quality.user_task_not_worse",
-        "wire.embeddings_shape",
     },
     "no healthy pin": {
         "quality.user_task_not_worse",
-        "wire.embeddings_shape",
     },
 }
 
