@@ -56,6 +56,8 @@ ORDER: tuple[str, ...] = (
     # The perturbed server starts beside the reasoning tests; the self-test, first, needs only plain (about a
     # minute), so the retemplated server starts beside it too.
     "integration/test_quality_on_real_vllm.py",
+    # Plain behind a proxy that knows the eval answers: the baseline every eval gate must find the target worse than.
+    "faults/test_quality_faults.py",
     # bfloat16 is the retemplated server (tests/support/servers.py), which the rendering tests use next.
     "integration/test_logprob_drift_on_real_vllm.py",
     "integration/test_rendering_on_real_vllm.py",
