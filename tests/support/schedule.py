@@ -61,10 +61,10 @@ ORDER: tuple[str, ...] = (
     # bfloat16 is the retemplated server (tests/support/servers.py), which the rendering tests use next.
     "integration/test_logprob_drift_on_real_vllm.py",
     "integration/test_rendering_on_real_vllm.py",
-    # Plain alone for about a minute and a half: the generation and padding servers start beside them.
+    # Plain alone for about a minute and a half: the embedding and generation servers start beside them.
     "integration/test_wire_on_real_vllm.py",
     "faults/test_wire_faults.py",
-    # The embedding server (tiny-bert, a small start) starts beside the wire tests; nothing else uses it.
+    # The embedding server (tiny-bert): nothing else uses it, so its slot is the padding server's once it is done.
     "integration/test_embeddings_on_real_vllm.py",
     "faults/test_sampling_faults.py",
     "integration/test_generation_controls.py",
