@@ -56,12 +56,16 @@ ORDER: tuple[str, ...] = (
     # The perturbed server starts beside the reasoning tests; the self-test, first, needs only plain (about a
     # minute), so the retemplated server starts beside it too.
     "integration/test_quality_on_real_vllm.py",
+    # Plain behind a proxy that knows the eval answers: the baseline every eval gate must find the target worse than.
+    "faults/test_quality_faults.py",
     # bfloat16 is the retemplated server (tests/support/servers.py), which the rendering tests use next.
     "integration/test_logprob_drift_on_real_vllm.py",
     "integration/test_rendering_on_real_vllm.py",
-    # Plain alone for about a minute and a half: the generation and padding servers start beside them.
+    # Plain alone for about a minute and a half: the embedding and generation servers start beside them.
     "integration/test_wire_on_real_vllm.py",
     "faults/test_wire_faults.py",
+    # The embedding server (tiny-bert): nothing else uses it, so its slot is the padding server's once it is done.
+    "integration/test_embeddings_on_real_vllm.py",
     "faults/test_sampling_faults.py",
     "integration/test_generation_controls.py",
     "faults/test_generation_faults.py",

@@ -91,6 +91,10 @@ def server_specs(models: dict[str, Path], compile_cache: Path) -> dict[str, Serv
             env={"VLLM_ENABLE_SCALE_OUT_ENDPOINTS": "1"},
         ),
         "perturbed": ServerSpec.of(models["tiny-llama-perturbed"], CPU_SERVE_ARGS),
+        # An embedding model, the wire suite's /v1/embeddings target. vLLM 0.32 registers BertModel as a pooling
+        # model (vllm/model_executor/models/registry.py: "BertModel": BertEmbeddingModel) and resolves
+        # `--runner auto` to pooling for it (vllm/config/model.py, _get_runner_type); said here, not left to that.
+        "embedding": ServerSpec.of(models["tiny-bert"], (*CPU_SERVE_ARGS, "--runner", "pooling")),
         # One sequence at a time: a server that queues what plain runs at once (the serving suite's fault).
         "one_seq": one_seq_compiled,
         # A start with a heavier phase than plain's: torch.compile (no --enforce-eager) grows engine_init about

