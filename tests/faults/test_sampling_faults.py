@@ -11,7 +11,7 @@ import pytest
 
 from fixtures.fault_proxy import CacheIgnoringField, FaultProxy, RefuseJsonFields, RewriteJsonResponse, StripJsonField
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts
+from tests.support.verdicts import assert_verdicts, contract_runs
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 
@@ -111,3 +111,18 @@ def test_an_unsupported_parameter_refused_without_its_name_fails_and_with_it_pas
             run_suites(pytester, "-m", "sampling", "-k", "unsupported", url=proxy.url)
             assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
         assert_verdicts(pytester.path / "junit.xml", {UNSUPPORTED: verdict})
+
+
+# tiny-llama-other-seed: the same architecture, other random weights (the padding server). Every sampling contract
+# is judged by the server's own answers, so another model must leave each passed, or undecided with its reason.
+OTHER_SEED = HEALTHY
+
+
+@pytest.mark.servers("padding")
+@pytest.mark.pins(healthy=set(OTHER_SEED))
+def test_every_sampling_contract_holds_on_the_model_of_another_seed(pytester, served):
+    run_suites(pytester, "-m", "sampling", url=served("padding").url)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, OTHER_SEED)
+    for run in contract_runs(junit):
+        assert run.verdict != "undecided" or run.message.startswith("undecided: "), (run.key, run.message)
