@@ -4,7 +4,10 @@ The fault proxy in front of the plain server (tests/support/servers.py) strips
 one request field; the contract judged by that field's effect must fail, every
 other one keeps its healthy verdict (the seed contract reads logprobs for its
 collision bound, so without them it is undecided, not failed). A
-response cache that ignores the seed fails the seed contract.
+response cache that ignores the seed fails the seed contract; a gateway's
+refusal of an unsupported parameter that does not name it fails the
+unsupported-parameter contract. The last test is the healthy pin on the model
+of another seed (the padding server).
 """
 
 import pytest
