@@ -40,10 +40,6 @@ def request_body(route: str, model: str, **fields: Any) -> dict[str, Any]:
     return {**body, "return_token_ids": True, **fields}
 
 
-def completion_body(model: str, **fields: Any) -> dict[str, Any]:
-    return request_body("completions", model, **fields)
-
-
 @dataclass(frozen=True)
 class Completion:
     text: str
