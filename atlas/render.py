@@ -125,7 +125,7 @@ def readme(data: dict) -> str:
     lines += [f"- [{old} → {new}]({upgrade_file(old, new)})" for old, new in upgrade_pairs(data)] or [
         "- none yet: fewer than two releases are measured"
     ]
-    lines += ["", "## The matrix", ""]
+    lines += ["", *sampling_parameters_table(), "", "## The matrix", ""]
     releases = list(RELEASES)
     for feature, ids in contract_ids(data).items():
         header = "| contract | " + " | ".join(releases) + " |"
@@ -144,6 +144,58 @@ def readme(data: dict) -> str:
             lines.append(f"| `{contract}` | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+SAMPLING_FACT = "sampling_parameters"
+
+
+def sampling_parameters_table() -> list[str]:
+    """Which sampling parameters each release accepts, renames or ignores, by route: the catalogue's fact
+    read from vLLM's request models at each tag (predicted from source, not measured)."""
+    from packaging.version import Version
+
+    releases = list(RELEASES)
+    facts = {release: load().fact(SAMPLING_FACT, Version(release)) for release in releases}
+    names: list[str] = []
+    for fact in facts.values():
+        for kind in ("accepted", "ignored"):
+            for route in ("completions", "chat"):
+                names += [name for name in fact[kind][route] if name not in names]
+    lines = [
+        "## Sampling parameters by release",
+        "",
+        f"From the catalogue's `{SAMPLING_FACT}` fact, read from vLLM's source at each tag (the request models and",
+        "`SamplingParams`), not measured: what each route's request model takes. An ignored parameter is answered",
+        "200 and dropped; `sampling.unsupported_parameter_refused_or_declared` holds each release to this table.",
+        "",
+        "| parameter | " + " | ".join(releases) + " |",
+        "|---" * (len(releases) + 1) + "|",
+    ]
+    for name in names:
+        lines.append(f"| `{name}` | " + " | ".join(_sampling_cell(facts[r], name) for r in releases) + " |")
+    lines += ["", "Sources: " + "; ".join(sorted({_fact_source(SAMPLING_FACT, r) for r in releases})) + "."]
+    return lines
+
+
+def _sampling_cell(fact: dict, name: str) -> str:
+    said = []
+    for route in ("completions", "chat"):
+        renamed = next((r for r in fact["renamed"] if r["route"] == route and r["field"] == name), None)
+        if renamed:
+            said.append(f"{route}: deprecated for {renamed['now']}, still taken")
+        elif name in fact["accepted"][route]:
+            said.append(f"{route}: taken")
+        elif name in fact["ignored"][route]:
+            said.append(f"{route}: ignored")
+    if said == ["completions: taken", "chat: taken"]:
+        return "taken"
+    return _escape("; ".join(said) or "-")
+
+
+def _fact_source(name: str, release: str) -> str:
+    from packaging.version import Version
+
+    return next(r["source"] for r in _raw_facts()[name] if _contains(r["versions"], Version(release)))
 
 
 def _applies(contract: str, release: str) -> bool:

@@ -5,16 +5,25 @@ ignores what it does not know and the answer looks fine. Our models have
 random weights, so each check compares against the server's own greedy or
 seeded answer to the same prompt (features/sampling.py); a model whose answer
 cannot show the effect (no stop string to take) is undecided, never failed.
+Where chat builds its sampling parameters apart from completions (n, stop,
+logprobs), the contract is judged on both routes.
 """
+
+import pytest
 
 from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.features.sampling import (
+    PATHS,
+    PROMPT,
+    ROUTES,
     SEED_COLLISION_BOUND,
+    UNSUPPORTED_PROBES,
     collision_chance,
-    completion_body,
     first_new_token,
     read_completion,
+    request_body,
     stop_candidate,
+    top_logprobs,
 )
 
 N_CHOICES = 3
@@ -22,15 +31,20 @@ EXACT_TOKENS = 8
 TOP_LOGPROBS = 3
 
 
-def complete(client, model, **fields):
-    response = client.post("/v1/completions", completion_body(model, **fields))
+def ask(client, model, route="completions", **fields):
+    response = client.post(PATHS[route], request_body(route, model, **fields))
     assert response.status == 200, f"{fields} was not served: {response.describe()} {response.text[:300]!r}"
     return response.json()
 
 
+def complete(client, model, **fields):
+    return ask(client, model, "completions", **fields)
+
+
 @contract("sampling.n_gives_n_choices")
-def test_n_gives_n_choices(vllm_client, vllm_facts, vllm_evidence):
-    payload = complete(vllm_client, vllm_facts.model, n=N_CHOICES, temperature=1, max_tokens=4)
+@pytest.mark.parametrize("route", ROUTES)
+def test_n_gives_n_choices(route, vllm_client, vllm_facts, vllm_evidence):
+    payload = ask(vllm_client, vllm_facts.model, route, n=N_CHOICES, temperature=1, max_tokens=4)
     indexes = sorted(choice.get("index") for choice in payload["choices"])
     assert indexes == list(range(N_CHOICES)), f"n={N_CHOICES} gave choices with indexes {indexes}"
     vllm_evidence.judged(len(indexes), "choices")
@@ -48,19 +62,20 @@ def test_max_tokens_exact_with_ignore_eos(vllm_client, vllm_facts, vllm_evidence
 
 
 @contract("sampling.stop_string_ends_answer")
-def test_stop_string_ends_answer(vllm_client, vllm_facts, vllm_evidence):
-    greedy = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True))
+@pytest.mark.parametrize("route", ROUTES)
+def test_stop_string_ends_answer(route, vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(ask(vllm_client, vllm_facts.model, route, ignore_eos=True))
     candidate = stop_candidate(greedy.text)
     if candidate is None:
         undecided(f"the greedy answer {greedy.text!r} has no stop string to take from its middle")
     stop, before = candidate
-    cut = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True, stop=[stop]))
+    cut = read_completion(ask(vllm_client, vllm_facts.model, route, ignore_eos=True, stop=[stop]))
     assert (cut.text, cut.finish_reason) == (before, "stop"), (
         f"stop={stop!r} gave {cut.text!r} ({cut.finish_reason}), not the greedy answer up to it: {before!r} (stop)"
     )
     assert cut.stop_reason == stop, f"stop_reason {cut.stop_reason!r}, not the stop string {stop!r}"
     kept = read_completion(
-        complete(vllm_client, vllm_facts.model, ignore_eos=True, stop=[stop], include_stop_str_in_output=True)
+        ask(vllm_client, vllm_facts.model, route, ignore_eos=True, stop=[stop], include_stop_str_in_output=True)
     )
     assert kept.text == before + stop, f"include_stop_str_in_output gave {kept.text!r}, not {before + stop!r}"
     vllm_evidence.judged(2, "stopped answers")
@@ -130,18 +145,111 @@ def test_logit_bias_forces_token(vllm_client, vllm_facts, vllm_evidence):
 
 
 @contract("sampling.logprobs_as_asked")
-def test_logprobs_as_asked(vllm_client, vllm_facts, vllm_evidence):
-    body = {"model": vllm_facts.model, "messages": [{"role": "user", "content": "Then"}], "max_tokens": 4}
-    body |= {"temperature": 0, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
-    response = vllm_client.post("/v1/chat/completions", body)
-    assert response.status == 200, f"logprobs were not served: {response.describe()} {response.text[:300]!r}"
-    positions = (response.json()["choices"][0].get("logprobs") or {}).get("content") or []
-    assert positions, f"logprobs=true, top_logprobs={TOP_LOGPROBS} gave no logprobs: {response.text[:300]!r}"
-    for place, position in enumerate(positions):
-        values = [entry["logprob"] for entry in position["top_logprobs"]]
-        tokens = [entry["token"] for entry in position["top_logprobs"]]
-        where = f"position {place}: {position['token']!r} among {list(zip(tokens, values, strict=True))}"
+@pytest.mark.parametrize("route", ROUTES)
+def test_logprobs_as_asked(route, vllm_client, vllm_facts, vllm_evidence):
+    # Completions name the alternatives by token text; as token ids two alternatives cannot share a name.
+    asked = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if route == "chat" else {"logprobs": TOP_LOGPROBS}
+    payload = ask(vllm_client, vllm_facts.model, route, max_tokens=4, return_tokens_as_token_ids=True, **asked)
+    positions = top_logprobs(route, payload["choices"][0])
+    assert positions, f"{asked} gave no logprobs: {str(payload)[:300]!r}"
+    for place, (token, alternatives) in enumerate(positions):
+        values = [value for _, value in alternatives]
+        where = f"position {place}: {token!r} among {alternatives}"
         assert len(values) == TOP_LOGPROBS, f"{len(values)} top logprobs, not {TOP_LOGPROBS}, at {where}"
         assert values == sorted(values, reverse=True) and all(v <= 0 for v in values), f"not sorted, <= 0 at {where}"
-        assert position["token"] in tokens, f"the greedy token is not among its top logprobs at {where}"
+        assert token in [name for name, _ in alternatives], f"the greedy token is not among its top logprobs at {where}"
     vllm_evidence.judged(len(positions), "positions")
+
+
+@contract("sampling.allowed_token_ids_keep_inside")
+def test_allowed_token_ids_keep_inside(vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True))
+    first = greedy.token_ids[0]
+    # Tokens the model itself produced (so real ids), the greedy first token left out: kept inside the set, the
+    # answer cannot start as the greedy one does.
+    allowed = sorted({token for token in greedy.token_ids if token != first})[:2]
+    if not allowed:
+        undecided(f"the greedy tokens {greedy.token_ids} are one token repeated: no other token to allow")
+    kept = read_completion(
+        complete(vllm_client, vllm_facts.model, ignore_eos=True, max_tokens=4, allowed_token_ids=allowed)
+    )
+    assert kept.token_ids and set(kept.token_ids) <= set(allowed), (
+        f"allowed_token_ids={allowed} gave tokens {kept.token_ids} (greedy: {greedy.token_ids})"
+    )
+    vllm_evidence.judged(len(kept.token_ids), "tokens")
+
+
+@contract("sampling.bad_words_keep_outside")
+def test_bad_words_keep_outside(vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True, logprobs=0))
+    # A bad word is banned as its tokenization (vLLM's SamplingParams.update_from_tokenizer): take the first greedy
+    # token whose text, stripped as vLLM strips it, tokenizes to that very token, so the ban must remove it.
+    banned = None
+    for token, text in zip(greedy.token_ids, greedy.tokens, strict=False):
+        if text.strip() and tokenize(vllm_client, vllm_facts.model, text.lstrip()) == [token]:
+            banned = token, text.lstrip()
+            break
+    if banned is None:
+        undecided(f"no greedy token of {greedy.tokens} is its own text's tokenization: no bad word to take")
+    token, word = banned
+    kept = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True, bad_words=[word]))
+    assert token not in kept.token_ids, (
+        f"bad_words=[{word!r}] (token {token}) gave tokens {kept.token_ids} (greedy: {greedy.token_ids})"
+    )
+    vllm_evidence.judged(len(kept.token_ids), "tokens")
+
+
+def tokenize(client, model, text):
+    response = client.post("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})
+    assert response.status == 200, f"/tokenize of {text!r}: {response.describe()} {response.text[:300]!r}"
+    return response.json()["tokens"]
+
+
+@contract("sampling.prompt_logprobs_per_prompt_token")
+def test_prompt_logprobs_per_prompt_token(vllm_client, vllm_facts, vllm_evidence):
+    payload = complete(vllm_client, vllm_facts.model, max_tokens=1, prompt_logprobs=1)
+    choice = payload["choices"][0]
+    prompt, entries = choice.get("prompt_token_ids") or [], choice.get("prompt_logprobs")
+    assert entries is not None, f"prompt_logprobs=1 gave no prompt_logprobs: {str(choice)[:300]!r}"
+    assert len(entries) == len(prompt) == payload["usage"]["prompt_tokens"], (
+        f"{len(entries)} prompt logprobs for {len(prompt)} prompt token ids, usage {payload['usage']['prompt_tokens']}"
+    )
+    # The first token has nothing before it to be predicted from; every other entry scores its prompt token.
+    assert entries[0] is None, f"the first prompt token has logprobs {entries[0]}"
+    unscored = [(place, token) for place, token in enumerate(prompt[1:], 1) if str(token) not in (entries[place] or {})]
+    assert not unscored, f"prompt tokens (position, id) without their own logprob: {unscored}"
+    vllm_evidence.judged(len(entries), "prompt tokens")
+
+
+@contract("sampling.echo_returns_prompt")
+def test_echo_returns_prompt(vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(complete(vllm_client, vllm_facts.model, max_tokens=4, ignore_eos=True))
+    # Without return_token_ids: with it, vLLM echoes the prompt as prompt_token_ids and leaves it out of the text
+    # (CompletionServing.request_output_to_completion_response, vllm/entrypoints/openai/completion/serving.py).
+    fields = {"max_tokens": 4, "ignore_eos": True, "echo": True, "return_token_ids": False}
+    echoed = read_completion(complete(vllm_client, vllm_facts.model, **fields))
+    assert echoed.text == PROMPT + greedy.text, f"echo gave {echoed.text!r}, not the prompt then {greedy.text!r}"
+    vllm_evidence.judged(1, "echoed answers")
+
+
+@contract("sampling.unsupported_parameter_refused_or_declared")
+def test_unsupported_parameter_refused_or_declared(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+    facts = vllm_expect.release.sampling_parameters
+    judged = 0
+    for route, probes in UNSUPPORTED_PROBES.items():
+        for field, value in probes.items():
+            if field in facts["accepted"][route]:
+                continue  # the release takes it: its effect is another suite's to judge
+            response = vllm_client.post(
+                PATHS[route], request_body(route, vllm_facts.model, max_tokens=2, **{field: value})
+            )
+            said = f"{field}={value!r} on {route}: {response.describe()} {response.text[:300]!r}"
+            if response.status == 200:
+                assert field in facts["ignored"][route], (
+                    f"{said}: answered 200, yet the {vllm_expect.version_label} facts (sampling_parameters) neither "
+                    "accept nor ignore it: silently dropped"
+                )
+            else:
+                assert response.status == 400 and field in response.text, f"{said}: refused without naming it"
+            judged += 1
+    vllm_evidence.judged(judged, "parameters", missing="the release accepts every probed parameter")

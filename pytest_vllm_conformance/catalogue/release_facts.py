@@ -52,6 +52,20 @@ class RemovedGuidedFields(TypedDict):
     fields: list[GuidedField]
 
 
+class RenamedParameter(TypedDict):
+    route: str
+    field: str  # the old name, still accepted
+    now: str  # the name that replaces it
+    answer: str
+
+
+class SamplingParameters(TypedDict):
+    accepted: dict[str, list[str]]  # route -> the sampling fields its request model has
+    renamed: list[RenamedParameter]
+    ignored: dict[str, list[str]]  # route -> parameters its request model lacks: answered 200 and dropped
+    unknown_answer: str  # what any field the request model lacks gets
+
+
 class YarnMaxModelLen(TypedDict):
     rule: str
 
@@ -118,6 +132,10 @@ class ReleaseFacts:
     @property
     def removed_guided_fields(self) -> RemovedGuidedFields:
         return self._read("removed_guided_fields")
+
+    @property
+    def sampling_parameters(self) -> SamplingParameters:
+        return self._read("sampling_parameters")
 
     @property
     def yarn_max_model_len(self) -> YarnMaxModelLen:

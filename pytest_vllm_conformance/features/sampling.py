@@ -3,9 +3,10 @@
 The models under test have random weights, so no answer is known in advance:
 each check first asks the server for its own greedy (or seeded) answer to a
 fixed prompt, then sends the parameter and compares. ``return_token_ids``
-(CompletionRequest in vllm/entrypoints/openai/completion/protocol.py at
-v0.32.0; the releases before it are not checked yet) gives the tokens
-themselves, so a comparison is by token, not by text.
+(CompletionRequest and ChatCompletionRequest in
+vllm/entrypoints/openai/{completion,chat_completion}/protocol.py at v0.28.0
+through v0.32.0) gives the tokens themselves, so a comparison is by token,
+not by text.
 """
 
 from __future__ import annotations
@@ -20,10 +21,22 @@ ANSWER_TOKENS = 12
 # check is decided only when that is below this bound.
 SEED_COLLISION_BOUND = 1e-6
 
+ROUTES = ("completions", "chat")
+PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
-def completion_body(model: str, **fields: Any) -> dict[str, Any]:
-    """A completions request for PROMPT, greedy unless ``fields`` says otherwise, with its token ids returned."""
-    body: dict[str, Any] = {"model": model, "prompt": PROMPT, "max_tokens": ANSWER_TOKENS, "temperature": 0}
+# Parameters some release's request model lacks, each with a harmless value: OpenAI's (best_of on
+# completions, service_tier and store on chat) and vLLM's own watermarking (a field from 0.30). Each
+# must be refused naming it or listed as ignored in the release's `sampling_parameters` fact.
+UNSUPPORTED_PROBES: dict[str, dict[str, Any]] = {
+    "completions": {"best_of": 1, "watermarking": False},
+    "chat": {"service_tier": "auto", "store": False, "watermarking": False},
+}
+
+
+def request_body(route: str, model: str, **fields: Any) -> dict[str, Any]:
+    """A request for PROMPT on ``route``, greedy unless ``fields`` says otherwise, with its token ids returned."""
+    body: dict[str, Any] = {"model": model, "max_tokens": ANSWER_TOKENS, "temperature": 0}
+    body |= {"prompt": PROMPT} if route == "completions" else {"messages": [{"role": "user", "content": PROMPT}]}
     return {**body, "return_token_ids": True, **fields}
 
 
@@ -35,20 +48,38 @@ class Completion:
     stop_reason: Any
     completion_tokens: int | None
     logprobs: list[float] | None
+    tokens: list[str]  # each token's text (completions, when logprobs were asked)
 
 
 def read_completion(payload: dict[str, Any], index: int = 0) -> Completion:
+    """One choice of a completions or a chat answer."""
     choice = payload["choices"][index]
     logprobs = choice.get("logprobs") or {}
     usage = payload.get("usage") or {}
     return Completion(
-        text=choice.get("text") or "",
+        text=choice.get("text") or (choice.get("message") or {}).get("content") or "",
         token_ids=list(choice.get("token_ids") or []),
         finish_reason=choice.get("finish_reason"),
         stop_reason=choice.get("stop_reason"),
         completion_tokens=usage.get("completion_tokens"),
         logprobs=logprobs.get("token_logprobs"),
+        tokens=list(logprobs.get("tokens") or []),
     )
+
+
+def top_logprobs(route: str, choice: dict[str, Any]) -> list[tuple[str, list[tuple[str, float]]]]:
+    """Each generated position: (its token, its alternatives best first), from either route's logprobs.
+
+    Completions give the alternatives as a mapping (token -> logprob), ordered by nothing OpenAI promises:
+    they are sorted here; chat gives a list, judged as sent.
+    """
+    logprobs = choice.get("logprobs") or {}
+    if route == "chat":
+        return [
+            (p["token"], [(e["token"], e["logprob"]) for e in p["top_logprobs"]]) for p in logprobs.get("content") or []
+        ]
+    pairs = zip(logprobs.get("tokens") or [], logprobs.get("top_logprobs") or [], strict=False)
+    return [(token, sorted((top or {}).items(), key=lambda item: -item[1])) for token, top in pairs]
 
 
 def collision_chance(logprobs: list[float] | None) -> float | None:

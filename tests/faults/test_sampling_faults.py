@@ -4,36 +4,54 @@ The fault proxy in front of the plain server (tests/support/servers.py) strips
 one request field; the contract judged by that field's effect must fail, every
 other one keeps its healthy verdict (the seed contract reads logprobs for its
 collision bound, so without them it is undecided, not failed). A
-response cache that ignores the seed fails the seed contract.
+response cache that ignores the seed fails the seed contract; a gateway's
+refusal of an unsupported parameter that does not name it fails the
+unsupported-parameter contract. The last test is the healthy pin on the model
+of another seed (the padding server).
 """
 
 import pytest
 
-from fixtures.fault_proxy import CacheIgnoringField, FaultProxy, RewriteJsonResponse, StripJsonField
+from fixtures.fault_proxy import CacheIgnoringField, FaultProxy, RefuseJsonFields, RewriteJsonResponse, StripJsonField
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts
+from tests.support.verdicts import assert_verdicts, contract_runs
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 
 SAMPLING_CONTRACTS = (
-    "n_gives_n_choices",
     "max_tokens_exact_with_ignore_eos",
-    "stop_string_ends_answer",
     "stop_token_id_ends_answer",
     "min_tokens_holds_back_stop",
     "seed_reproducible",
     "logit_bias_forces_token",
-    "logprobs_as_asked",
+    "allowed_token_ids_keep_inside",
+    "bad_words_keep_outside",
+    "prompt_logprobs_per_prompt_token",
+    "echo_returns_prompt",
+    "unsupported_parameter_refused_or_declared",
 )
-HEALTHY = {f"sampling.{name}": {"passed": 1} for name in SAMPLING_CONTRACTS}
+# Judged on completions and on chat.
+ON_BOTH_ROUTES = ("n_gives_n_choices", "stop_string_ends_answer", "logprobs_as_asked")
+HEALTHY = {f"sampling.{name}": {"passed": 1} for name in SAMPLING_CONTRACTS} | {
+    f"sampling.{name}": {"passed": 2} for name in ON_BOTH_ROUTES
+}
 # field dropped -> the contracts whose verdict it changes
 FAULTS = {
-    "n": {"sampling.n_gives_n_choices": {"failed": 1}},
-    "stop": {"sampling.stop_string_ends_answer": {"failed": 1}},
+    "n": {"sampling.n_gives_n_choices": {"failed": 2}},
+    "stop": {"sampling.stop_string_ends_answer": {"failed": 2}},
     "min_tokens": {"sampling.min_tokens_holds_back_stop": {"failed": 1}},
     "seed": {"sampling.seed_reproducible": {"failed": 1}},
     "logit_bias": {"sampling.logit_bias_forces_token": {"failed": 1}},
-    "logprobs": {"sampling.logprobs_as_asked": {"failed": 1}, "sampling.seed_reproducible": {"undecided": 1}},
+    "logprobs": {
+        "sampling.logprobs_as_asked": {"failed": 2},
+        "sampling.seed_reproducible": {"undecided": 1},
+        # its bad word is taken from the greedy tokens' texts, which come with logprobs
+        "sampling.bad_words_keep_outside": {"undecided": 1},
+    },
+    "allowed_token_ids": {"sampling.allowed_token_ids_keep_inside": {"failed": 1}},
+    "bad_words": {"sampling.bad_words_keep_outside": {"failed": 1}},
+    "prompt_logprobs": {"sampling.prompt_logprobs_per_prompt_token": {"failed": 1}},
+    "echo": {"sampling.echo_returns_prompt": {"failed": 1}},
 }
 
 
@@ -81,3 +99,33 @@ def test_a_cache_that_ignores_the_seed_fails_the_seed_contract(pytester, plain_s
         run_suites(pytester, "-m", "sampling", url=proxy.url)
         assert all(proxy.hits), f"no answer came from the cache: {proxy.hits}"
     assert_verdicts(pytester.path / "junit.xml", HEALTHY | {"sampling.seed_reproducible": {"failed": 1}})
+
+
+UNSUPPORTED = "sampling.unsupported_parameter_refused_or_declared"
+
+
+@pytest.mark.pins(failed={UNSUPPORTED}, healthy={UNSUPPORTED})
+def test_an_unsupported_parameter_refused_without_its_name_fails_and_with_it_passes(pytester, plain_server):
+    # A gateway refusing OpenAI's best_of: naming it, the caller knows what to drop (passed); with a blanket
+    # "not accepted" the caller cannot tell which field was refused (failed).
+    for message, verdict in ((None, "passed"), ("this request is not accepted", "failed")):
+        rule = RefuseJsonFields(fields=("best_of",), message=message, path="/v1/completions")
+        with FaultProxy(plain_server.url, rules=[rule]) as proxy:
+            run_suites(pytester, "-m", "sampling", "-k", "unsupported", url=proxy.url)
+            assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
+        assert_verdicts(pytester.path / "junit.xml", {UNSUPPORTED: verdict})
+
+
+# tiny-llama-other-seed: the same architecture, other random weights (the padding server). Every sampling contract
+# is judged by the server's own answers, so another model must leave each passed, or undecided with its reason.
+OTHER_SEED = HEALTHY
+
+
+@pytest.mark.servers("padding")
+@pytest.mark.pins(healthy=set(OTHER_SEED))
+def test_every_sampling_contract_holds_on_the_model_of_another_seed(pytester, served):
+    run_suites(pytester, "-m", "sampling", url=served("padding").url)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, OTHER_SEED)
+    for run in contract_runs(junit):
+        assert run.verdict != "undecided" or run.message.startswith("undecided: "), (run.key, run.message)

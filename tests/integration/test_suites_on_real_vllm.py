@@ -127,6 +127,11 @@ ALWAYS_PASS = {
         "sampling.seed_reproducible",
         "sampling.logit_bias_forces_token",
         "sampling.logprobs_as_asked",
+        "sampling.allowed_token_ids_keep_inside",
+        "sampling.bad_words_keep_outside",
+        "sampling.prompt_logprobs_per_prompt_token",
+        "sampling.echo_returns_prompt",
+        "sampling.unsupported_parameter_refused_or_declared",
     ],
     "passed",
 )

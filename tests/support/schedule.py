@@ -76,6 +76,7 @@ ORDER: tuple[str, ...] = (
     "integration/test_generation_controls.py::test_a_model_padding_its_json_is_undecided_never_failed",
     "faults/test_generation_faults.py::test_a_dropped_constraint_fails_where_the_model_pads",
     "faults/test_generation_faults.py::test_a_dropped_tool_choice_fails_where_the_model_pads",
+    "faults/test_sampling_faults.py::test_every_sampling_contract_holds_on_the_model_of_another_seed",
     "integration/test_context_and_profiles.py",
     # Opt-in (make test-extended): apart from its module, beside the yarn server the context tests use.
     "integration/test_logprob_drift_on_real_vllm.py::test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket",
