@@ -25,7 +25,7 @@ import pytest
 from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.connection.client import BoundedClient, Response
-from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 # Tokenized once for the ids of completion prompts (cycled to any length).
 SEED_TEXT = "conformance probe of the context limit"

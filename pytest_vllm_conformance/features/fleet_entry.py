@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features import metrics
+from pytest_vllm_conformance.protocol import prometheus as metrics
 
 # A caller's session, for entries that hash on a header (nginx `hash $http_x_session_affinity`,
 # Envoy's header hash policy). Entries that route by cookie or by response id ignore it.

@@ -16,7 +16,7 @@ import pytest
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.generation.answers import Answer, read_answer
 from pytest_vllm_conformance.features.generation.tool_calls import CHAT, MESSAGES, named, tool_request
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import sse
 
 # What the tool answers the first call with: any text a real tool would return.
 TOOL_RESULT = '{"celsius": 21}'

@@ -13,7 +13,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from pytest_vllm_conformance.features.wire.stream import Stream
+from pytest_vllm_conformance.protocol.sse import Stream
 
 MESSAGES = "/v1/messages"
 COUNT_TOKENS = "/v1/messages/count_tokens"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_vllm_conformance.features.wire.responses_stream import TERMINAL
-from pytest_vllm_conformance.features.wire.stream import Stream
+from pytest_vllm_conformance.protocol.sse import Stream
 
 # The fields of an item an agent reads (absent on a type are compared as absent on both).
 ITEM_FIELDS = ("id", "type", "status", "call_id", "name", "arguments", "content")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.wire import stream
+from pytest_vllm_conformance.protocol import sse as stream
 
 
 @dataclass(frozen=True)

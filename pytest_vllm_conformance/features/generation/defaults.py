@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, Response, TransportFailure
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import sse
 
 PROMPT = "Write a story about"
 MESSAGES = [{"role": "user", "content": PROMPT}]

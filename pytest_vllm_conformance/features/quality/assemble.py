@@ -7,7 +7,6 @@ the target tokenizes differently or serves another model than recorded.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,8 +15,7 @@ import pytest
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.connection.connect import client_for
-from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts, discover
+from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features.quality import (
     baseline_file,
@@ -30,7 +28,6 @@ from pytest_vllm_conformance.features.quality import (
 from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError
 from pytest_vllm_conformance.features.quality.runner import Endpoint, EvalFailed
 from pytest_vllm_conformance.features.quality.session import (
-    BaselineUnusable,
     DriftFailed,
     NoBaseline,
     NotComparable,
@@ -40,6 +37,7 @@ from pytest_vllm_conformance.features.quality.session import (
     check_greedy,
     check_power,
 )
+from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, client_key, connect_baseline
 
 
 def side_for(settings: Settings, role: str, client: BoundedClient, facts: ServerFacts) -> ServerSide:
@@ -53,24 +51,6 @@ def side_for(settings: Settings, role: str, client: BoundedClient, facts: Server
         local_tokenizer=settings.eval_tokenizer,
     )
     return ServerSide(endpoint, client, facts)
-
-
-def client_key(settings: Settings, role: str):
-    return (settings.baseline_api_key or settings.api_key) if role == "baseline" else settings.api_key
-
-
-def connect_baseline(settings: Settings, target_facts: ServerFacts) -> ServerSide:
-    """The live baseline: its facts, and the model it serves (the target's id when it serves that too)."""
-    assert settings.baseline_url is not None, "called with --vllm-baseline-url"
-    client = client_for(settings, settings.baseline_url, api_key=client_key(settings, "baseline"))
-    try:
-        facts = discover(client, settings.baseline_model)
-    except DiscoveryError as exc:
-        client.close()
-        raise BaselineUnusable(f"--vllm-baseline-url: {exc}") from None
-    if settings.baseline_model is None and any(card.id == target_facts.model for card in facts.models):
-        facts = dataclasses.replace(facts, model=target_facts.model)
-    return side_for(settings, "baseline", client, facts)
 
 
 # Text whose token ids tell tokenizers apart: words, digits, code, accents, JSON.
@@ -90,7 +70,8 @@ def open_baseline(
 ) -> ServerSide | BaselineFile | None:
     """--vllm-baseline-url first (the same requests, the same run), else --vllm-eval-baseline-file, else None."""
     if settings.baseline_url:
-        return connect_baseline(settings, target_facts)
+        live = connect_baseline(settings, target_facts)
+        return side_for(settings, "baseline", live.client, live.facts)
     if settings.eval_baseline_file:
         try:
             recording = BaselineFile.load(settings.eval_baseline_file)

@@ -51,7 +51,7 @@ from typing import Any, Literal
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, Response, TransportFailure
 from pytest_vllm_conformance.features.quality.long_context import BYTES_PER_TOKEN_IN_TOKENIZE_ANSWER, filler_words
-from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 TEXTS = 3
 TOP_K = 5  # vLLM's --max-logprobs defaults to 20

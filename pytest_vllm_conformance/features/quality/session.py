@@ -58,10 +58,6 @@ class DriftFailed(Exception):
     """A server could not score the fixed texts; the contract fails with the message."""
 
 
-class BaselineUnusable(Exception):
-    """A baseline was given but cannot be used; the run must not pass without it."""
-
-
 @dataclass
 class ServerSide:
     """A live server and the lm-eval results it has given in this run."""

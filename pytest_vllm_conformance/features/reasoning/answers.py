@@ -15,7 +15,7 @@ from typing import Any
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import sse
 
 CHAT = "/v1/chat/completions"
 QUESTION = [{"role": "user", "content": "How many rivers does the city have? Think first."}]

@@ -16,7 +16,7 @@ from typing import Any
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.features.reasoning.answers import MAX_TOKENS, QUESTION, SHOWN
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import sse
 
 Shape = Mapping[str, str]
 

@@ -22,8 +22,9 @@ from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
-from pytest_vllm_conformance.features.rendering.render import UNREACHABLE, tokenize
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.features.rendering.render import UNREACHABLE
+from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.protocol.tokenize import answer_or_none
 
 PROMPT = "Count the rivers of the city, one by one:"
 MAX_TOKENS = 8
@@ -165,7 +166,7 @@ ROUTES = (
 
 def rendered_length(client: BoundedClient, model: str, route: Route) -> int | None:
     fields: dict[str, Any] = {"messages": USER} if route.chat else {"prompt": PROMPT}
-    response = tokenize(client, {"model": model, **fields})
+    response = answer_or_none(client, {"model": model, **fields})
     ids = tokenized(response) if response is not None else None
     return len(ids) if ids is not None else None
 
@@ -277,7 +278,7 @@ def chat_prompt_compared(client: BoundedClient, model: str, conversation: Conver
     fields = dict(conversation.fields)
     if fields.get("tools"):  # rendered with the tools, and answerable without a tool-call parser
         fields["tool_choice"] = "none"
-    rendering = tokenize(client, {"model": model, **conversation.fields})
+    rendering = answer_or_none(client, {"model": model, **conversation.fields})
     ids = tokenized(rendering) if rendering is not None else None
     body = {"model": model, **fields, "max_tokens": 1, "temperature": 0, "return_token_ids": True}
     chat = client.answer_or_none("POST", "/v1/chat/completions", json_body=body)
