@@ -19,11 +19,11 @@ from pytest_vllm_conformance.features.generation.structured_outputs import (
     padding_note,
 )
 from pytest_vllm_conformance.features.generation.tool_calls import (
-    WEATHER,
     argument_problem,
     judge_cut_call,
     shape_problems,
 )
+from pytest_vllm_conformance.protocol.tools import WEATHER
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 

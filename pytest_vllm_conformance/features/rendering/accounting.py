@@ -24,6 +24,7 @@ from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
 from pytest_vllm_conformance.features.rendering.render import UNREACHABLE
 from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS, MESSAGES, RESPONSES
 from pytest_vllm_conformance.protocol.tokenize import answer_or_none
 
 PROMPT = "Count the rivers of the city, one by one:"
@@ -133,11 +134,11 @@ def _openai_body(prompt: dict[str, Any]) -> Callable[[str, bool], dict[str, Any]
 
 
 ROUTES = (
-    Route("completions", "/v1/completions", _openai_body({"prompt": PROMPT}), _read_openai, chat=False),
-    Route("chat", "/v1/chat/completions", _openai_body({"messages": USER}), _read_openai),
+    Route(COMPLETIONS.name, COMPLETIONS.path, _openai_body({"prompt": PROMPT}), _read_openai, chat=COMPLETIONS.chat),
+    Route(CHAT.name, CHAT.path, _openai_body({"messages": USER}), _read_openai),
     Route(
-        "responses",
-        "/v1/responses",
+        RESPONSES.name,
+        RESPONSES.path,
         lambda model, streamed: {
             "model": model,
             "input": PROMPT,
@@ -146,11 +147,11 @@ ROUTES = (
             "stream": streamed,
         },
         _read_responses,
-        named_events=True,
+        named_events=RESPONSES.named_events,
     ),
     Route(
-        "messages",
-        "/v1/messages",
+        MESSAGES.name,
+        MESSAGES.path,
         lambda model, streamed: {
             "model": model,
             "messages": USER,
@@ -159,7 +160,7 @@ ROUTES = (
             "stream": streamed,
         },
         _read_messages,
-        named_events=True,
+        named_events=MESSAGES.named_events,
     ),
 )
 
@@ -281,7 +282,7 @@ def chat_prompt_compared(client: BoundedClient, model: str, conversation: Conver
     rendering = answer_or_none(client, {"model": model, **conversation.fields})
     ids = tokenized(rendering) if rendering is not None else None
     body = {"model": model, **fields, "max_tokens": 1, "temperature": 0, "return_token_ids": True}
-    chat = client.answer_or_none("POST", "/v1/chat/completions", json_body=body)
+    chat = client.answer_or_none("POST", CHAT.path, json_body=body)
     if chat is None or chat.status != 200 or ids is None:
         return refusal_compared(
             chat.status if chat is not None else None,
@@ -315,6 +316,6 @@ def accounting_cases(ctx: CaseContext) -> list[AccountingCase]:
 
 
 def corpus_conversations(ctx: CaseContext) -> list[Conversation]:
-    if not ctx.server.serves("POST", "/v1/chat/completions"):
-        raise NoCases("the server's route table does not list POST /v1/chat/completions")
+    if not ctx.server.serves("POST", CHAT.path):
+        raise NoCases(f"the server's route table does not list {CHAT}")
     return [Conversation(name, fields) for name, fields in CONVERSATIONS.items()]
