@@ -3,8 +3,8 @@
 import json
 from importlib import resources
 
-from pytest_vllm_conformance.features.profile_diff.coverage import coverage
-from pytest_vllm_conformance.features.profile_diff.diff import (
+from pytest_vllm_conformance.profiles.coverage import coverage
+from pytest_vllm_conformance.profiles.diff import (
     ASPECTS,
     default_report_path,
     differences,

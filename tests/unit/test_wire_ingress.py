@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue import contracts
 from pytest_vllm_conformance.features.wire import Verdict, WireRules, ingress
-from pytest_vllm_conformance.features.wire.schemas import deviations_from
+from pytest_vllm_conformance.protocol.schemas import deviations_from
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 

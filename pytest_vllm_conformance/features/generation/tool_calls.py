@@ -30,8 +30,8 @@ from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.generation.answers import HELD, Answer, Judgement, ToolCall, read_answer
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 from pytest_vllm_conformance.features.generation.structured_outputs import padding_note, schema_problem
-from pytest_vllm_conformance.features.wire.schemas import Deviation, Finding, deviations_from, json_type, judge
 from pytest_vllm_conformance.protocol import sse as stream
+from pytest_vllm_conformance.protocol.schemas import Deviation, Finding, deviations_from, json_type, judge
 from pytest_vllm_conformance.protocol.tools import CHAT, TOOLS, tool_request
 
 MISSING = object()

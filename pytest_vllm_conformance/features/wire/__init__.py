@@ -16,9 +16,9 @@ from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.features.wire.schemas import Deviation, deviations_from, judge
 from pytest_vllm_conformance.protocol import generation_routes
 from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS, EMBEDDINGS
+from pytest_vllm_conformance.protocol.schemas import Deviation, deviations_from, judge
 
 MAX_TOKENS = 4
 PROMPT = "Name three colours."

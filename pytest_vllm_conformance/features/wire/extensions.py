@@ -17,7 +17,7 @@ from typing import Any
 from pytest_vllm_conformance.connection.client import BoundedClient, TransportFailure
 from pytest_vllm_conformance.features.wire import RESPONSES, Exchange
 from pytest_vllm_conformance.features.wire import stream as sse
-from pytest_vllm_conformance.features.wire.schemas import judge
+from pytest_vllm_conformance.protocol.schemas import judge
 
 EXCHANGES = (
     Exchange("capture", "/v1/completions", "completion"),

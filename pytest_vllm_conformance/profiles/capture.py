@@ -44,9 +44,9 @@ from pytest_vllm_conformance.connection.client import BoundedClient, Response, d
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.secrets import Redactor
 from pytest_vllm_conformance.features.generation.defaults import observe_defaults
-from pytest_vllm_conformance.features.profile_diff import diff as profile_diff
 from pytest_vllm_conformance.features.rendering.render import render_corpus
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
+from pytest_vllm_conformance.profiles import diff as profile_diff
 from pytest_vllm_conformance.protocol.prometheus import family_names
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
