@@ -46,7 +46,7 @@ from pytest_vllm_conformance.connection.secrets import Redactor
 from pytest_vllm_conformance.features.generation.defaults import observe_defaults
 from pytest_vllm_conformance.features.rendering.render import render_corpus
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
-from pytest_vllm_conformance.profiles import diff as profile_diff
+from pytest_vllm_conformance.profiles import diff_report as diff_markdown
 from pytest_vllm_conformance.protocol.prometheus import family_names
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
@@ -122,8 +122,8 @@ def observe_and_record(
     if capture_path:
         notes.append(f"vllm capture: {write_profile(capture_path, observed, redactor)}")
     if baseline is not None:
-        report = diff_report or profile_diff.default_report_path(baseline.path or Path("baseline.yaml"))
-        written, found = profile_diff.write_report(
+        report = diff_report or diff_markdown.default_report_path(baseline.path or Path("baseline.yaml"))
+        written, found = diff_markdown.write_report(
             report, baseline.data["observed"], str(baseline.path), observed, redact=redactor, ignore=ignore
         )
         matter = sum(difference.matters for difference in found)

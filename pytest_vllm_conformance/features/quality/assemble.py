@@ -19,6 +19,7 @@ from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features.quality import (
     baseline_file,
+    generated,
     greedy,
     logprob_drift,
     long_context,
@@ -33,11 +34,35 @@ from pytest_vllm_conformance.features.quality.session import (
     NotComparable,
     QualityRun,
     ServerSide,
-    check_gate,
-    check_greedy,
-    check_power,
 )
 from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, client_key, connect_baseline
+
+
+def check_greedy(greedy_tokens: int, min_compared_tokens: int) -> None:
+    most = len(greedy.PROMPT_TEXTS) * greedy_tokens
+    if min_compared_tokens > most:
+        raise ValueError(
+            f"the quality greedy_min_compared_tokens {min_compared_tokens} can never be met: "
+            f"{len(greedy.PROMPT_TEXTS)} prompts x greedy_tokens {greedy_tokens} compare at most {most}"
+        )
+
+
+def check_gate(tolerance: float, confidence: float) -> None:
+    if not 0.5 < confidence < 1:
+        raise ValueError(f"the quality confidence must be between 0.5 and 1, not {confidence}")
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"the quality tolerance must be at least 0 and below 1, not {tolerance}")
+
+
+def check_power(max_detectable_drop: float | None, eval_items: int, long_context_items: int = 1) -> None:
+    if max_detectable_drop is not None and not 0 < max_detectable_drop < 1:
+        raise ValueError(f"the quality max_detectable_drop must be between 0 and 1, not {max_detectable_drop}")
+    if not 1 <= eval_items <= generated.MAX_ITEMS:
+        raise ValueError(f"the quality eval_items must be 1 to {generated.MAX_ITEMS}, not {eval_items}")
+    if not 1 <= long_context_items <= long_context.MAX_ITEMS_PER_LENGTH:
+        raise ValueError(
+            f"the quality long_context_items must be 1 to {long_context.MAX_ITEMS_PER_LENGTH}, not {long_context_items}"
+        )
 
 
 def side_for(settings: Settings, role: str, client: BoundedClient, facts: ServerFacts) -> ServerSide:
