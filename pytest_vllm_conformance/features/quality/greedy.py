@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, TransportFailure
+from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 TOP_K = 5
@@ -164,7 +165,7 @@ def continue_greedily(
             "logprobs": TOP_K,
             "return_tokens_as_token_ids": True,
         }
-        payload = _post(client, "/v1/completions", body)
+        payload = _post(client, COMPLETIONS.path, body)
         try:
             choice = payload["choices"][0]
             output = choice["token_ids"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, Response, TransportFailure
 from pytest_vllm_conformance.features.quality.long_context import BYTES_PER_TOKEN_IN_TOKENIZE_ANSWER, filler_words
+from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 TEXTS = 3
@@ -135,10 +136,10 @@ def score(
 ) -> list[Scored]:
     """Each prompt scored by the server: one at a time, or all at once inside a batch of decoys (another batch)."""
     cap = max(len(prompt) for prompt in prompts) * BYTES_PER_POSITION + 65536
-    calls = [("POST", "/v1/completions", {"json_body": _request(model, prompt), "max_body": cap}) for prompt in prompts]
+    calls = [("POST", COMPLETIONS.path, {"json_body": _request(model, prompt), "max_body": cap}) for prompt in prompts]
     if among_others:
         decoys = [
-            ("POST", "/v1/completions", {"json_body": _decoy(model, prompt, length), "max_body": 65536})
+            ("POST", COMPLETIONS.path, {"json_body": _decoy(model, prompt, length), "max_body": 65536})
             for prompt, length in zip(prompts, itertools.cycle(DECOY_LENGTHS))
         ]
         answers: list[Response | BaseException] = client.concurrently(calls + decoys)[: len(calls)]
