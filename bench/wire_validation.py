@@ -29,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_vllm_conformance.features.wire import schemas, stream
+from pytest_vllm_conformance.protocol import schemas
+from pytest_vllm_conformance.protocol import sse as stream
 
 TOP_LOGPROBS = 5
 

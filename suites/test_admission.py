@@ -21,6 +21,7 @@ from pytest_vllm_conformance.features import admission
 from pytest_vllm_conformance.features.admission import bound as bound
 from pytest_vllm_conformance.features.admission import burst as burst
 from pytest_vllm_conformance.features.admission import rejection as rejection
+from pytest_vllm_conformance.protocol.sample_stats import percentile
 
 CAPACITY_WITHIN = 10.0
 
@@ -48,7 +49,7 @@ def test_rejection_fast(burst, vllm_expect, vllm_record, vllm_evidence):
     if not seconds:
         pytest.skip("could not run: the burst had no refusal to time (see admission.burst_bounded)")
     vllm_evidence.judged(len(seconds), "timed refusals")
-    p50, p99, slowest = admission.percentile(seconds, 50), admission.percentile(seconds, 99), max(seconds)
+    p50, p99, slowest = percentile(seconds, 50), percentile(seconds, 99), max(seconds)
     vllm_record("admission_rejection_p50_seconds", f"{p50:.3f}")
     vllm_record("admission_rejection_p99_seconds", f"{p99:.3f}")
     limit = vllm_expect.declared("admission", "max_rejection_seconds")

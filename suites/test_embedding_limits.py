@@ -15,8 +15,7 @@ from pytest_vllm_conformance import contract, each, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import error
 from pytest_vllm_conformance.features.embedding_limits import tensor_payload
 from pytest_vllm_conformance.features.embedding_limits.payloads import oversized_prompt_embeds
-
-RESIDENT_MEMORY = re.compile(r"^process_resident_memory_bytes\s+(\S+)$", re.MULTILINE)
+from pytest_vllm_conformance.protocol import prometheus
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +43,7 @@ def refused_parameter(response):
 
 def resident_memory(client):
     """The API server's RSS from /metrics, or None when it does not export it."""
-    match = RESIDENT_MEMORY.search(client.get("/metrics").text)
-    return float(match.group(1)) if match else None
+    return prometheus.read(client, "/metrics").total("process_resident_memory_bytes")
 
 
 @pytest.fixture(scope="module")

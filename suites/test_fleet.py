@@ -13,7 +13,7 @@ undecided. docs/fleet.md.
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.features import fleet
+from pytest_vllm_conformance.profiles import replicas as fleet
 
 
 @pytest.fixture(scope="module")

@@ -15,15 +15,10 @@ carrying its id, ``type: function`` and name as the unstreamed call does.
 from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message
 from pytest_vllm_conformance.features.generation.tool_calls import (
-    CHAT,
     CUT_MAX_TOKENS,
-    TOOLS,
-    WEATHER,
     argument_problem,
     assert_one_valid_call,
-    named,
     skip_if_cut,
-    tool_request,
     without_strict,
 )
 
@@ -32,6 +27,7 @@ from pytest_vllm_conformance.features.generation.tool_calls import call as call
 from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
 from pytest_vllm_conformance.features.generation.tool_calls import finish_reasons as finish_reasons
 from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
+from pytest_vllm_conformance.protocol.tools import CHAT, TOOLS, WEATHER, named, tool_request
 
 
 @contract("tool_calls.named_function_called")

@@ -11,7 +11,7 @@ fail only when the profile sets ``wire.strict_openai``. Shapes only, never wordi
 The requests go where callers' go: through --vllm-ingress-url when given.
 Then each is also sent straight to --vllm-url and judged the same way, so a
 failure says whether the ingress introduced it, and what the ingress changed
-in the answer is recorded (``vllm_wire_ingress_changes``, features/wire/ingress.py);
+in the answer is recorded (``vllm_wire_ingress_changes``, features/wire/through_ingress.py);
 a request the ingress answers with its own 404/405 is "not exposed by the ingress"
 when the profile declares its route hidden (ingress.hidden_routes), else a failure.
 """

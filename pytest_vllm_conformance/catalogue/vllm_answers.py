@@ -9,45 +9,35 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_vllm_conformance.catalogue.release_facts import ScaleOutGate
 from pytest_vllm_conformance.connection.client import Response
+from pytest_vllm_conformance.protocol.error_envelope import (  # re-exported: the suites read answers from here
+    BARE_ENVELOPE,
+    DETAIL_ENVELOPE,
+    OPENAI_ENVELOPE,
+    envelope,
+    error,
+    error_message,
+    error_of,
+)
+from pytest_vllm_conformance.protocol.tokenize import tokenized
+
+__all__ = [
+    "BARE_ENVELOPE",
+    "DETAIL_ENVELOPE",
+    "OPENAI_ENVELOPE",
+    "envelope",
+    "error",
+    "error_message",
+    "error_of",
+    "tokenized",
+]
 
 # A handler that ran answers with its result or refuses the body; a closed
 # route is FastAPI's {"detail": ...} 404/405 or vLLM's 403 stub.
 HANDLER_STATUSES = (200, 400, 422)
 VALIDATION_COUNT = re.compile(r"^(\d+) validation errors?:")
-
-
-# The error shapes a vLLM server answers with: OpenAI's envelope from its handlers, FastAPI's
-# {"detail": "..."} from routing, and a bare {"error": "Unauthorized"} from the API-key middleware.
-OPENAI_ENVELOPE, DETAIL_ENVELOPE, BARE_ENVELOPE = "openai", "detail", "bare"
-
-
-def envelope(payload: Any) -> str | None:
-    """Which error shape a decoded body or stream event has, None for none of them."""
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
-        return OPENAI_ENVELOPE
-    if isinstance(payload, dict) and isinstance(payload.get("detail"), str):
-        return DETAIL_ENVELOPE
-    if isinstance(payload, dict) and isinstance(payload.get("error"), str):
-        return BARE_ENVELOPE
-    return None
-
-
-def error_of(payload: Any) -> dict[str, Any] | None:
-    """The error a decoded body or stream event carries, as an object (a bare string becomes its message)."""
-    found = payload.get("error") if isinstance(payload, dict) else None
-    if found is None:
-        return None
-    return found if isinstance(found, dict) else {"message": str(found)}
-
-
-def error(response: Response) -> dict[str, Any]:
-    """The ``error`` object of vLLM's ErrorResponse envelope (message, type, param, code); empty if the body is none."""
-    payload = response.json_or_none()
-    return payload["error"] if envelope(payload) == OPENAI_ENVELOPE else {}
 
 
 def reached_handler(response: Response) -> bool:
@@ -58,19 +48,6 @@ def reached_handler(response: Response) -> bool:
 def scale_out_refusal_status(gate: ScaleOutGate, path: str) -> int | None:
     """The status a closed scale-out gate answers on ``path`` (fact ``scale_out_gate``)."""
     return gate.get("refusal_status_by_path", {}).get(path, gate.get("refusal_status"))
-
-
-def tokenized(response: Response) -> list[int] | None:
-    """The token ids of a ``/tokenize`` answer, or None when the answer is not one."""
-    payload = response.json_or_none() if response.status == 200 else None
-    tokens = payload.get("tokens") if isinstance(payload, dict) else None
-    return tokens if isinstance(tokens, list) else None
-
-
-def error_message(response: Response) -> str | None:
-    """``error.message`` of vLLM's ErrorResponse envelope, if the body is one."""
-    message = error(response).get("message")
-    return message if isinstance(message, str) else None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,15 +40,8 @@ from pytest_vllm_conformance.connection.client import (
     Response,
     TransportFailure,
 )
-from pytest_vllm_conformance.features import metrics
-from pytest_vllm_conformance.features.wire import stream as sse
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty sample: one of its values, never interpolated."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
+from pytest_vllm_conformance.protocol import prometheus as metrics
+from pytest_vllm_conformance.protocol import sse
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ import pytest
 from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.connection.client import BoundedClient, Response
-from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
+from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 # Tokenized once for the ids of completion prompts (cycled to any length).
 SEED_TEXT = "conformance probe of the context limit"
@@ -123,8 +124,8 @@ class ContextEndpoint:
 
 
 CONTEXT_ENDPOINTS = (
-    ContextEndpoint("/v1/completions", "token_ids"),
-    ContextEndpoint("/v1/chat/completions", "chat"),
+    ContextEndpoint(COMPLETIONS.path, "token_ids"),
+    ContextEndpoint(CHAT.path, "chat"),
 )
 
 

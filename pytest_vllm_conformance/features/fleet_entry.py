@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features import metrics
+from pytest_vllm_conformance.protocol import prometheus as metrics
+from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS, RESPONSES
 
 # A caller's session, for entries that hash on a header (nginx `hash $http_x_session_affinity`,
 # Envoy's header hash policy). Entries that route by cookie or by response id ignore it.
@@ -34,7 +35,7 @@ class Attempt:
 
 def create_stored_response(entry: BoundedClient, model: str) -> tuple[Attempt, str | None]:
     body = {"model": model, "input": "Say hello.", "store": True, "max_output_tokens": 4}
-    response = entry.post("/v1/responses", body, headers={SESSION_HEADER: SESSION_VALUE})
+    response = entry.post(RESPONSES.path, body, headers={SESSION_HEADER: SESSION_VALUE})
     data = response.json_or_none()
     response_id = data.get("id") if isinstance(data, dict) else None
     return Attempt(response.status, response_id, response.describe()), response_id if response.status == 200 else None
@@ -57,7 +58,7 @@ def prefix_prompt(tokens: int) -> list[int]:
 
 def cached_tokens_of(entry: BoundedClient, model: str, prompt: list[int]) -> Attempt:
     body = {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0}
-    response = entry.post("/v1/completions", body, headers={SESSION_HEADER: SESSION_VALUE})
+    response = entry.post(COMPLETIONS.path, body, headers={SESSION_HEADER: SESSION_VALUE})
     data = response.json_or_none()
     usage = data.get("usage") if isinstance(data, dict) else None
     details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
@@ -104,6 +105,6 @@ def burst_reaches(
     for number in range(requests):
         body = {"model": model, "prompt": "Hello", "max_tokens": 1}
         session = f"vllm-conformance-reach-{burst}-{number}"
-        answered += entry.post("/v1/completions", body, headers={SESSION_HEADER: session}).status == 200
+        answered += entry.post(COMPLETIONS.path, body, headers={SESSION_HEADER: session}).status == 200
     after, problem_after = finished_requests(replica, metrics_path, counter)
     return Reach(requests, answered, before, after, problem or problem_after)

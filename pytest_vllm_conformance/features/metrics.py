@@ -1,107 +1,30 @@
-"""The server's /metrics page, read with prometheus_client's own parser.
+"""The metrics suite's cases: the families a version registers and the series dashboards query.
 
-Scrapers (Prometheus, the dashboards behind it) read the page with a real
-parser, so a hand-written regex here would accept pages they refuse. A
-family is what vLLM registers (``vllm:num_preemptions``, a counter); a
-series is what a dashboard queries (``vllm:num_preemptions_total``): the
-parser gives both, and the two checks use the one that matters to them.
+The page is read by the protocol floor's reader (``protocol/prometheus.py``,
+on prometheus_client's own parser). A family is what vLLM registers
+(``vllm:num_preemptions``, a counter); a series is what a dashboard queries
+(``vllm:num_preemptions_total``): the parser gives both, and the two checks
+use the one that matters to them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, Named, since
+from pytest_vllm_conformance.protocol.prometheus import (  # re-exported: the metrics suite reads pages from here
+    SERIES_SUFFIXES,
+    Exposition,
+    ExpositionError,
+    Family,
+    Reading,
+    parse,
+    read,
+    reading_of,
+)
 
-if TYPE_CHECKING:
-    from pytest_vllm_conformance.connection.client import BoundedClient, Response
-
-# What the text format appends to a family's name to name its series.
-SERIES_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created", "_info", "")
-
-
-class ExpositionError(ValueError):
-    """The page is not Prometheus text."""
-
-
-@dataclass(frozen=True)
-class Family:
-    """One family: its type, the series names it exposes, and its sample values (a counter's ``_total`` ones)."""
-
-    name: str
-    type: str
-    series: frozenset[str]
-    values: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class Exposition:
-    families: Mapping[str, Family]
-
-    @property
-    def series_names(self) -> frozenset[str]:
-        return frozenset(name for family in self.families.values() for name in family.series)
-
-    def family(self, name: str) -> Family | None:
-        return self.families.get(name)
-
-    def names_with_prefix(self, prefix: str) -> list[str]:
-        return sorted(name for name in self.families if name.startswith(prefix))
-
-    def total(self, name: str) -> float | None:
-        """The sum of a family's samples over every label set (a counter's ``_total`` ones), or None if absent."""
-        family = self.families.get(name)
-        return sum(family.values) if family is not None else None
-
-
-def parse(text: str) -> Exposition:
-    """Every family on the page; ExpositionError names the first line the parser refuses."""
-    # Imported here: the plugin loads this module at every start-up (the capture,
-    # the cases), and only runs that read /metrics need the parser.
-    from prometheus_client.parser import text_string_to_metric_families
-
-    families = {}
-    try:
-        # A generator: the page is only checked as far as it is consumed.
-        for family in text_string_to_metric_families(text):
-            counted = [s.value for s in family.samples if family.type != "counter" or s.name.endswith("_total")]
-            families[family.name] = Family(
-                family.name, family.type, frozenset(s.name for s in family.samples), tuple(counted)
-            )
-    except (ValueError, IndexError, KeyError, TypeError) as exc:
-        raise ExpositionError(f"not Prometheus text: {exc}") from None
-    return Exposition(families)
-
-
-@dataclass(frozen=True)
-class Reading:
-    """The metrics page at one moment, parsed, or why it could not be read (``problem``)."""
-
-    exposition: Exposition | None
-    problem: str = ""
-
-    def total(self, name: str | None) -> float | None:
-        """A family's total (``Exposition.total``), or None: not read, not exported, or no name asked."""
-        return self.exposition.total(name) if self.exposition is not None and name else None
-
-
-def reading_of(page: Response | None) -> Reading:
-    """``page`` (None: it never answered) as a Reading: only a whole 200 page of Prometheus text is read."""
-    if page is None:
-        return Reading(None, "no answer")
-    if page.status != 200 or page.truncated:
-        return Reading(None, page.describe())
-    try:
-        return Reading(parse(page.text))
-    except ExpositionError as exc:
-        return Reading(None, str(exc))
-
-
-def read(client: BoundedClient, path: str) -> Reading:
-    """The server's metrics page now. Never raises: observers record what they could not see instead."""
-    return reading_of(client.answer_or_none("GET", path))
+__all__ = ["Exposition", "ExpositionError", "Family", "Reading", "parse", "read", "reading_of"]
 
 
 @dataclass(frozen=True)

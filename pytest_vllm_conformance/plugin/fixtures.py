@@ -32,10 +32,10 @@ from pytest_vllm_conformance.connection.ingress import (
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features import startup_log
-from pytest_vllm_conformance.features.fleet import Fleet, Member
 from pytest_vllm_conformance.features.preflight import lint as preflight
 from pytest_vllm_conformance.plugin.run import TargetState, run_state
 from pytest_vllm_conformance.plugin.verdicts import evidence_of
+from pytest_vllm_conformance.profiles.replicas import Fleet, Member
 from pytest_vllm_conformance.reporting.evidence import Evidence
 
 

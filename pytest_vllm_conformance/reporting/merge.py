@@ -63,7 +63,7 @@ class Shard:
         return self.report["target"].get("url")
 
 
-# Compares two replicas' observed serving profiles as the in-process fleet does (features/fleet.py, handed in by
+# Compares two replicas' observed serving profiles as the in-process fleet does (profiles/replicas.py, handed in by
 # the command): (reference name, its observation, replica name, its observation, fleet rules) -> what differs or None.
 # The fleet's judgement of replicas' observations (None: not observed), by the rules their shards recorded:
 # each replica's outcome (passed, failed or undecided) and why.

@@ -101,7 +101,7 @@ def _no_file_twice(shards: Sequence[Shard]) -> None:
 
 def replica_tests(shards: Sequence[Shard], compare: JudgeFleet | None) -> list[ContractTest]:
     """The fleet's own verdicts over shards of different replicas: each reached, and each judged as the fleet
-    judges its replicas in one run (``compare``: features/fleet.py's decision, handed in by the command)."""
+    judges its replicas in one run (``compare``: profiles/replicas.py's decision, handed in by the command)."""
     by_url: dict[str, Shard] = {}
     for shard in shards:
         by_url.setdefault(str(shard.url), shard)

@@ -6,7 +6,7 @@ from fixtures.fault_proxy.answer_rules import ErrorsInOpenAIEnvelope
 from fixtures.fault_proxy.rules import JsonResponseDraft
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, split_events
 from pytest_vllm_conformance.features.agent_loops import messages, responses
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import sse
 
 PREFIXES = {"message": "msg_", "function_call": "fc_"}
 CALL = {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "chatcmpl-tool-1", "name": "f"}

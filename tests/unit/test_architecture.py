@@ -7,7 +7,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "pytest_vllm_conformance"
-FLOORS = {"connection": 1, "catalogue": 2, "reporting": 2, "features": 3, "plugin": 4}
+# connection speaks HTTP; protocol reads vLLM's answers; catalogue and reporting hold the contracts and the reports;
+# features are side by side on one floor; profiles compose their observations; plugin wires it all into pytest.
+FLOORS = {"connection": 1, "protocol": 2, "catalogue": 3, "reporting": 3, "features": 4, "profiles": 5, "plugin": 6}
 MAX_LINES = 500
 
 
@@ -37,6 +39,57 @@ def test_no_room_imports_a_higher_floor():
             if target is not None and FLOORS[target] > FLOORS[room]:
                 upward.append(f"{path.relative_to(PACKAGE)} imports {module}")
     assert not upward, upward
+
+
+def _module_of(path: Path) -> str:
+    return "pytest_vllm_conformance." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+
+
+def feature_room(module: str) -> str | None:
+    """The feature room a module is in or names: ``features/X.py`` or the folder ``features/X/``."""
+    parts = module.split(".")
+    if len(parts) > 2 and parts[:2] == ["pytest_vllm_conformance", "features"] and parts[2] != "__init__":
+        return parts[2]
+    return None
+
+
+def crossings(imports_by_module: dict[str, list[str]]) -> list[str]:
+    """Each import by which one feature room reaches into another."""
+    found = []
+    for module, imported in imports_by_module.items():
+        room = feature_room(module)
+        for target in imported:
+            other = feature_room(target)
+            if room is not None and other is not None and other != room:
+                found.append(f"{module} imports {target}")
+    return found
+
+
+def test_no_feature_room_imports_another():
+    """Features stand side by side: what two share lives on a floor below them (protocol, catalogue, reporting)."""
+    imports = {_module_of(path): _imports(path) for path in (PACKAGE / "features").rglob("*.py")}
+    assert not crossings(imports), crossings(imports)
+
+
+def test_the_side_by_side_rule_catches_a_crossing():
+    """The rule holds for module rooms and folder rooms, by either import form, and not within one room."""
+    found = crossings(
+        {
+            "pytest_vllm_conformance.features.serving.stats": ["pytest_vllm_conformance.features.admission"],
+            "pytest_vllm_conformance.features.admission": [
+                "pytest_vllm_conformance.features",
+                "pytest_vllm_conformance.features.metrics",  # from pytest_vllm_conformance.features import metrics
+            ],
+            "pytest_vllm_conformance.features.quality.assemble": [
+                "pytest_vllm_conformance.features.quality.session",
+                "pytest_vllm_conformance.protocol.live_baseline",
+            ],
+        }
+    )
+    assert found == [
+        "pytest_vllm_conformance.features.serving.stats imports pytest_vllm_conformance.features.admission",
+        "pytest_vllm_conformance.features.admission imports pytest_vllm_conformance.features.metrics",
+    ]
 
 
 def test_no_python_file_of_the_repository_is_a_grab_bag():
@@ -102,3 +155,26 @@ def test_the_suites_still_over_their_share_are_real():
         if lines < share or lines <= HELPER_LINES:
             stale[name] = f"listed at {share}, holds {lines}"
     assert not stale, f"lower or remove these entries of HELPER_LINES_STILL_OVER: {stale}"
+
+
+# One name, one module: a reader who greps for `fleet.py` finds the one it means. The names still shared by two
+# rooms' modules are listed, and may only go (remove an entry when one of the two is renamed).
+NAMES_STILL_SHARED = {"answers.py", "assemble.py", "baseline_file.py", "routes.py", "sampling.py", "session.py"}
+
+
+def _shared_names() -> dict[str, list[str]]:
+    by_name: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            by_name.setdefault(path.name, []).append(str(path.relative_to(PACKAGE)))
+    return {name: sorted(paths) for name, paths in by_name.items() if len(paths) > 1}
+
+
+def test_no_two_modules_of_the_package_share_a_name():
+    new = {name: paths for name, paths in _shared_names().items() if name not in NAMES_STILL_SHARED}
+    assert not new, f"modules of one name (rename one after what it holds): {new}"
+
+
+def test_the_names_still_shared_are_real():
+    stale = NAMES_STILL_SHARED - set(_shared_names())
+    assert not stale, f"no longer shared: remove {sorted(stale)} from NAMES_STILL_SHARED"

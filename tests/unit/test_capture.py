@@ -10,16 +10,16 @@ import yaml
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, load_profile, validate
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.connection.secrets import Redactor
-from pytest_vllm_conformance.features.profile_diff.capture import (
+from pytest_vllm_conformance.features.wire.extensions import observe_extensions
+from pytest_vllm_conformance.profiles.capture import (
     captured_profile,
     metric_names,
-    parse_metric_names,
     public_url,
     validation_error,
     write_profile,
 )
-from pytest_vllm_conformance.features.profile_diff.diff import differences
-from pytest_vllm_conformance.features.wire.extensions import observe_extensions
+from pytest_vllm_conformance.profiles.diff import differences
+from pytest_vllm_conformance.protocol.prometheus import family_names
 from tests.unit.sample_observation import observation
 
 SECRET = "sk-capture-secret-81c2"
@@ -79,8 +79,8 @@ def test_metric_names_are_families_without_created_timestamps():
             'vllm:e2e_request_latency_seconds_bucket{le="0.3"} 0.0',
         ]
     )
-    assert parse_metric_names(text) == ["vllm:e2e_request_latency_seconds", "vllm:num_preemptions_total"]
-    assert parse_metric_names('up 1\nup{a="b"} 1\nother_total 2\n') == ["other_total", "up"]
+    assert family_names(text) == ["vllm:e2e_request_latency_seconds", "vllm:num_preemptions_total"]
+    assert family_names('up 1\nup{a="b"} 1\nother_total 2\n') == ["other_total", "up"]
 
 
 def test_a_baseline_without_an_observation_stops_the_run(pytester, tmp_path):

@@ -10,7 +10,8 @@ from pytest_vllm_conformance.connection.fleet import (
     load_fleet_file,
     unique_names,
 )
-from pytest_vllm_conformance.features.fleet import (
+from pytest_vllm_conformance.plugin.options import server_url
+from pytest_vllm_conformance.profiles.replicas import (
     AGREES,
     ODD,
     UNDECIDED,
@@ -22,7 +23,6 @@ from pytest_vllm_conformance.features.fleet import (
     side_by_side,
     skew,
 )
-from pytest_vllm_conformance.plugin.options import server_url
 from tests.unit.sample_observation import observation
 
 OBSERVED = observation()

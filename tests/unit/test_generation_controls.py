@@ -19,11 +19,11 @@ from pytest_vllm_conformance.features.generation.structured_outputs import (
     padding_note,
 )
 from pytest_vllm_conformance.features.generation.tool_calls import (
-    WEATHER,
     argument_problem,
     judge_cut_call,
     shape_problems,
 )
+from pytest_vllm_conformance.protocol.tools import WEATHER
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 
@@ -254,7 +254,7 @@ def test_no_version_lets_a_request_forbid_free_whitespace_and_the_skip_says_what
 
 
 def test_tool_call_answers_are_judged_in_openais_chat_shape():
-    from pytest_vllm_conformance.features.wire.schemas import deviations_from
+    from pytest_vllm_conformance.protocol.schemas import deviations_from
 
     deviations = deviations_from(_context("0.32.0").expect.fact("wire_deviations"))
     whole = json.loads((SAMPLES / "chat_tool_call.json").read_text())
@@ -272,7 +272,7 @@ def test_tool_call_answers_are_judged_in_openais_chat_shape():
 
 
 def test_a_streamed_calls_first_fragment_must_carry_its_id_type_and_name():
-    from pytest_vllm_conformance.features.wire.schemas import deviations_from
+    from pytest_vllm_conformance.protocol.schemas import deviations_from
 
     deviations = deviations_from(_context("0.32.0").expect.fact("wire_deviations"))
     streamed = (SAMPLES / "chat_tool_call_stream.sse").read_text()

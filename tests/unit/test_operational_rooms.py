@@ -24,9 +24,10 @@ from pytest_vllm_conformance.features.admission import (
     HeldRequest,
     exact_burst,
     measure,
-    percentile,
 )
-from pytest_vllm_conformance.features.metrics import ExpositionError, parse, reading_of, series_gap
+from pytest_vllm_conformance.features.metrics import series_gap
+from pytest_vllm_conformance.protocol.prometheus import ExpositionError, parse, reading_of
+from pytest_vllm_conformance.protocol.sample_stats import percentile
 
 FINDINGS = contracts.load().fact("startup_log_findings", None)
 KINDS = startup_log.finding_kinds(FINDINGS)

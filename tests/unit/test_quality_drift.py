@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pytest_vllm_conformance.features.quality import baseline_file, greedy, logprob_drift
+from pytest_vllm_conformance.features.quality import assemble, baseline_file, greedy, logprob_drift
 from pytest_vllm_conformance.features.quality.logprob_drift import Bucket, Scored, Thresholds
 
 
@@ -208,11 +208,10 @@ def test_near_ties_that_end_every_prompt_early_leave_the_comparison_undecided():
 
 
 def test_a_minimum_no_comparison_could_meet_is_refused():
-    from pytest_vllm_conformance.features.quality import session
 
-    session.check_greedy(16, 128)
+    assemble.check_greedy(16, 128)
     with pytest.raises(ValueError, match="greedy_min_compared_tokens 129 can never be met: 8 prompts x greedy_tokens"):
-        session.check_greedy(16, 129)
+        assemble.check_greedy(16, 129)
 
 
 def test_the_completions_top_logprobs_are_read_by_token_id():

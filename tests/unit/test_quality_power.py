@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from pytest_vllm_conformance.features.quality import generated, long_context, paired, session, task_files
+from pytest_vllm_conformance.features.quality import assemble, generated, long_context, paired, task_files
 from tests.support.verdicts import contract_runs
 
 
@@ -158,7 +158,7 @@ def test_a_drop_already_shown_stays_worse():
 @pytest.mark.parametrize("drop", [0, 1, -0.1, 1.5])
 def test_a_requirement_outside_zero_to_one_is_refused(drop):
     with pytest.raises(ValueError, match="max_detectable_drop must be between 0 and 1"):
-        session.check_power(drop, 40)
+        assemble.check_power(drop, 40)
 
 
 # ---- the generated items ---------------------------------------------------------------
@@ -206,7 +206,7 @@ def test_a_size_out_of_range_is_refused(size):
     with pytest.raises(ValueError, match="1 to 5000 items"):
         generated.items("short_answer", size, hand_written("short_answer"))
     with pytest.raises(ValueError, match="eval_items must be 1 to 5000"):
-        session.check_power(None, size)
+        assemble.check_power(None, size)
 
 
 def test_the_shipped_sets_are_written_at_the_size_asked(tmp_path):
@@ -285,4 +285,4 @@ def test_the_long_context_set_has_the_documents_per_length_asked():
         paired.newcombe_detectable_drop(30, 30, 0.95, 0.05) < paired.newcombe_detectable_drop(8, 8, 0.95, 0.05) == 0.5
     )
     with pytest.raises(ValueError, match="long_context_items must be 1 to 500"):
-        session.check_power(None, 40, 0)
+        assemble.check_power(None, 40, 0)

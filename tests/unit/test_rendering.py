@@ -7,12 +7,13 @@ import json
 import httpx
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.profile_diff.diff import differences
-from pytest_vllm_conformance.features.rendering.accounting import Compared, Usage, refusal_compared, usage_problems
+from pytest_vllm_conformance.features.rendering.chat_path import Compared, refusal_compared
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
 from pytest_vllm_conformance.features.rendering.drift import changes, first_difference
 from pytest_vllm_conformance.features.rendering.render import render_corpus
 from pytest_vllm_conformance.features.rendering.text import date_spans, date_texts, token_bytes, tokens_text
+from pytest_vllm_conformance.features.token_accounting import Usage, usage_problems
+from pytest_vllm_conformance.profiles.diff import differences
 from tests.unit.sample_observation import observation
 
 

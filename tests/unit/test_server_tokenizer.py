@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 
 def _client(handler) -> BoundedClient:

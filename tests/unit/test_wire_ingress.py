@@ -16,8 +16,8 @@ from pathlib import Path
 from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.features.wire import Verdict, WireRules, ingress
-from pytest_vllm_conformance.features.wire.schemas import deviations_from
+from pytest_vllm_conformance.features.wire import Verdict, WireRules, through_ingress
+from pytest_vllm_conformance.protocol.schemas import deviations_from
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 
@@ -56,7 +56,7 @@ def test_a_failure_only_the_ingress_answer_has_is_the_ingress_s():
     broken["choices"][0]["finish_reason"] = None  # OpenAI requires one on a finished completion
     through, direct = judged(broken), judged(chat())
     assert through.failures and not direct.failures
-    message = ingress.attributed(through, direct)
+    message = through_ingress.attributed(through, direct)
     assert message.startswith("introduced by the ingress: the same request straight to vLLM is conformant; ")
     assert "$.choices[0].finish_reason" in message
 
@@ -65,21 +65,21 @@ def test_a_failure_vllm_s_own_answer_has_too_is_not_put_on_the_ingress():
     broken = chat()
     broken["choices"][0]["finish_reason"] = None
     through, direct = judged(through_a_gateway(broken)), judged(broken)
-    message = ingress.attributed(through, direct)
+    message = through_ingress.attributed(through, direct)
     assert message.startswith("not introduced by the ingress: vLLM's own answer to the same request fails too")
     assert "straight to vLLM: POST /v1/chat/completions -> 200" in message
-    assert ingress.INTRODUCED not in message
+    assert through_ingress.INTRODUCED not in message
 
 
 def test_fields_the_ingress_drops_and_adds_and_a_changed_status_are_listed():
     through, direct = judged(through_a_gateway(chat())), judged(chat(), status=200)
     assert not through.failures  # an added field is an extension: reported, not failed
-    changes = ingress.changes(through, direct)
+    changes = through_ingress.changes(through, direct)
     only_direct = next(line for line in changes if line.startswith("only straight from vLLM: "))
     assert "prompt_token_ids (extension field)" in only_direct
     assert "kv_transfer_params (extension field)" in only_direct
     assert "choices.*.token_ids (extension field)" in only_direct
     assert "only through the ingress: choices.*.provider_specific_fields (extension field)" in changes
-    assert ingress.changes(judged(chat()), judged(chat())) == []
+    assert through_ingress.changes(judged(chat()), judged(chat())) == []
     through.status = 500
-    assert "status 200 straight from vLLM, 500 through the ingress" in ingress.changes(through, direct)
+    assert "status 200 straight from vLLM, 500 through the ingress" in through_ingress.changes(through, direct)

@@ -25,7 +25,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.features.wire import schemas
+from pytest_vllm_conformance.protocol import schemas
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "tests" / "data" / "wire_samples"

@@ -23,8 +23,9 @@ from starlette.routing import Route
 from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, RewriteStream, UvicornThread, rule_from_dict
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, names_events, split_events
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.features.wire import WireRules, responses_stream, schemas
+from pytest_vllm_conformance.features.wire import WireRules, responses_stream
 from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import schemas
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 MAX_TOKENS = 3  # what the samples were recorded with

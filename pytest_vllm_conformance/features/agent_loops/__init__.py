@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.generation.answers import Answer, read_answer
-from pytest_vllm_conformance.features.generation.tool_calls import CHAT, MESSAGES, named, tool_request
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.protocol.answer_reader import Answer, read_answer
+from pytest_vllm_conformance.protocol.generation_routes import MESSAGES as MESSAGES_ROUTE
+from pytest_vllm_conformance.protocol.generation_routes import RESPONSES
+from pytest_vllm_conformance.protocol.tools import CHAT, MESSAGES, named, tool_request
 
 # What the tool answers the first call with: any text a real tool would return.
 TOOL_RESULT = '{"celsius": 21}'
@@ -75,7 +77,7 @@ def responses_stream(vllm_client):
     """``responses_stream(body)``: the parsed events of a streamed POST /v1/responses, asserted served."""
 
     def responses_stream(body: dict[str, Any]) -> sse.Stream:
-        response = vllm_client.post("/v1/responses", {**body, "stream": True})
+        response = vllm_client.post(RESPONSES.path, {**body, "stream": True})
         return _streamed(response, "the streamed Responses request", named_events=True)
 
     return responses_stream
@@ -86,7 +88,7 @@ def messages_answer(vllm_client):
     """``messages_answer(body, stream=False)``: a /v1/messages answer, asserted served (a dict, or a stream)."""
 
     def messages_answer(body: dict[str, Any], stream: bool = False) -> Any:
-        response = vllm_client.post("/v1/messages", {**body, "stream": True} if stream else body)
+        response = vllm_client.post(MESSAGES_ROUTE.path, {**body, "stream": True} if stream else body)
         if stream:
             return _streamed(response, "the streamed messages request", named_events=True)
         assert response.status == 200, f"/v1/messages was not served: {response.describe()} {response.text[:300]!r}"

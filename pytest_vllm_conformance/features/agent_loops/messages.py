@@ -13,9 +13,10 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from pytest_vllm_conformance.features.wire.stream import Stream
+from pytest_vllm_conformance.protocol import generation_routes
+from pytest_vllm_conformance.protocol.sse import Stream
 
-MESSAGES = "/v1/messages"
+MESSAGES = generation_routes.MESSAGES.path
 COUNT_TOKENS = "/v1/messages/count_tokens"
 MAX_TOKENS = 16
 PROMPT = [{"role": "user", "content": "Say hello."}]

@@ -13,27 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_vllm_conformance.features.wire.responses_stream import TERMINAL
-from pytest_vllm_conformance.features.wire.stream import Stream
+from pytest_vllm_conformance.protocol import generation_routes, tools
+from pytest_vllm_conformance.protocol.sse import TERMINAL, Stream
+from pytest_vllm_conformance.protocol.tools import responses_tool
 
 # The fields of an item an agent reads (absent on a type are compared as absent on both).
 ITEM_FIELDS = ("id", "type", "status", "call_id", "name", "arguments", "content")
-RESPONSES = "/v1/responses"
+RESPONSES = generation_routes.RESPONSES.path
 MAX_OUTPUT_TOKENS = 16
 # Room for the hermes envelope and the function's name: the streamed call item opens once the name is parsed.
 CALL_MAX_OUTPUT_TOKENS = 64
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a unit.",
-    "strict": True,
-    "parameters": {
-        "type": "object",
-        "properties": {"unit": {"enum": ["celsius", "kelvin"]}},
-        "required": ["unit"],
-        "additionalProperties": False,
-    },
-}
+WEATHER = responses_tool(tools.WEATHER)
 
 
 def text_request(model: str) -> dict[str, Any]:

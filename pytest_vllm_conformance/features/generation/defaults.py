@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, Response, TransportFailure
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS
 
 PROMPT = "Write a story about"
 MESSAGES = [{"role": "user", "content": PROMPT}]
@@ -58,7 +59,7 @@ def _render(client: BoundedClient, model: str, max_model_len: Any) -> dict[str, 
 
 def _completion(client: BoundedClient, model: str, **sampling: Any) -> Response | None:
     return client.answer_or_none(
-        "POST", "/v1/completions", json_body={"model": model, "prompt": PROMPT, "ignore_eos": True, **sampling}
+        "POST", COMPLETIONS.path, json_body={"model": model, "prompt": PROMPT, "ignore_eos": True, **sampling}
     )
 
 
@@ -88,7 +89,7 @@ def completions_max_tokens(client: BoundedClient, model: str) -> int | str | Non
     body = {"model": model, "prompt": PROMPT, "ignore_eos": True, "stream": True}
     body["stream_options"] = {"include_usage": True}
     try:
-        response = client.post("/v1/completions", body, enough=_unfinished_past_the_read)
+        response = client.post(COMPLETIONS.path, body, enough=_unfinished_past_the_read)
     except TransportFailure:  # RequestTimeout is one
         return None
     if response.status != 200:

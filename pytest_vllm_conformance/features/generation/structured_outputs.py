@@ -24,6 +24,7 @@ from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.release_facts import JsonWhitespaceControl
 from pytest_vllm_conformance.features.generation.answers import HELD, Judgement
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
+from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS
 
 OBJECT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -148,8 +149,8 @@ def generation_request(endpoint: str, model: str, fields: dict[str, Any], *, max
     if stream:
         body["stream"] = True
     if endpoint == "chat":
-        return "/v1/chat/completions", {"messages": [{"role": "user", "content": PROMPT}], **body}
-    return "/v1/completions", {"prompt": PROMPT, **body}
+        return CHAT.path, {"messages": [{"role": "user", "content": PROMPT}], **body}
+    return COMPLETIONS.path, {"prompt": PROMPT, **body}
 
 
 @dataclass(frozen=True)

@@ -30,77 +30,18 @@ from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.generation.answers import HELD, Answer, Judgement, ToolCall, read_answer
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 from pytest_vllm_conformance.features.generation.structured_outputs import padding_note, schema_problem
-from pytest_vllm_conformance.features.wire import stream
-from pytest_vllm_conformance.features.wire.schemas import Deviation, Finding, deviations_from, json_type, judge
+from pytest_vllm_conformance.protocol import sse as stream
+from pytest_vllm_conformance.protocol.schemas import Deviation, Finding, deviations_from, json_type, judge
+from pytest_vllm_conformance.protocol.tools import CHAT, TOOLS, tool_request
 
 MISSING = object()
-
-WEATHER: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a unit.",
-        "strict": True,
-        "parameters": {
-            "type": "object",
-            "properties": {"unit": {"enum": ["celsius", "kelvin"]}},
-            "required": ["unit"],
-            "additionalProperties": False,
-        },
-    },
-}
-CLOCK: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "get_time",
-        "description": "The time in a zone.",
-        "strict": True,
-        "parameters": {
-            "type": "object",
-            "properties": {"zone": {"enum": ["utc", "cet"]}},
-            "required": ["zone"],
-            "additionalProperties": False,
-        },
-    },
-}
-TOOLS = (WEATHER, CLOCK)
-CHAT = "/v1/chat/completions"
-MAX_TOKENS = 256
 CUT_MAX_TOKENS = 4
-MESSAGES = [{"role": "user", "content": "What is the weather, and what time is it?"}]
-
-
-def named(function: str) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": function}}
 
 
 def without_strict(tool: dict[str, Any]) -> dict[str, Any]:
     loose = copy.deepcopy(tool)
     del loose["function"]["strict"]
     return loose
-
-
-def tool_request(
-    model: str,
-    tool_choice: Any,
-    *,
-    tools: tuple[dict[str, Any], ...] = TOOLS,
-    max_tokens: int = MAX_TOKENS,
-    stream: bool = False,
-    **extra: Any,
-) -> dict[str, Any]:
-    body = {
-        "model": model,
-        "messages": MESSAGES,
-        "tools": list(tools),
-        "tool_choice": tool_choice,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        **extra,
-    }
-    if stream:
-        body["stream"] = True
-    return body
 
 
 def parameters_of(name: str | None, tools: tuple[dict[str, Any], ...] = TOOLS) -> dict[str, Any] | None:

@@ -7,7 +7,6 @@ the target tokenizes differently or serves another model than recorded.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,11 +15,11 @@ import pytest
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.connection.connect import client_for
-from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts, discover
+from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features.quality import (
     baseline_file,
+    generated,
     greedy,
     logprob_drift,
     long_context,
@@ -30,16 +29,40 @@ from pytest_vllm_conformance.features.quality import (
 from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError
 from pytest_vllm_conformance.features.quality.runner import Endpoint, EvalFailed
 from pytest_vllm_conformance.features.quality.session import (
-    BaselineUnusable,
     DriftFailed,
     NoBaseline,
     NotComparable,
     QualityRun,
     ServerSide,
-    check_gate,
-    check_greedy,
-    check_power,
 )
+from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, client_key, connect_baseline
+
+
+def check_greedy(greedy_tokens: int, min_compared_tokens: int) -> None:
+    most = len(greedy.PROMPT_TEXTS) * greedy_tokens
+    if min_compared_tokens > most:
+        raise ValueError(
+            f"the quality greedy_min_compared_tokens {min_compared_tokens} can never be met: "
+            f"{len(greedy.PROMPT_TEXTS)} prompts x greedy_tokens {greedy_tokens} compare at most {most}"
+        )
+
+
+def check_gate(tolerance: float, confidence: float) -> None:
+    if not 0.5 < confidence < 1:
+        raise ValueError(f"the quality confidence must be between 0.5 and 1, not {confidence}")
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"the quality tolerance must be at least 0 and below 1, not {tolerance}")
+
+
+def check_power(max_detectable_drop: float | None, eval_items: int, long_context_items: int = 1) -> None:
+    if max_detectable_drop is not None and not 0 < max_detectable_drop < 1:
+        raise ValueError(f"the quality max_detectable_drop must be between 0 and 1, not {max_detectable_drop}")
+    if not 1 <= eval_items <= generated.MAX_ITEMS:
+        raise ValueError(f"the quality eval_items must be 1 to {generated.MAX_ITEMS}, not {eval_items}")
+    if not 1 <= long_context_items <= long_context.MAX_ITEMS_PER_LENGTH:
+        raise ValueError(
+            f"the quality long_context_items must be 1 to {long_context.MAX_ITEMS_PER_LENGTH}, not {long_context_items}"
+        )
 
 
 def side_for(settings: Settings, role: str, client: BoundedClient, facts: ServerFacts) -> ServerSide:
@@ -53,24 +76,6 @@ def side_for(settings: Settings, role: str, client: BoundedClient, facts: Server
         local_tokenizer=settings.eval_tokenizer,
     )
     return ServerSide(endpoint, client, facts)
-
-
-def client_key(settings: Settings, role: str):
-    return (settings.baseline_api_key or settings.api_key) if role == "baseline" else settings.api_key
-
-
-def connect_baseline(settings: Settings, target_facts: ServerFacts) -> ServerSide:
-    """The live baseline: its facts, and the model it serves (the target's id when it serves that too)."""
-    assert settings.baseline_url is not None, "called with --vllm-baseline-url"
-    client = client_for(settings, settings.baseline_url, api_key=client_key(settings, "baseline"))
-    try:
-        facts = discover(client, settings.baseline_model)
-    except DiscoveryError as exc:
-        client.close()
-        raise BaselineUnusable(f"--vllm-baseline-url: {exc}") from None
-    if settings.baseline_model is None and any(card.id == target_facts.model for card in facts.models):
-        facts = dataclasses.replace(facts, model=target_facts.model)
-    return side_for(settings, "baseline", client, facts)
 
 
 # Text whose token ids tell tokenizers apart: words, digits, code, accents, JSON.
@@ -90,7 +95,8 @@ def open_baseline(
 ) -> ServerSide | BaselineFile | None:
     """--vllm-baseline-url first (the same requests, the same run), else --vllm-eval-baseline-file, else None."""
     if settings.baseline_url:
-        return connect_baseline(settings, target_facts)
+        live = connect_baseline(settings, target_facts)
+        return side_for(settings, "baseline", live.client, live.facts)
     if settings.eval_baseline_file:
         try:
             recording = BaselineFile.load(settings.eval_baseline_file)

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, TransportFailure
-from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
+from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 TOP_K = 5
 DEFAULT_NEAR_TIE_GAP = 0.1  # nats; bfloat16 against float32 moves a logprob by at most about 0.06
@@ -164,7 +165,7 @@ def continue_greedily(
             "logprobs": TOP_K,
             "return_tokens_as_token_ids": True,
         }
-        payload = _post(client, "/v1/completions", body)
+        payload = _post(client, COMPLETIONS.path, body)
         try:
             choice = payload["choices"][0]
             output = choice["token_ids"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 FILLER_SEED = 503
 ITEMS_PER_LENGTH = 8

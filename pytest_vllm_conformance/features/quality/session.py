@@ -18,7 +18,6 @@ from pathlib import Path
 from pytest_vllm_conformance.connection.client import BoundedClient, display_url
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.features.quality import (
-    generated,
     greedy,
     logprob_drift,
     long_context,
@@ -30,6 +29,14 @@ from pytest_vllm_conformance.features.quality.baseline_file import (
     DriftRecording,
     run_key,
 )
+from pytest_vllm_conformance.features.quality.results import (  # re-exported: the suite reads them as session.X
+    DriftFailed,
+    DriftScores,
+    GreedyOutcome,
+    NoBaseline,
+    NotComparable,
+    Outcome,
+)
 from pytest_vllm_conformance.features.quality.runner import (
     Backend,
     Endpoint,
@@ -39,27 +46,13 @@ from pytest_vllm_conformance.features.quality.runner import (
     task_manager,
 )
 
+__all__ = ["DriftFailed", "DriftScores", "GreedyOutcome", "NoBaseline", "NotComparable", "Outcome", "QualityRun"]
+
 LONG_CONTEXT_PERCENTS = (25, 50, 90, 100)
 NO_BASELINE = (
     "no baseline to compare with: give --vllm-baseline-url=URL (a second server, e.g. the old version) "
     "or --vllm-eval-baseline-file=PATH (saved by an earlier run with --vllm-eval-save=PATH)"
 )
-
-
-class NotComparable(Exception):
-    """This comparison cannot be made; the message is the skip reason."""
-
-
-class NoBaseline(NotComparable):
-    """No baseline was given: nothing to compare with (the target's results may still be saved)."""
-
-
-class DriftFailed(Exception):
-    """A server could not score the fixed texts; the contract fails with the message."""
-
-
-class BaselineUnusable(Exception):
-    """A baseline was given but cannot be used; the run must not pass without it."""
 
 
 @dataclass
@@ -84,101 +77,6 @@ class ServerSide:
             "model": self.endpoint.model,
             "max_model_len": self.endpoint.max_model_len,
         }
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A task's comparisons, one per gated metric."""
-
-    label: str
-    comparisons: list[paired.Comparison]
-    notes: list[str]
-
-    @property
-    def worse(self) -> list[paired.Comparison]:
-        return [comparison for comparison in self.comparisons if comparison.verdict == "worse"]
-
-
-@dataclass(frozen=True)
-class GreedyOutcome:
-    divergences: list[greedy.Divergence]
-    notes: list[str]
-    min_compared_tokens: int = greedy.DEFAULT_MIN_COMPARED_TOKENS
-
-    @property
-    def compared_tokens(self) -> int:
-        """Tokens found equal before each prompt's comparison ended (at its end, or at its first divergence)."""
-        return sum(divergence.compared_tokens for divergence in self.divergences)
-
-    @property
-    def undecided(self) -> bool:
-        """No divergence beyond a near-tie, but near-ties ended the prompts before enough tokens were compared."""
-        return not self.diverging and self.compared_tokens < self.min_compared_tokens
-
-    @property
-    def diverging(self) -> list[greedy.Divergence]:
-        """Divergences that are not near-ties: what fails the contract."""
-        return [divergence for divergence in self.divergences if not divergence.agrees and not divergence.near_tie]
-
-    @property
-    def near_ties(self) -> list[greedy.Divergence]:
-        return [divergence for divergence in self.divergences if divergence.near_tie]
-
-    def figures(self) -> str:
-        """One line for the report: how many prompts agreed, which near-ties were accepted."""
-        equal = sum(divergence.agrees for divergence in self.divergences)
-        compared = self.divergences[0].compared if self.divergences else 0
-        ties = ", ".join(f"prompt {tie.prompt_index} at {tie.position}" for tie in self.near_ties)
-        return (
-            f"{len(self.divergences)} prompts: {equal} equal over {compared} tokens, "
-            f"{len(self.near_ties)} near-tie(s) accepted{f' ({ties})' if ties else ''}, "
-            f"{len(self.diverging)} diverging; {self.compared_tokens} tokens compared "
-            f"(at least {self.min_compared_tokens} required)"
-        )
-
-
-@dataclass
-class DriftScores:
-    """The fixed texts and each side's scores: the target once, the baseline twice (the second among decoys)."""
-
-    texts: list[list[int]]
-    target: list[logprob_drift.Scored]
-    baseline: list[logprob_drift.Scored]
-    baseline_again: list[list[float | None]] | None  # the actual tokens' logprobs only: enough for the noise
-    baseline_max_model_len: int | None
-
-    def noise(self, bucket: logprob_drift.Bucket, tail_abs: float) -> logprob_drift.Movement | None:
-        if self.baseline_again is None:
-            return None
-        again = [logprob_drift.Scored(actual, []) for actual in self.baseline_again]
-        return logprob_drift.movement(again, self.baseline, bucket, tail_abs)
-
-
-def check_greedy(greedy_tokens: int, min_compared_tokens: int) -> None:
-    most = len(greedy.PROMPT_TEXTS) * greedy_tokens
-    if min_compared_tokens > most:
-        raise ValueError(
-            f"the quality greedy_min_compared_tokens {min_compared_tokens} can never be met: "
-            f"{len(greedy.PROMPT_TEXTS)} prompts x greedy_tokens {greedy_tokens} compare at most {most}"
-        )
-
-
-def check_gate(tolerance: float, confidence: float) -> None:
-    if not 0.5 < confidence < 1:
-        raise ValueError(f"the quality confidence must be between 0.5 and 1, not {confidence}")
-    if not 0 <= tolerance < 1:
-        raise ValueError(f"the quality tolerance must be at least 0 and below 1, not {tolerance}")
-
-
-def check_power(max_detectable_drop: float | None, eval_items: int, long_context_items: int = 1) -> None:
-    if max_detectable_drop is not None and not 0 < max_detectable_drop < 1:
-        raise ValueError(f"the quality max_detectable_drop must be between 0 and 1, not {max_detectable_drop}")
-    if not 1 <= eval_items <= generated.MAX_ITEMS:
-        raise ValueError(f"the quality eval_items must be 1 to {generated.MAX_ITEMS}, not {eval_items}")
-    if not 1 <= long_context_items <= long_context.MAX_ITEMS_PER_LENGTH:
-        raise ValueError(
-            f"the quality long_context_items must be 1 to {long_context.MAX_ITEMS_PER_LENGTH}, not {long_context_items}"
-        )
 
 
 class QualityRun:

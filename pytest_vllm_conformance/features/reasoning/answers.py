@@ -15,9 +15,9 @@ from typing import Any
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import generation_routes, sse
 
-CHAT = "/v1/chat/completions"
+CHAT = generation_routes.CHAT.path
 QUESTION = [{"role": "user", "content": "How many rivers does the city have? Think first."}]
 HISTORY_REASONING = "The user wants the weather in Paris, so I call get_weather for Paris."
 TOOL = {

@@ -22,7 +22,7 @@ from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message, tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.features.reasoning.answers import CHAT, tool_loop
-from pytest_vllm_conformance.features.rendering.render import tokenize
+from pytest_vllm_conformance.protocol.tokenize import answer_or_none
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def history_cases(ctx: CaseContext) -> list[HistoryCase]:
 
 
 def _rendered(client: BoundedClient, model: str, field: str | None) -> list[int] | None:
-    response = tokenize(client, {"model": model, **tool_loop(field)})
+    response = answer_or_none(client, {"model": model, **tool_loop(field)})
     return tokenized(response) if response is not None else None
 
 

@@ -16,7 +16,8 @@ from typing import Any
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.features.reasoning.answers import MAX_TOKENS, QUESTION, SHOWN
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.protocol.generation_routes import MESSAGES, RESPONSES
 
 Shape = Mapping[str, str]
 
@@ -76,8 +77,8 @@ class RouteCase:
 
 
 ROUTES = (
-    ("responses", "/v1/responses", _responses, "a reasoning item"),
-    ("messages", "/v1/messages", _messages, "a thinking block"),
+    ("responses", RESPONSES.path, _responses, "a reasoning item"),
+    ("messages", MESSAGES.path, _messages, "a thinking block"),
 )
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from pytest_vllm_conformance.catalogue.vllm_answers import error_message, tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient, Response
-from pytest_vllm_conformance.features import server_tokenizer
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS, CORPUS_VERSION
 from pytest_vllm_conformance.features.rendering.text import date_spans, date_texts
+from pytest_vllm_conformance.protocol.error_envelope import error_message
+from pytest_vllm_conformance.protocol.tokenize import answer_or_none, tokenized
 
 # Answers that say the route is out of reach, not what the template does with a conversation.
 UNREACHABLE = frozenset({401, 403, 404, 405, 407, 429, 502, 503, 504})
@@ -26,11 +26,6 @@ DATES_NOTE = (
 )
 
 
-def tokenize(client: BoundedClient, body: dict[str, Any]) -> Response | None:
-    """The whole answer of ``/tokenize`` (ids, token strings, a refusal's message), None when none came."""
-    return server_tokenizer.answer_or_none(client, body)
-
-
 def _token_strings(response: Response) -> list[str] | None:
     payload = response.json_or_none()
     strings = payload.get("token_strs") if isinstance(payload, dict) else None
@@ -38,7 +33,7 @@ def _token_strings(response: Response) -> list[str] | None:
 
 
 def render_conversation(client: BoundedClient, model: str, fields: dict[str, Any], dates: list[str]) -> dict[str, Any]:
-    response = tokenize(client, {"model": model, **fields, "return_token_strs": True})
+    response = answer_or_none(client, {"model": model, **fields, "return_token_strs": True})
     if response is None:
         return {"status": None, "refused": "no answer"}
     ids = tokenized(response)

@@ -16,8 +16,6 @@ from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.quality.assemble import connect_baseline
-from pytest_vllm_conformance.features.quality.session import BaselineUnusable, ServerSide
 from pytest_vllm_conformance.features.serving import picture, same_server, session
 from pytest_vllm_conformance.features.serving.baseline_file import (
     MIN_ROUNDS,
@@ -27,6 +25,7 @@ from pytest_vllm_conformance.features.serving.baseline_file import (
     refusal,
 )
 from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, LoadGenerator, Workload
+from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, LiveBaseline, connect_baseline
 
 # The profile's serving keys (catalogue defaults for all but concurrency).
 KEYS = (
@@ -56,7 +55,7 @@ class Served:
     picture_not_drawn: str | None = None  # why a report has no picture
 
 
-def open_baseline(settings: Settings, facts: ServerFacts) -> ServerSide | PerfRecording | str | None:
+def open_baseline(settings: Settings, facts: ServerFacts) -> LiveBaseline | PerfRecording | str | None:
     """The live baseline, else the saved one, else None; a string says why the one named is unusable."""
     try:
         if settings.baseline_url:
@@ -71,7 +70,7 @@ def open_baseline(settings: Settings, facts: ServerFacts) -> ServerSide | PerfRe
 
 
 def live_refusal(
-    live: ServerSide,
+    live: LiveBaseline,
     settings: Settings,
     facts: ServerFacts,
     client: BoundedClient,
@@ -129,12 +128,12 @@ def serve(
     """Plan, measure and (with --vllm-perf-save) save the run. Raises session.NoPrompt when no prompt can be built."""
     baseline = open_baseline(settings, facts)
     target_workload = plan(client, facts.model, values, expect)
-    if isinstance(baseline, ServerSide):
+    if isinstance(baseline, LiveBaseline):
         refused = live_refusal(baseline, settings, facts, client, target_workload, expect)
         if refused:
             baseline.client.close()
             baseline = refused
-    live = baseline if isinstance(baseline, ServerSide) else None
+    live = baseline if isinstance(baseline, LiveBaseline) else None
 
     run = session.measure(
         generator or ClosedLoop(),

@@ -13,13 +13,14 @@ per-request timings: the statistics and the verdicts are ours.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, TransportFailure
+from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.protocol.error_envelope import error_of
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ class LoadGenerator(Protocol):
 
 
 class SseReader:
-    """Splits a stream into ``data:`` events as chunks arrive, noting when generated tokens came and the usage.
+    """Reads a stream's events as chunks arrive (the protocol's SSE reader), noting when generated tokens came
+    and the usage.
 
     Only a data event whose choices carry text or token ids is a generated token: an SSE comment, an error
     event or a usage chunk is not (a keep-alive in front of a hung engine must not look like progress).
@@ -103,29 +105,24 @@ class SseReader:
 
     def __init__(self, timing: RequestTiming) -> None:
         self.timing = timing
-        self.pending = b""
+        self.reader = sse.Reader()
 
     def __call__(self, chunk: bytes) -> None:
-        now = time.perf_counter()
-        self.pending += chunk
-        *events, self.pending = self.pending.split(b"\n\n")
+        events = [event for event in self.reader.feed(chunk) if not event.done]
         carried_text = False
         for event in events:
-            for line in event.split(b"\n"):
-                if line.startswith(b"data:") and line[5:].strip() != b"[DONE]":
-                    carried_text |= self._read(line[5:])
+            carried_text |= self._read(event)
         if carried_text:
-            self.timing.token_times.append(now)
+            self.timing.token_times.append(events[0].arrived or time.perf_counter())
 
-    def _read(self, data: bytes) -> bool:
-        try:
-            payload = json.loads(data)
-        except ValueError:
-            self.timing.error = self.timing.error or f"an event that is not JSON: {data[:80]!r}"
+    def _read(self, event: sse.Event) -> bool:
+        payload = event.payload
+        if payload is None and event.data:
+            self.timing.error = self.timing.error or f"an event that is not JSON: {event.data[:80]!r}"
             return False
         if not isinstance(payload, dict):
             return False
-        if "error" in payload:
+        if error_of(payload) is not None:
             self.timing.error = self.timing.error or f"an error event: {str(payload['error'])[:160]}"
             return False
         usage = payload.get("usage")

@@ -15,9 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, TransportFailure
-from pytest_vllm_conformance.features import metrics
 from pytest_vllm_conformance.features.serving.loadgen import (
     LoadGenerator,
     RequestTiming,
@@ -26,6 +24,8 @@ from pytest_vllm_conformance.features.serving.loadgen import (
     Workload,
     token_prompts,
 )
+from pytest_vllm_conformance.protocol import prometheus as metrics
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 SAMPLE_EVERY = 0.1
 # Distinct prompts per workload: each round of each side takes the next ones (Workload.offset).
@@ -162,10 +162,10 @@ def plan(
     requests: int,
 ) -> Workload:
     """The workload for ``model`` on this server: prompts of exactly ``prompt_tokens`` of its own token ids."""
-    answer = client.post(seed["path"], {"model": model, "prompt": seed["text"], "add_special_tokens": False})
-    ids = tokenized(answer)
-    if not ids:
-        raise NoPrompt(f"POST {seed['path']} gave no token ids: {answer.describe()}")
+    try:
+        ids = token_ids(client, model, prompt=seed["text"], add_special_tokens=False)
+    except TokenizeUnavailable as exc:
+        raise NoPrompt(f"no token ids to build the prompts from: {exc}") from None
     prompts = token_prompts(ids, prompt_tokens, PROMPTS)
     return Workload(request["path"], model, prompts, output_tokens, concurrency, requests, dict(request["body"]))
 

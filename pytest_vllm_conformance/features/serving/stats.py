@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_vllm_conformance.features.admission import percentile
+from pytest_vllm_conformance.protocol.sample_stats import percentile
 
 __all__ = ["Comparison", "compare_medians", "percentile"]
 

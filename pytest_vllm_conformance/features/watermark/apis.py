@@ -10,6 +10,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, since
+from pytest_vllm_conformance.protocol import generation_routes
+
+# The shapes (fact ``watermark_opt_out_apis``) whose answers the generation route table reads.
+ROUTE_OF_SHAPE = {
+    "completion": generation_routes.COMPLETIONS,
+    "chat": generation_routes.CHAT,
+    "chat_batch": generation_routes.CHAT,
+    "responses": generation_routes.RESPONSES,
+    "messages": generation_routes.MESSAGES,
+}
 
 
 @dataclass(frozen=True)
@@ -86,16 +96,10 @@ class GenerationApi:
 
     def generated_text(self, payload: Any) -> str | None:
         """The generated text in an answer (to be re-tokenized when no ids came back)."""
+        route = ROUTE_OF_SHAPE.get(self.shape)
+        if route is not None:
+            return route.text(payload)
         try:
-            if self.shape == "completion":
-                return payload["choices"][0]["text"]
-            if self.shape in ("chat", "chat_batch"):
-                return payload["choices"][0]["message"]["content"]
-            if self.shape == "responses":
-                parts = [part for item in payload["output"] for part in item.get("content") or []]
-                return "".join(part["text"] for part in parts if part.get("type") == "output_text")
-            if self.shape == "messages":
-                return "".join(block["text"] for block in payload["content"] if block.get("type") == "text")
             if self.shape == "cohere_chat":
                 return "".join(part["text"] for part in payload["message"]["content"] if part.get("type") == "text")
         except (KeyError, IndexError, TypeError):

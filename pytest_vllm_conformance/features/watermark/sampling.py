@@ -18,10 +18,10 @@ import pytest
 
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features import watermark
-from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.features.watermark.apis import GenerationApi
 from pytest_vllm_conformance.features.watermark.planning import Plan, answer_length
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 # A watermarked answer must reach this p-value, an unwatermarked one must not:
 # either verdict is then wrong about once in a million answers.

@@ -16,7 +16,9 @@ from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.features.wire.schemas import Deviation, deviations_from, judge
+from pytest_vllm_conformance.protocol import generation_routes
+from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS, EMBEDDINGS
+from pytest_vllm_conformance.protocol.schemas import Deviation, deviations_from, judge
 
 MAX_TOKENS = 4
 PROMPT = "Name three colours."
@@ -45,11 +47,11 @@ class Exchange:
 
     @property
     def chat(self) -> bool:
-        return self.path == "/v1/chat/completions"
+        return self.path == CHAT.path
 
     def body(self, model: str) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "temperature": 0, **self.extra}
-        if self.path == "/v1/embeddings":
+        if self.path == EMBEDDINGS:
             return {"model": model, "input": [PROMPT]}
         if self.path == RESPONSES:
             body = {"model": model, "input": PROMPT, "max_output_tokens": MAX_TOKENS, "temperature": 0, **self.extra}
@@ -74,26 +76,26 @@ def _generation(path: str, answer: str, *, stream: bool) -> list[Exchange]:
 
 
 def completion_exchanges(ctx: CaseContext) -> list[Exchange]:
-    return _generation("/v1/completions", "completion", stream=False)
+    return _generation(COMPLETIONS.path, "completion", stream=False)
 
 
 def completion_stream_exchanges(ctx: CaseContext) -> list[Exchange]:
-    return _generation("/v1/completions", "completion_chunk", stream=True)
+    return _generation(COMPLETIONS.path, "completion_chunk", stream=True)
 
 
 def chat_exchanges(ctx: CaseContext) -> list[Exchange]:
-    return _generation("/v1/chat/completions", "chat_completion", stream=False)
+    return _generation(CHAT.path, "chat_completion", stream=False)
 
 
 def chat_stream_exchanges(ctx: CaseContext) -> list[Exchange]:
-    return _generation("/v1/chat/completions", "chat_chunk", stream=True)
+    return _generation(CHAT.path, "chat_chunk", stream=True)
 
 
 def embedding_exchanges(ctx: CaseContext) -> list[Exchange]:
     model = ctx.expect.declared("wire", "embedding_model")
     if model.value is None:
         raise NoCases("no wire.embedding_model declared")
-    return [Exchange(f"model {model.value}", "/v1/embeddings", "embeddings", extra={"model": model.value})]
+    return [Exchange(f"model {model.value}", EMBEDDINGS, "embeddings", extra={"model": model.value})]
 
 
 def continuous_usage_exchanges(ctx: CaseContext) -> list[Exchange]:
@@ -112,11 +114,11 @@ def continuous_usage_exchanges(ctx: CaseContext) -> list[Exchange]:
             logprobs=True,
             stream_options=options,
         )
-        for path, answer in (("/v1/completions", "completion_chunk"), ("/v1/chat/completions", "chat_chunk"))
+        for path, answer in ((COMPLETIONS.path, "completion_chunk"), (CHAT.path, "chat_chunk"))
     ]
 
 
-RESPONSES = "/v1/responses"
+RESPONSES = generation_routes.RESPONSES.path
 
 
 def _responses(ctx: CaseContext) -> None:
@@ -139,7 +141,7 @@ UNKNOWN_MODEL = "no-such-model-wire-probe"
 
 def error_exchanges(ctx: CaseContext) -> list[Exchange]:
     """A request for a model the server does not serve, on the first model route it serves."""
-    for path in ("/v1/chat/completions", "/v1/completions", "/v1/embeddings"):
+    for path in (CHAT.path, COMPLETIONS.path, EMBEDDINGS):
         if ctx.server.serves("POST", path):
             return [Exchange("unknown model", path, "error", extra={"model": UNKNOWN_MODEL})]
     raise NoCases("the server serves none of /v1/chat/completions, /v1/completions, /v1/embeddings")

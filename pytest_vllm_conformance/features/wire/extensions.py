@@ -17,13 +17,14 @@ from typing import Any
 from pytest_vllm_conformance.connection.client import BoundedClient, TransportFailure
 from pytest_vllm_conformance.features.wire import RESPONSES, Exchange
 from pytest_vllm_conformance.features.wire import stream as sse
-from pytest_vllm_conformance.features.wire.schemas import judge
+from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS
+from pytest_vllm_conformance.protocol.schemas import judge
 
 EXCHANGES = (
-    Exchange("capture", "/v1/completions", "completion"),
-    Exchange("capture stream", "/v1/completions", "completion_chunk", stream=True, include_usage=True),
-    Exchange("capture", "/v1/chat/completions", "chat_completion"),
-    Exchange("capture stream", "/v1/chat/completions", "chat_chunk", stream=True, include_usage=True),
+    Exchange("capture", COMPLETIONS.path, "completion"),
+    Exchange("capture stream", COMPLETIONS.path, "completion_chunk", stream=True, include_usage=True),
+    Exchange("capture", CHAT.path, "chat_completion"),
+    Exchange("capture stream", CHAT.path, "chat_chunk", stream=True, include_usage=True),
     Exchange("capture", RESPONSES, "responses"),
     Exchange("capture stream", RESPONSES, "responses_event", stream=True),
 )

@@ -7,7 +7,7 @@ and a stream's judge states it once by its decorator, ``@stream_judge``,
 whose function reads only the parsed events. ``judged`` sends the request
 where callers send theirs and fails on what breaks OpenAI's shape; through
 an ingress, the same request straight to the server is judged too
-(features/wire/ingress.py), to say whose the failure is and what changed.
+(features/wire/through_ingress.py), to say whose the failure is and what changed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from pytest_vllm_conformance.connection.client import BoundedClient, Response
 from pytest_vllm_conformance.features import wire
-from pytest_vllm_conformance.features.wire import Exchange, Verdict, ingress
+from pytest_vllm_conformance.features.wire import Exchange, Verdict, through_ingress
 from pytest_vllm_conformance.features.wire import stream as sse
 
 Judge = Callable[[Response], Verdict]
@@ -131,9 +131,9 @@ def judged(
         if separate:
             direct = judge(ask_once(vllm_direct_client))
             vllm_evidence.judged(1, "answers straight from the server")
-            message = ingress.attributed(through, direct)
+            message = through_ingress.attributed(through, direct)
             figures = [f"through the ingress, {line}" for line in figures]
-            if changed := ingress.changes(through, direct):
+            if changed := through_ingress.changes(through, direct):
                 vllm_record("wire_ingress_changes", "; ".join(changed))
                 figures.append("the ingress against vLLM straight: " + "; ".join(changed))
         if figures:

@@ -14,15 +14,7 @@ from typing import Any
 
 from pytest_vllm_conformance.catalogue.release_facts import ResponsesTerminalEvent
 from pytest_vllm_conformance.features.wire import WireRules
-from pytest_vllm_conformance.features.wire.stream import Event, Stream
-
-# The terminal event OpenAI sends for each final status of a response.
-TERMINAL_FOR_STATUS = {
-    "completed": "response.completed",
-    "incomplete": "response.incomplete",
-    "failed": "response.failed",
-}
-TERMINAL = frozenset(TERMINAL_FOR_STATUS.values())
+from pytest_vllm_conformance.protocol.sse import TERMINAL, TERMINAL_FOR_STATUS, Event, Stream
 
 
 def _type(event: Event) -> str:

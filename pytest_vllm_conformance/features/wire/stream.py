@@ -1,90 +1,16 @@
-"""A streamed answer as OpenAI clients read it: SSE events, and what their framing must be.
+"""What a streamed chat or completions answer's events must carry: choices, finishes, roles, usage, logprobs.
 
-The SDKs split the body on blank lines, take each ``data:`` line, stop at
-``data: [DONE]`` and parse everything else as JSON; comment lines (``:``)
-are skipped. A body that breaks this (a line that is not ``data:``, a
-second ``[DONE]``, events after it, a stream without it) breaks them, so
-each of those is a framing problem here, named by event number and JSON path.
-
-A Responses stream is framed otherwise: each event names its type on an
-``event:`` line before its ``data:``, and the stream ends with its terminal
-event, not ``[DONE]`` (``parse(body, named_events=True)``).
+The events are read by the protocol floor's SSE reader (``protocol/sse.py``);
+here is what the wire suite asks of them.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-DONE = "[DONE]"
+from pytest_vllm_conformance.protocol.sse import DONE, Event, Stream, parse
 
-
-@dataclass(frozen=True)
-class Event:
-    number: int  # 1-based, as a message names it
-    data: str
-    payload: Any = None  # the parsed JSON, None for [DONE] or what does not parse
-    name: str | None = None  # the `event:` line's value (Responses streams), None without one
-
-    @property
-    def done(self) -> bool:
-        return self.data == DONE
-
-    def choices(self) -> list[dict[str, Any]]:
-        choices = self.payload.get("choices") if isinstance(self.payload, dict) else None
-        return [c for c in choices if isinstance(c, dict)] if isinstance(choices, list) else []
-
-
-@dataclass
-class Stream:
-    events: list[Event] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # framing the SDKs would trip on
-
-    def chunks(self) -> Iterator[Event]:
-        """The JSON events before the first [DONE]."""
-        for event in self.events:
-            if event.done:
-                return
-            if isinstance(event.payload, dict):
-                yield event
-
-
-def parse(body: bytes, *, named_events: bool = False) -> Stream:
-    """The events of an SSE body and its framing problems; ``named_events``: a Responses stream."""
-    stream = Stream()
-    fields = ("data:", "event:") if named_events else ("data:",)
-    text = body.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    for block in text.split("\n\n"):
-        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
-        if not lines:
-            continue
-        number = len(stream.events) + 1
-        stray = [line for line in lines if not line.startswith(fields)]
-        if stray:
-            allowed = " or ".join(f"`{field}`" for field in fields)
-            stream.problems.append(f"event {number}: a line that is not {allowed} ({stray[0][:80]!r})")
-        data = "\n".join(line[5:].removeprefix(" ") for line in lines if line.startswith("data:"))
-        names = [line[6:].strip() for line in lines if line.startswith("event:")]
-        payload = None
-        if data != DONE:
-            try:
-                payload = json.loads(data)
-            except ValueError:
-                stream.problems.append(f"event {number}: data is neither JSON nor [DONE] ({data[:80]!r})")
-            else:
-                if not isinstance(payload, dict):
-                    stream.problems.append(f"event {number}: data is JSON but not an object ({data[:80]!r})")
-        stream.events.append(Event(number, data, payload, names[-1] if names else None))
-    done = [event.number for event in stream.events if event.done]
-    if not done and not named_events:
-        stream.problems.append("the stream does not end with `data: [DONE]`")
-    elif len(done) > 1:
-        stream.problems.append(f"`data: [DONE]` is sent {len(done)} times (events {', '.join(map(str, done))})")
-    if done and done[0] != len(stream.events):
-        stream.problems.append(f"{len(stream.events) - done[0]} event(s) after `data: [DONE]` (event {done[0]})")
-    return stream
+__all__ = ["DONE", "Event", "Stream", "parse"]
 
 
 def finish_problems(stream: Stream) -> list[str]:

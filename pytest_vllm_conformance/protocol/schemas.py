@@ -1,4 +1,5 @@
-"""Our JSON Schemas of OpenAI's answers, compiled once per run, and what a body does against them.
+"""Our JSON Schemas of OpenAI's answers (what each route returns), compiled once per run, and what a body does
+against them.
 
 The schemas (``schemas/*.json`` beside this file, Draft 2020-12) are written
 from the OpenAI API reference and close every object they define, so a body

@@ -8,8 +8,8 @@ token ids; where a route returns none, a finish on the length limit means
 exactly ``MAX_TOKENS``), ``total`` their sum (required where the version
 sends it: every OpenAI route), and a stream's final usage the
 non-streamed answer's. The same conversation sent on the chat path must be
-rendered as ``/tokenize`` renders it (``chat_prompt_compared``); a conversation
-both paths refuse agrees only when both answer the same client error.
+rendered as ``/tokenize`` renders it: that is the rendering suite's
+(``features/rendering/chat_path.py``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
-from pytest_vllm_conformance.features.rendering.render import UNREACHABLE, tokenize
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS, MESSAGES, RESPONSES
+from pytest_vllm_conformance.protocol.tokenize import answer_or_none
 
 PROMPT = "Count the rivers of the city, one by one:"
 MAX_TOKENS = 8
@@ -132,11 +132,11 @@ def _openai_body(prompt: dict[str, Any]) -> Callable[[str, bool], dict[str, Any]
 
 
 ROUTES = (
-    Route("completions", "/v1/completions", _openai_body({"prompt": PROMPT}), _read_openai, chat=False),
-    Route("chat", "/v1/chat/completions", _openai_body({"messages": USER}), _read_openai),
+    Route(COMPLETIONS.name, COMPLETIONS.path, _openai_body({"prompt": PROMPT}), _read_openai, chat=COMPLETIONS.chat),
+    Route(CHAT.name, CHAT.path, _openai_body({"messages": USER}), _read_openai),
     Route(
-        "responses",
-        "/v1/responses",
+        RESPONSES.name,
+        RESPONSES.path,
         lambda model, streamed: {
             "model": model,
             "input": PROMPT,
@@ -145,11 +145,11 @@ ROUTES = (
             "stream": streamed,
         },
         _read_responses,
-        named_events=True,
+        named_events=RESPONSES.named_events,
     ),
     Route(
-        "messages",
-        "/v1/messages",
+        MESSAGES.name,
+        MESSAGES.path,
         lambda model, streamed: {
             "model": model,
             "messages": USER,
@@ -158,14 +158,14 @@ ROUTES = (
             "stream": streamed,
         },
         _read_messages,
-        named_events=True,
+        named_events=MESSAGES.named_events,
     ),
 )
 
 
 def rendered_length(client: BoundedClient, model: str, route: Route) -> int | None:
     fields: dict[str, Any] = {"messages": USER} if route.chat else {"prompt": PROMPT}
-    response = tokenize(client, {"model": model, **fields})
+    response = answer_or_none(client, {"model": model, **fields})
     ids = tokenized(response) if response is not None else None
     return len(ids) if ids is not None else None
 
@@ -225,83 +225,7 @@ def accounting_problems(client: BoundedClient, model: str, case: AccountingCase)
     return problems
 
 
-@dataclass(frozen=True)
-class Conversation:
-    name: str
-    fields: dict[str, Any]
-
-    @property
-    def id(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True)
-class Compared:
-    """The chat path's prompt against /tokenize's: what differs, or why nothing could be compared."""
-
-    problems: tuple[str, ...] = ()
-    undecided: str | None = None
-
-
-def _out_of_reach(status: int | None) -> bool:
-    return status is None or status in UNREACHABLE
-
-
-def refusal_compared(chat: int | None, tokenize: int | None, rendered: int | None) -> Compared:
-    """A conversation one path or both did not render: ``chat`` and ``tokenize`` are their statuses (None: no
-    answer), ``rendered`` the length /tokenize gave (None: it rendered nothing).
-
-    An answer that says the route is out of reach (404, 503, no answer: ``UNREACHABLE``, as the capture reads
-    it) tells nothing of the template: undecided. Only the same client error on both paths is the same refusal.
-    """
-    blocked = [
-        f"{side} {'answered ' + str(status) if status is not None else 'got no answer'}"
-        for side, status in (("the chat request", chat), ("/tokenize", tokenize))
-        if status != 200 and _out_of_reach(status)
-    ]
-    if blocked:
-        return Compared(undecided=" and ".join(blocked) + ": out of reach, which says nothing of the rendering")
-    if rendered is not None:
-        return Compared((f"/tokenize renders {rendered} tokens, but the chat request answered {chat}",))
-    if chat == 200:
-        return Compared((f"the chat request was served, but /tokenize answered {tokenize}: compared with nothing",))
-    if chat == tokenize and chat is not None and 400 <= chat < 500:
-        return Compared()  # both refuse it alike: the chat path agrees with /tokenize
-    return Compared(
-        (f"the chat request answered {chat} and /tokenize {tokenize}: only the same client error on both is agreement",)
-    )
-
-
-def chat_prompt_compared(client: BoundedClient, model: str, conversation: Conversation) -> Compared:
-    """The chat request's prompt (its usage, and its prompt token ids) against /tokenize's rendering."""
-    fields = dict(conversation.fields)
-    if fields.get("tools"):  # rendered with the tools, and answerable without a tool-call parser
-        fields["tool_choice"] = "none"
-    rendering = tokenize(client, {"model": model, **conversation.fields})
-    ids = tokenized(rendering) if rendering is not None else None
-    body = {"model": model, **fields, "max_tokens": 1, "temperature": 0, "return_token_ids": True}
-    chat = client.answer_or_none("POST", "/v1/chat/completions", json_body=body)
-    if chat is None or chat.status != 200 or ids is None:
-        return refusal_compared(
-            chat.status if chat is not None else None,
-            rendering.status if rendering is not None else None,
-            len(ids) if ids is not None else None,
-        )
-    answer = chat.json_or_none() or {}
-    prompt = _number((answer.get("usage") or {}).get("prompt_tokens"))
-    problems = [] if prompt == len(ids) else [f"usage.prompt_tokens {prompt}, /tokenize renders {len(ids)} tokens"]
-    served_ids = answer.get("prompt_token_ids")
-    if isinstance(served_ids, list) and served_ids != ids:
-        at = next(
-            (i for i, (a, b) in enumerate(zip(ids, served_ids, strict=False)) if a != b), min(len(ids), len(served_ids))
-        )
-        problems.append(
-            f"prompt_token_ids differ from /tokenize's from token {at}: {served_ids[at : at + 4]} vs {ids[at : at + 4]}"
-        )
-    return Compared(tuple(problems))
-
-
-# ---- the suites' cases -------------------------------------------------------------
+# ---- the suite's cases -------------------------------------------------------------
 
 
 def accounting_cases(ctx: CaseContext) -> list[AccountingCase]:
@@ -311,9 +235,3 @@ def accounting_cases(ctx: CaseContext) -> list[AccountingCase]:
     if not served:
         raise NoCases(f"the server's route table lists none of {[route.path for route in ROUTES]}")
     return [AccountingCase(route, streamed) for route in served for streamed in (False, True)]
-
-
-def corpus_conversations(ctx: CaseContext) -> list[Conversation]:
-    if not ctx.server.serves("POST", "/v1/chat/completions"):
-        raise NoCases("the server's route table does not list POST /v1/chat/completions")
-    return [Conversation(name, fields) for name, fields in CONVERSATIONS.items()]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,10 +44,11 @@ from pytest_vllm_conformance.connection.client import BoundedClient, Response, d
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.secrets import Redactor
 from pytest_vllm_conformance.features.generation.defaults import observe_defaults
-from pytest_vllm_conformance.features.profile_diff import diff as profile_diff
 from pytest_vllm_conformance.features.rendering.render import render_corpus
-from pytest_vllm_conformance.features.server_tokenizer import TokenizeUnavailable, token_ids
 from pytest_vllm_conformance.features.wire.extensions import observe_extensions
+from pytest_vllm_conformance.profiles import diff_report as diff_markdown
+from pytest_vllm_conformance.protocol.prometheus import family_names
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 # Tokenized for the fingerprint; stored in the capture so a later capture can tell it used the same text.
 FINGERPRINT_TEXT = (
@@ -56,8 +56,6 @@ FINGERPRINT_TEXT = (
 )
 # Wrong-typed items in the one malformed request: enough to tell a summarised error from a full listing.
 MALFORMED_ITEMS = 100
-METRIC_TYPE_LINE = re.compile(r"^# TYPE (\S+) \S+")
-METRIC_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)")
 
 
 def observe(
@@ -124,8 +122,8 @@ def observe_and_record(
     if capture_path:
         notes.append(f"vllm capture: {write_profile(capture_path, observed, redactor)}")
     if baseline is not None:
-        report = diff_report or profile_diff.default_report_path(baseline.path or Path("baseline.yaml"))
-        written, found = profile_diff.write_report(
+        report = diff_report or diff_markdown.default_report_path(baseline.path or Path("baseline.yaml"))
+        written, found = diff_markdown.write_report(
             report, baseline.data["observed"], str(baseline.path), observed, redact=redactor, ignore=ignore
         )
         matter = sum(difference.matters for difference in found)
@@ -283,16 +281,6 @@ def validation_error(
     }
 
 
-def parse_metric_names(text: str) -> list[str]:
-    """Metric family names from Prometheus text; ``*_created`` timestamps are not metrics of their own."""
-    names = {m.group(1) for line in text.splitlines() if (m := METRIC_TYPE_LINE.match(line))}
-    if not names:  # an exposition without TYPE lines: fall back to sample names
-        names = {
-            m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := METRIC_SAMPLE.match(line))
-        }
-    return sorted(name for name in names if not name.endswith("_created"))
-
-
 def metric_names(client: BoundedClient, unobserved: dict[str, str]) -> dict[str, Any] | None:
     response = client.answer_or_none("GET", "/metrics")
     if response is None or response.status != 200:
@@ -300,7 +288,7 @@ def metric_names(client: BoundedClient, unobserved: dict[str, str]) -> dict[str,
         return None
     if response.truncated:  # the names seen are kept, but a cut page is not compared as if whole
         unobserved["metrics"] = f"GET /metrics passed the byte cap ({response.size_text}): its names are partial"
-    return {"names": parse_metric_names(response.text), "truncated": response.truncated}
+    return {"names": family_names(response.text, cut=response.truncated), "truncated": response.truncated}
 
 
 def token_ids_sha256(tokens: list[int]) -> str:

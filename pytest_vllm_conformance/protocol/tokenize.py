@@ -1,4 +1,4 @@
-"""The server's own tokenizer: the one sender of ``/tokenize`` for every feature and suite.
+"""The server's own tokenizer: the one sender of ``/tokenize`` for every feature and suite, and its reader.
 
 Prompts sized, seeded or scored in tokens are measured by the server under
 test, never by a local tokenizer, so a check holds for whatever model it
@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient, Response, TransportFailure
+
+
+def tokenized(response: Response) -> list[int] | None:
+    """The token ids of a ``/tokenize`` answer, or None when the answer is not one."""
+    payload = response.json_or_none() if response.status == 200 else None
+    tokens = payload.get("tokens") if isinstance(payload, dict) else None
+    return tokens if isinstance(tokens, list) else None
 
 
 class TokenizeUnavailable(Exception):

@@ -1,1 +1,0 @@
-"""The serving profile a capture observes, and its differences from a baseline."""

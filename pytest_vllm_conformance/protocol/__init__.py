@@ -1,0 +1,8 @@
+"""The protocol floor: vLLM's HTTP answers read one way for every feature.
+
+Between the connection (bytes over HTTP) and the features (verdicts): the SSE
+reader, the /metrics reader, the /tokenize sender, the error envelope, the
+generation routes and what they accept and return, the live-baseline
+connection and the small statistics more than one feature uses. Nothing here
+judges: a feature decides what a reading means for its contracts.
+"""
