@@ -1,0 +1,211 @@
+"""The engine's invariants: a greedy answer does not change with the prefix cache, the batch, or a cancellation.
+
+Users report answers that change with the cache or a busy server (vllm-project/vllm#5543, #22808, #21609).
+Each check compares the server's greedy answer to itself, sent as token ids with top-5 logprobs, so the
+verdict does not depend on the model. A divergence where the two tokens are nearly tied is undecided, as
+in the quality gate's greedy comparison (features/quality/greedy.py); that room is another feature's, so
+the near-tie rule is restated here in its few lines: each side's token in the other side's top-k and,
+on both sides, the two logprobs within the gap. Counters and gauges are read from /metrics with
+prometheus_client's parser (connection/metrics_page.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_vllm_conformance.catalogue.expectations import Expectations
+from pytest_vllm_conformance.connection import metrics_page
+from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, OpenStream
+
+TOP_K = 5
+ANSWER_TOKENS = 16
+# Longer than two KV-cache blocks at every default block size (16 on GPU, up to 128 on CPU), short of 512.
+CACHED_PROMPT_TOKENS = 288
+BURST_REQUESTS = 6
+BURST_TOKENS = 200
+STREAM_TOKENS = 400
+
+
+def token_prompt(tokens: int, *, fresh: bool = False) -> list[int]:
+    """A prompt of token ids valid in any vocabulary of 300 ids or more; ``fresh``: four random ids first, so
+    that no earlier request (of this run or another) left it in the prefix cache."""
+    head = [random.randrange(10, 290) for _ in range(4)] if fresh else []
+    return head + [10 + (index * 37) % 280 for index in range(tokens - len(head))]
+
+
+@dataclass(frozen=True)
+class Greedy:
+    token_ids: list[int]
+    top: list[dict[int, float]]  # per generated position, token id -> logprob
+    cached_tokens: int | None  # usage.prompt_tokens_details.cached_tokens, where the server sends it
+
+    def logprob_at(self, position: int) -> float | None:
+        return self.top[position].get(self.token_ids[position]) if position < len(self.top) else None
+
+
+def greedy_body(model: str, prompt: list[int], max_tokens: int = ANSWER_TOKENS, **fields: Any) -> dict[str, Any]:
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
+    return body | {"logprobs": TOP_K, "return_token_ids": True, "return_tokens_as_token_ids": True} | fields
+
+
+def read_greedy(status: int, payload: Any, described: str) -> Greedy:
+    assert status == 200, f"a greedy completion was not served: {described}"
+    choice = payload["choices"][0]
+    entries = (choice.get("logprobs") or {}).get("top_logprobs") or []
+    top = [{int(str(key).rsplit(":", 1)[-1]): float(value) for key, value in (e or {}).items()} for e in entries]
+    details = (payload.get("usage") or {}).get("prompt_tokens_details") or {}
+    return Greedy(list(choice.get("token_ids") or []), top, details.get("cached_tokens"))
+
+
+def greedy(client: BoundedClient, model: str, prompt: list[int], **fields: Any) -> Greedy:
+    response = client.post("/v1/completions", greedy_body(model, prompt, **fields))
+    return read_greedy(response.status, response.json_or_none(), f"{response.describe()} {response.text[:300]!r}")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    position: int
+    first: list[int]
+    second: list[int]
+    near_tie: bool
+    logprobs: str
+
+    def __str__(self) -> str:
+        window = slice(self.position, self.position + 4)
+        kind = "a near-tie" if self.near_tie else "not a near-tie"
+        return (
+            f"the answers part at generated position {self.position}: {self.first[window]} against "
+            f"{self.second[window]} ({kind}: {self.logprobs})"
+        )
+
+
+def divergence(first: Greedy, second: Greedy, gap: float) -> Divergence | None:
+    """Where two greedy answers part, and whether at a near-tie (the quality gate's rule); None: equal."""
+    pairs_of_tokens = zip(first.token_ids, second.token_ids, strict=False)
+    position = next((at for at, (mine, theirs) in enumerate(pairs_of_tokens) if mine != theirs), None)
+    if position is None:
+        if len(first.token_ids) == len(second.token_ids):
+            return None
+        position = min(len(first.token_ids), len(second.token_ids))
+        return Divergence(position, first.token_ids, second.token_ids, False, "one answer is shorter")
+    mine, theirs = first.token_ids[position], second.token_ids[position]
+    sides = [side.top[position] if position < len(side.top) else {} for side in (first, second)]
+    pairs = [(top.get(mine), top.get(theirs)) for top in sides]
+    tied = all(a is not None and b is not None and abs(a - b) <= gap for a, b in pairs)
+    shown = "; ".join(
+        f"{name} gives them {', '.join('not in top-5' if v is None else f'{v:.4f}' for v in pair)}"
+        for name, pair in zip(("the first", "the second"), pairs, strict=True)
+    )
+    return Divergence(position, first.token_ids, second.token_ids, tied, f"{shown}, gap {gap:g}")
+
+
+def mean_logprob_drift(first: Greedy, second: Greedy) -> float | None:
+    """The mean |difference| of the generated tokens' logprobs, over the positions both answers share."""
+    shared = [
+        abs(a - b)
+        for position in range(min(len(first.token_ids), len(second.token_ids)))
+        if (a := first.logprob_at(position)) is not None and (b := second.logprob_at(position)) is not None
+    ]
+    return sum(shared) / len(shared) if shared else None
+
+
+def metric_names(expect: Expectations) -> dict[str, str]:
+    names: dict[str, str] = expect.fact("engine_invariant_metrics")
+    return names
+
+
+def read_total(client: BoundedClient, expect: Expectations, family: str) -> tuple[float | None, str]:
+    found, problem = metrics_page.read(client, expect.release.metrics_path)
+    if found is None:
+        return None, problem
+    value = metrics_page.total(found, family)
+    return value, "" if value is not None else f"{expect.release.metrics_path} has no {family}"
+
+
+def settled_total(client: BoundedClient, expect: Expectations, family: str, above: float) -> float | None:
+    """The counter once it moved past ``above`` (vLLM records an engine step's stats as its answer leaves), or
+    its value after a second of waiting."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        value, _ = read_total(client, expect, family)
+        if value is None or value > above or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+# ---- batch invariance ---------------------------------------------------------------
+
+
+def in_a_burst(client: BoundedClient, model: str, prompt: list[int]) -> tuple[Greedy, int]:
+    """The greedy answer sent while BURST_REQUESTS streams of other prompts decode, and how many of them were
+    still decoding when it came back."""
+
+    async def work(session: AsyncBoundedClient) -> tuple[Greedy, int]:
+        others = [
+            greedy_body(model, token_prompt(8 + 40 * index, fresh=True), BURST_TOKENS, stream=True)
+            for index in range(BURST_REQUESTS)
+        ]
+        opened = await asyncio.gather(
+            *(session.open_stream("POST", "/v1/completions", json_body=body) for body in others),
+            return_exceptions=True,
+        )
+        streams = [stream for stream in opened if isinstance(stream, OpenStream)]
+        try:
+            response = await session.post("/v1/completions", greedy_body(model, prompt))
+            answered = time.perf_counter()
+        finally:
+            await asyncio.gather(*(stream.close() for stream in streams), return_exceptions=True)
+        overlapping = sum(stream.running_at(answered) for stream in streams)
+        described = f"{response.describe()} {response.text[:300]!r}"
+        return read_greedy(response.status, response.json_or_none(), described), overlapping
+
+    return client.run(work)
+
+
+# ---- cancellation -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    level: float | None  # running requests before the stream
+    while_streaming: float | None
+    after: float | None  # the last reading: at or under the level, or the deadline's
+    freed_after: float | None  # seconds from the hang-up to the gauge back at its level; None: never
+    ended_by_itself: bool
+    problem: str = ""
+
+
+def cancel_mid_stream(client: BoundedClient, expect: Expectations, model: str, prompt: list[int]) -> Cancelled:
+    """Stream a long greedy answer, read the running gauge while it decodes, hang up, and wait for the gauge."""
+    gauge = metric_names(expect)["requests_running"]
+    within = float(expect.declared("engine_invariants", "slot_freed_within_seconds").value)
+    level, problem = read_total(client, expect, gauge)
+    if level is None:
+        return Cancelled(None, None, None, None, False, problem)
+
+    async def running(session: AsyncBoundedClient) -> float | None:
+        page = await session.get(expect.release.metrics_path)
+        found = metrics_page.samples(page.text) if page.status == 200 and not page.truncated else None
+        return metrics_page.total(found, gauge) if found is not None else None
+
+    async def work(session: AsyncBoundedClient) -> Cancelled:
+        body = greedy_body(model, prompt, STREAM_TOKENS, stream=True)
+        stream = await session.open_stream("POST", "/v1/completions", json_body=body)
+        await asyncio.sleep(0.2)
+        during = await running(session)
+        ended = stream.ended_at is not None
+        await stream.close()
+        hung_up = time.monotonic()
+        after = during
+        while time.monotonic() - hung_up < within:
+            after = await running(session)
+            if after is not None and after <= level:
+                return Cancelled(level, during, after, time.monotonic() - hung_up, ended)
+            await asyncio.sleep(0.1)
+        return Cancelled(level, during, after, None, ended)
+
+    return client.run(work)

@@ -1,0 +1,78 @@
+"""The engine's invariants: a greedy answer is the same from the prefix cache, inside a burst, and after a cancel.
+
+Each check compares the server's greedy answer with itself (features/engine_invariants.py), so random
+weights do not matter. A divergence at a near-tie is undecided, never failed; a cache hit or a freed slot
+is proven from the server's own counters and gauges on /metrics, or the check is undecided, naming why.
+"""
+
+from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.features.engine_invariants import (
+    CACHED_PROMPT_TOKENS,
+    cancel_mid_stream,
+    divergence,
+    greedy,
+    in_a_burst,
+    mean_logprob_drift,
+    metric_names,
+    read_total,
+    settled_total,
+    token_prompt,
+)
+
+
+def judge_same(first, second, gap, what):
+    """Fails on a divergence that is not a near-tie; undecided on one that is."""
+    parted = divergence(first, second, gap)
+    if parted is not None and parted.near_tie:
+        undecided(f"{what}: {parted}")
+    assert parted is None, f"{what}: {parted}"
+
+
+@contract("engine_invariants.prefix_cache_hit_keeps_answer")
+def test_prefix_cache_hit_keeps_answer(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+    hits = metric_names(vllm_expect)["prefix_cache_hits"]
+    prompt = token_prompt(CACHED_PROMPT_TOKENS, fresh=True)
+    before, problem = read_total(vllm_client, vllm_expect, hits)
+    cold = greedy(vllm_client, vllm_facts.model, prompt)
+    between = settled_total(vllm_client, vllm_expect, hits, above=float("inf")) if before is not None else None
+    hit = greedy(vllm_client, vllm_facts.model, prompt)
+    after = settled_total(vllm_client, vllm_expect, hits, above=between) if between is not None else None
+    counted = after - between if after is not None and between is not None else None
+    if not (counted or hit.cached_tokens):
+        undecided(
+            f"no prefix-cache hit proven for a {len(prompt)}-token prompt sent twice: {hits} moved by {counted} "
+            f"({problem or 'read'}), cached_tokens {hit.cached_tokens} (sent with --enable-prompt-tokens-details)"
+        )
+    gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
+    judge_same(cold, hit, gap, f"the cold run against its prefix-cache hit ({counted} tokens by {hits})")
+    floor = vllm_expect.declared("engine_invariants", "max_mean_logprob_drift").value
+    drift = mean_logprob_drift(cold, hit)
+    assert drift is not None, f"no logprobs to compare: cold {cold.top[:1]}, hit {hit.top[:1]}"
+    assert drift <= floor, f"the hit's logprobs moved by {drift:.4f} on average from the cold run's (floor {floor})"
+    vllm_evidence.judged(len(hit.token_ids), "tokens of a proven hit")
+
+
+@contract("engine_invariants.batch_invariant_greedy")
+def test_batch_invariant_greedy(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+    prompt = token_prompt(24, fresh=True)
+    alone = greedy(vllm_client, vllm_facts.model, prompt)
+    inside, overlapping = in_a_burst(vllm_client, vllm_facts.model, prompt)
+    if not overlapping:
+        undecided("no other request of the burst was still decoding when the answer came back")
+    gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
+    judge_same(alone, inside, gap, f"alone against beside {overlapping} decoding requests")
+    vllm_evidence.judged(len(inside.token_ids), "tokens inside a burst")
+
+
+@contract("engine_invariants.cancel_frees_slot")
+def test_cancel_frees_slot(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+    prompt = token_prompt(24, fresh=True)
+    before = greedy(vllm_client, vllm_facts.model, prompt)
+    cancelled = cancel_mid_stream(vllm_client, vllm_expect, vllm_facts.model, prompt)
+    if cancelled.level is None or cancelled.ended_by_itself or not (cancelled.while_streaming or 0) > cancelled.level:
+        undecided(f"the cancelled stream was not seen running: {cancelled}")
+    assert cancelled.freed_after is not None, f"the slot was not freed after the hang-up: {cancelled}"
+    after = greedy(vllm_client, vllm_facts.model, prompt)
+    gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
+    judge_same(before, after, gap, f"before against after a cancelled stream (freed in {cancelled.freed_after:.2f} s)")
+    vllm_evidence.judged(1, "cancelled streams")
