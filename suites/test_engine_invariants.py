@@ -12,6 +12,7 @@ from pytest_vllm_conformance.features.engine_invariants import (
     divergence,
     greedy,
     in_a_burst,
+    long_answer_tokens,
     mean_logprob_drift,
     metric_names,
     read_total,
@@ -56,7 +57,8 @@ def test_prefix_cache_hit_keeps_answer(vllm_client, vllm_facts, vllm_expect, vll
 def test_batch_invariant_greedy(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
     prompt = token_prompt(24, fresh=True)
     alone = greedy(vllm_client, vllm_facts.model, prompt)
-    inside, overlapping = in_a_burst(vllm_client, vllm_facts.model, prompt)
+    tokens = long_answer_tokens(vllm_facts.max_model_len)
+    inside, overlapping = in_a_burst(vllm_client, vllm_facts.model, prompt, tokens)
     if not overlapping:
         undecided("no other request of the burst was still decoding when the answer came back")
     gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
@@ -68,7 +70,8 @@ def test_batch_invariant_greedy(vllm_client, vllm_facts, vllm_expect, vllm_evide
 def test_cancel_frees_slot(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
     prompt = token_prompt(24, fresh=True)
     before = greedy(vllm_client, vllm_facts.model, prompt)
-    cancelled = cancel_mid_stream(vllm_client, vllm_expect, vllm_facts.model, prompt)
+    tokens = long_answer_tokens(vllm_facts.max_model_len)
+    cancelled = cancel_mid_stream(vllm_client, vllm_expect, vllm_facts.model, prompt, tokens)
     if cancelled.level is None or cancelled.ended_by_itself or not (cancelled.while_streaming or 0) > cancelled.level:
         undecided(f"the cancelled stream was not seen running: {cancelled}")
     assert cancelled.freed_after is not None, f"the slot was not freed after the hang-up: {cancelled}"

@@ -26,8 +26,13 @@ ANSWER_TOKENS = 16
 # Longer than two KV-cache blocks at every default block size (16 on GPU, up to 128 on CPU), short of 512.
 CACHED_PROMPT_TOKENS = 288
 BURST_REQUESTS = 6
-BURST_TOKENS = 200
-STREAM_TOKENS = 400
+# The burst's and the cancelled stream's answers: as long as the context lets a prompt of 32 tokens at most
+# run (a tiny model decodes 400 tokens in under 0.2 s on two cores), up to 2000.
+LONGEST_ANSWER = 2000
+
+
+def long_answer_tokens(max_model_len: int | None) -> int:
+    return min((max_model_len or 512) - 32, LONGEST_ANSWER)
 
 
 def token_prompt(tokens: int, *, fresh: bool = False) -> list[int]:
@@ -140,26 +145,24 @@ def settled_total(client: BoundedClient, expect: Expectations, family: str, abov
 # ---- batch invariance ---------------------------------------------------------------
 
 
-def in_a_burst(client: BoundedClient, model: str, prompt: list[int]) -> tuple[Greedy, int]:
-    """The greedy answer sent while BURST_REQUESTS streams of other prompts decode, and how many of them were
-    still decoding when it came back."""
+def in_a_burst(client: BoundedClient, model: str, prompt: list[int], tokens: int) -> tuple[Greedy, int]:
+    """The greedy answer sent at once with BURST_REQUESTS streams of other prompts and lengths, each asking
+    ``tokens``, and how many of them were still decoding when it came back."""
 
     async def work(session: AsyncBoundedClient) -> tuple[Greedy, int]:
         others = [
-            greedy_body(model, token_prompt(8 + 40 * index, fresh=True), BURST_TOKENS, stream=True)
+            greedy_body(model, token_prompt(8 + 4 * index, fresh=True), tokens, stream=True)
             for index in range(BURST_REQUESTS)
         ]
-        opened = await asyncio.gather(
+        opening = asyncio.gather(
             *(session.open_stream("POST", "/v1/completions", json_body=body) for body in others),
             return_exceptions=True,
         )
+        response, opened = await asyncio.gather(session.post("/v1/completions", greedy_body(model, prompt)), opening)
+        answered = time.perf_counter()
         streams = [stream for stream in opened if isinstance(stream, OpenStream)]
-        try:
-            response = await session.post("/v1/completions", greedy_body(model, prompt))
-            answered = time.perf_counter()
-        finally:
-            await asyncio.gather(*(stream.close() for stream in streams), return_exceptions=True)
-        overlapping = sum(stream.running_at(answered) for stream in streams)
+        overlapping = sum(stream.status == 200 and stream.running_at(answered) for stream in streams)
+        await asyncio.gather(*(stream.close() for stream in streams), return_exceptions=True)
         described = f"{response.describe()} {response.text[:300]!r}"
         return read_greedy(response.status, response.json_or_none(), described), overlapping
 
@@ -179,7 +182,9 @@ class Cancelled:
     problem: str = ""
 
 
-def cancel_mid_stream(client: BoundedClient, expect: Expectations, model: str, prompt: list[int]) -> Cancelled:
+def cancel_mid_stream(
+    client: BoundedClient, expect: Expectations, model: str, prompt: list[int], tokens: int
+) -> Cancelled:
     """Stream a long greedy answer, read the running gauge while it decodes, hang up, and wait for the gauge."""
     gauge = metric_names(expect)["requests_running"]
     within = float(expect.declared("engine_invariants", "slot_freed_within_seconds").value)
@@ -193,12 +198,11 @@ def cancel_mid_stream(client: BoundedClient, expect: Expectations, model: str, p
         return metrics_page.total(found, gauge) if found is not None else None
 
     async def work(session: AsyncBoundedClient) -> Cancelled:
-        body = greedy_body(model, prompt, STREAM_TOKENS, stream=True)
+        body = greedy_body(model, prompt, tokens, stream=True)
         stream = await session.open_stream("POST", "/v1/completions", json_body=body)
-        await asyncio.sleep(0.2)
         during = await running(session)
-        ended = stream.ended_at is not None
         await stream.close()
+        ended = stream.ended_at is not None and stream.last_bytes.rstrip().endswith(b"[DONE]")
         hung_up = time.monotonic()
         after = during
         while time.monotonic() - hung_up < within:
