@@ -127,6 +127,10 @@ ALWAYS_PASS = {
         "sampling.seed_reproducible",
         "sampling.logit_bias_forces_token",
         "sampling.logprobs_as_asked",
+        # The engine's invariants (tests/faults/test_engine_invariant_faults.py breaks each).
+        "engine_invariants.prefix_cache_hit_keeps_answer",
+        "engine_invariants.batch_invariant_greedy",
+        "engine_invariants.cancel_frees_slot",
     ],
     "passed",
 )
