@@ -19,6 +19,9 @@ from pytest_vllm_conformance.features.engine_invariants import (
     settled_total,
     token_prompt,
 )
+from pytest_vllm_conformance.features.engine_invariants import (
+    engine_alone as engine_alone,
+)
 
 
 def judge_same(first, second, gap, what):
@@ -30,7 +33,7 @@ def judge_same(first, second, gap, what):
 
 
 @contract("engine_invariants.prefix_cache_hit_keeps_answer")
-def test_prefix_cache_hit_keeps_answer(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+def test_prefix_cache_hit_keeps_answer(engine_alone, vllm_client, vllm_facts, vllm_expect, vllm_evidence):
     hits = metric_names(vllm_expect)["prefix_cache_hits"]
     prompt = token_prompt(CACHED_PROMPT_TOKENS, fresh=True)
     before, problem = read_total(vllm_client, vllm_expect, hits)
@@ -54,7 +57,7 @@ def test_prefix_cache_hit_keeps_answer(vllm_client, vllm_facts, vllm_expect, vll
 
 
 @contract("engine_invariants.batch_invariant_greedy")
-def test_batch_invariant_greedy(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+def test_batch_invariant_greedy(engine_alone, vllm_client, vllm_facts, vllm_expect, vllm_evidence):
     prompt = token_prompt(24, fresh=True)
     alone = greedy(vllm_client, vllm_facts.model, prompt)
     tokens = long_answer_tokens(vllm_facts.max_model_len)
@@ -67,7 +70,7 @@ def test_batch_invariant_greedy(vllm_client, vllm_facts, vllm_expect, vllm_evide
 
 
 @contract("engine_invariants.cancel_frees_slot")
-def test_cancel_frees_slot(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+def test_cancel_frees_slot(engine_alone, vllm_client, vllm_facts, vllm_expect, vllm_evidence):
     prompt = token_prompt(24, fresh=True)
     before = greedy(vllm_client, vllm_facts.model, prompt)
     tokens = long_answer_tokens(vllm_facts.max_model_len)
