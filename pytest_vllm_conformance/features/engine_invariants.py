@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,15 +141,40 @@ def read_total(client: BoundedClient, expect: Expectations, family: str) -> tupl
     return value, "" if value is not None else f"{expect.release.metrics_path} has no {family}"
 
 
-def settled_total(client: BoundedClient, expect: Expectations, family: str, above: float) -> float | None:
-    """The counter once it moved past ``above`` (vLLM records an engine step's stats as its answer leaves), or
-    its value after a second of waiting."""
+def cache_counters(
+    client: BoundedClient, expect: Expectations, since: float | None = None
+) -> tuple[float, float] | str:
+    """(prefix-cache queries, hits) in tokens, once the queries moved past ``since`` (vLLM records a request's
+    lookup with its engine step's stats, as its answer leaves), or after a second; why not, when unread."""
+    names = metric_names(expect)
     deadline = time.monotonic() + 1.0
     while True:
-        value, _ = read_total(client, expect, family)
-        if value is None or value > above or time.monotonic() > deadline:
-            return value
+        found, problem = metrics_page.read(client, expect.release.metrics_path)
+        if found is None:
+            return problem
+        queries = metrics_page.total(found, names["prefix_cache_queries"])
+        hits = metrics_page.total(found, names["prefix_cache_hits"])
+        if queries is None or hits is None:
+            return (
+                f"{expect.release.metrics_path} has no {names['prefix_cache_queries']} or {names['prefix_cache_hits']}"
+            )
+        if since is None or queries > since or time.monotonic() > deadline:
+            return queries, hits
         time.sleep(0.05)
+
+
+def counted_hits(
+    client: BoundedClient, expect: Expectations, send: Callable[[], Greedy]
+) -> tuple[Greedy, float | None, str]:
+    """``send()``'s answer, and the prefix-cache hits (tokens) the server counted meanwhile, or None and why."""
+    before = cache_counters(client, expect)
+    answer = send()
+    if isinstance(before, str):
+        return answer, None, before
+    after = cache_counters(client, expect, since=before[0])
+    if isinstance(after, str):
+        return answer, None, after
+    return answer, after[1] - before[1], ""
 
 
 # ---- batch invariance ---------------------------------------------------------------
