@@ -41,6 +41,11 @@ INPUTS: dict[str, str] = {
     "serving_baseline": "--vllm-baseline-url=URL (the old release or flags) or --vllm-perf-baseline-file=PATH",
     "ingress": "--vllm-ingress-url=URL (the entry callers use, in front of the replicas)",
     "fleet": "more than one replica (--vllm-url given more than once, or --vllm-fleet=FILE)",
+    # Read from the server, not an option: vLLM's own config says the feature is off, so nothing can be judged.
+    "prefix_caching": (
+        "a server that caches prefixes: its /metrics vllm:cache_config_info says enable_prefix_caching False "
+        "(--no-enable-prefix-caching)"
+    ),
 }
 
 # What a claimed contract may need to be checked at all (``needs``), and what its skip says is missing.

@@ -108,6 +108,8 @@ class ServerFacts:
     # The capture's fuller observation (capture.py), made only when a capture or a baseline is asked for.
     observed: dict[str, Any] | None = field(default=None, repr=False)
     first_generation: FirstGeneration | None = field(default=None)
+    # What vllm:cache_config_info on /metrics says (--no-enable-prefix-caching: False); None: not read.
+    prefix_caching: bool | None = field(default=None)
 
     @property
     def parsed_version(self) -> Version | None:
@@ -144,6 +146,7 @@ class ServerFacts:
             inventory=RouteInventory(**inventory) if inventory else None,
             observed=data.get("observed"),
             first_generation=FirstGeneration(**first) if first else None,
+            prefix_caching=data.get("prefix_caching"),
         )
 
 

@@ -138,6 +138,8 @@ class RunState:
             "eval_task": bool(settings.eval_task),
             "ingress": bool(settings.ingress_url),
             "fleet": self.fleet,
+            # Unknown (no /metrics page) counts as on, vLLM's default: the test then proves a hit or is undecided.
+            "prefix_caching": target.facts is None or target.facts.prefix_caching is not False,
             # The key callers send where the run's requests go (the ingress's own, else the server's).
             "api_key": bool(ingress_key(settings)),
             "watermark_key": self.watermark_key is not None,

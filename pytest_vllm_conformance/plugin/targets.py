@@ -25,6 +25,7 @@ from pytest_vllm_conformance.connection.launcher import LaunchError
 from pytest_vllm_conformance.connection.run_lock import RunLock
 from pytest_vllm_conformance.plugin.run import RunState, TargetState
 from pytest_vllm_conformance.profiles import capture
+from pytest_vllm_conformance.protocol import prometheus
 
 # The session-scoped fixture every target fixture depends on; a fleet parametrizes it per replica.
 TARGET_PARAMETER = "vllm_target"
@@ -74,8 +75,15 @@ def _establish_one(state: RunState, target: TargetState, establish: Establish) -
     if version is not None and state.catalogue.releases.is_older(version):
         raise pytest.UsageError(_at_target(state, target, state.catalogue.releases.refusal(version)))
     target.base_url = target.target.base_url
+    target.facts = dataclasses.replace(target.facts, prefix_caching=_prefix_caching(state, target.base_url))
     target.serve_log = str(target.target.log_path) if target.target.log_path else None
     _observe(state, target)
+
+
+def _prefix_caching(state: RunState, base_url: str) -> bool | None:
+    """Whether the server caches prefixes, as its /metrics says (the engine_invariants cache contract's claim)."""
+    with client_for(state.settings, base_url) as client:
+        return prometheus.prefix_caching(prometheus.read(client, "/metrics"))
 
 
 def _at_target(state: RunState, target: TargetState, problem: str) -> str:

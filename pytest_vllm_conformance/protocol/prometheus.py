@@ -32,6 +32,8 @@ class Family:
     type: str
     series: frozenset[str]
     values: tuple[float, ...]
+    # Each sample's labels, in page order: an info gauge (vllm:cache_config_info) says its facts there.
+    labels: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,11 @@ def parse(text: str) -> Exposition:
         for family in text_string_to_metric_families(text):
             counted = [s.value for s in family.samples if family.type != "counter" or s.name.endswith("_total")]
             families[family.name] = Family(
-                family.name, family.type, frozenset(s.name for s in family.samples), tuple(counted)
+                family.name,
+                family.type,
+                frozenset(s.name for s in family.samples),
+                tuple(counted),
+                tuple(dict(s.labels) for s in family.samples),
             )
     except (ValueError, IndexError, KeyError, TypeError) as exc:
         raise ExpositionError(f"not Prometheus text: {exc}") from None
@@ -100,6 +106,19 @@ def reading_of(page: Response | None) -> Reading:
 def read(client: BoundedClient, path: str) -> Reading:
     """The server's metrics page now. Never raises: observers record what they could not see instead."""
     return reading_of(client.answer_or_none("GET", path))
+
+
+def prefix_caching(reading: Reading) -> bool | None:
+    """What vllm:cache_config_info says of enable_prefix_caching; None: not read, or not on the page.
+
+    vLLM exports its CacheConfig as this info gauge's labels (vllm/v1/metrics/loggers.py, log_metrics_info,
+    and vllm/config/cache.py, metrics_info, at v0.28.0, v0.29.0 and v0.32.0).
+    """
+    info = reading.exposition.family("vllm:cache_config_info") if reading.exposition is not None else None
+    for labels in info.labels if info is not None else ():
+        if "enable_prefix_caching" in labels:
+            return labels["enable_prefix_caching"] == "True"
+    return None
 
 
 def family_names(text: str, *, cut: bool = False) -> list[str]:

@@ -132,6 +132,10 @@ ALWAYS_PASS = {
         "sampling.prompt_logprobs_per_prompt_token",
         "sampling.echo_returns_prompt",
         "sampling.unsupported_parameter_refused_or_declared",
+        # The engine's invariants (tests/faults/test_engine_invariant_faults.py breaks each).
+        "engine_invariants.prefix_cache_hit_keeps_answer",
+        "engine_invariants.batch_invariant_greedy",
+        "engine_invariants.cancel_frees_slot",
     ],
     "passed",
 )

@@ -60,6 +60,8 @@ ORDER: tuple[str, ...] = (
     "faults/test_quality_faults.py",
     # bfloat16 is the retemplated server (tests/support/servers.py), which the rendering tests use next.
     "integration/test_logprob_drift_on_real_vllm.py",
+    # Plain behind the fault proxy, and the perturbed server again, which is also no_prefix_caching.
+    "faults/test_engine_invariant_faults.py",
     "integration/test_rendering_on_real_vllm.py",
     # Plain alone for about a minute and a half: the embedding and generation servers start beside them.
     "integration/test_wire_on_real_vllm.py",

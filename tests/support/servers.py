@@ -64,6 +64,7 @@ def server_specs(models: dict[str, Path], compile_cache: Path) -> dict[str, Serv
         ("--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "1"),
         env={"VLLM_DISABLE_COMPILE_CACHE": "1", "TORCHINDUCTOR_CACHE_DIR": str(compile_cache)},
     )
+    perturbed_uncached = ServerSpec.of(models["tiny-llama-perturbed"], (*CPU_SERVE_ARGS, "--no-enable-prefix-caching"))
     short_context_unbounded_embeds = ServerSpec.of(
         llama,
         ("--dtype", "float32", "--enforce-eager", "--max-model-len", "256", "--enable-prompt-embeds"),
@@ -90,11 +91,15 @@ def server_specs(models: dict[str, Path], compile_cache: Path) -> dict[str, Serv
             (*CPU_SERVE_ARGS, "--max-model-len", "2048", "--max-num-queued-reqs", "1", "--disable-cascade-attn"),
             env={"VLLM_ENABLE_SCALE_OUT_ENDPOINTS": "1"},
         ),
-        "perturbed": ServerSpec.of(models["tiny-llama-perturbed"], CPU_SERVE_ARGS),
         # An embedding model, the wire suite's /v1/embeddings target. vLLM 0.32 registers BertModel as a pooling
         # model (vllm/model_executor/models/registry.py: "BertModel": BertEmbeddingModel) and resolves
         # `--runner auto` to pooling for it (vllm/config/model.py, _get_runner_type); said here, not left to that.
         "embedding": ServerSpec.of(models["tiny-bert"], (*CPU_SERVE_ARGS, "--runner", "pooling")),
+        "perturbed": perturbed_uncached,
+        # Prefix caching off: the engine_invariants cache contract is not claimed there. The perturbed server,
+        # since the quality and drift gates send each prompt once or ask prompt_logprobs, which never read the
+        # cache (vllm/sampling_params.py, skip_reading_prefix_cache): no start of its own.
+        "no_prefix_caching": perturbed_uncached,
         # One sequence at a time: a server that queues what plain runs at once (the serving suite's fault).
         "one_seq": one_seq_compiled,
         # A start with a heavier phase than plain's: torch.compile (no --enforce-eager) grows engine_init about

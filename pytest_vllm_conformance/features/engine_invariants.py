@@ -1,0 +1,249 @@
+"""The engine's invariants: a greedy answer does not change with the prefix cache, the batch, or a cancellation.
+
+Users report answers that change with the cache or a busy server (vllm-project/vllm#5543, #22808, #21609).
+Each check compares the server's greedy answer to itself, sent as token ids with top-5 logprobs, so the
+verdict does not depend on the model. A divergence where the two tokens are nearly tied is undecided, as
+in the quality gate's greedy comparison (features/quality/greedy.py); that room is another feature's, so
+the near-tie rule is restated here in its few lines: each side's token in the other side's top-k and,
+on both sides, the two logprobs within the gap. Counters and gauges are read from /metrics with
+prometheus_client's parser (protocol/prometheus.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from pytest_vllm_conformance.catalogue.expectations import Expectations
+from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, OpenStream
+from pytest_vllm_conformance.protocol import prometheus
+
+TOP_K = 5
+ANSWER_TOKENS = 16
+# Longer than two KV-cache blocks at every default block size (16 on GPU, up to 128 on CPU), short of 512.
+CACHED_PROMPT_TOKENS = 288
+BURST_REQUESTS = 6
+# The burst's and the cancelled stream's answers: as long as the context lets a prompt of 32 tokens at most
+# run (a tiny model decodes 400 tokens in under 0.2 s on two cores), up to 2000.
+LONGEST_ANSWER = 2000
+
+
+def long_answer_tokens(max_model_len: int | None) -> int:
+    return min((max_model_len or 512) - 32, LONGEST_ANSWER)
+
+
+@pytest.fixture
+def engine_alone(vllm_exclusive):
+    """No other test talks to the server meanwhile: the counters, the gauge and the burst are this test's own."""
+    with vllm_exclusive():
+        yield
+
+
+def token_prompt(tokens: int, *, fresh: bool = False) -> list[int]:
+    """A prompt of token ids valid in any vocabulary of 300 ids or more; ``fresh``: four random ids first, so
+    that no earlier request (of this run or another) left it in the prefix cache."""
+    head = [random.randrange(10, 290) for _ in range(4)] if fresh else []
+    return head + [10 + (index * 37) % 280 for index in range(tokens - len(head))]
+
+
+@dataclass(frozen=True)
+class Greedy:
+    token_ids: list[int]
+    top: list[dict[int, float]]  # per generated position, token id -> logprob
+    cached_tokens: int | None  # usage.prompt_tokens_details.cached_tokens, where the server sends it
+
+    def logprob_at(self, position: int) -> float | None:
+        return self.top[position].get(self.token_ids[position]) if position < len(self.top) else None
+
+
+def greedy_body(model: str, prompt: list[int], max_tokens: int = ANSWER_TOKENS, **fields: Any) -> dict[str, Any]:
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
+    return body | {"logprobs": TOP_K, "return_token_ids": True, "return_tokens_as_token_ids": True} | fields
+
+
+def read_greedy(status: int, payload: Any, described: str) -> Greedy:
+    assert status == 200, f"a greedy completion was not served: {described}"
+    choice = payload["choices"][0]
+    entries = (choice.get("logprobs") or {}).get("top_logprobs") or []
+    top = [{int(str(key).rsplit(":", 1)[-1]): float(value) for key, value in (e or {}).items()} for e in entries]
+    details = (payload.get("usage") or {}).get("prompt_tokens_details") or {}
+    return Greedy(list(choice.get("token_ids") or []), top, details.get("cached_tokens"))
+
+
+def greedy(client: BoundedClient, model: str, prompt: list[int], **fields: Any) -> Greedy:
+    response = client.post("/v1/completions", greedy_body(model, prompt, **fields))
+    return read_greedy(response.status, response.json_or_none(), f"{response.describe()} {response.text[:300]!r}")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    position: int
+    first: list[int]
+    second: list[int]
+    near_tie: bool
+    logprobs: str
+
+    def __str__(self) -> str:
+        window = slice(self.position, self.position + 4)
+        kind = "a near-tie" if self.near_tie else "not a near-tie"
+        return (
+            f"the answers part at generated position {self.position}: {self.first[window]} against "
+            f"{self.second[window]} ({kind}: {self.logprobs})"
+        )
+
+
+def divergence(first: Greedy, second: Greedy, gap: float) -> Divergence | None:
+    """Where two greedy answers part, and whether at a near-tie (the quality gate's rule); None: equal."""
+    pairs_of_tokens = zip(first.token_ids, second.token_ids, strict=False)
+    position = next((at for at, (mine, theirs) in enumerate(pairs_of_tokens) if mine != theirs), None)
+    if position is None:
+        if len(first.token_ids) == len(second.token_ids):
+            return None
+        position = min(len(first.token_ids), len(second.token_ids))
+        return Divergence(position, first.token_ids, second.token_ids, False, "one answer is shorter")
+    mine, theirs = first.token_ids[position], second.token_ids[position]
+    sides = [side.top[position] if position < len(side.top) else {} for side in (first, second)]
+    pairs = [(top.get(mine), top.get(theirs)) for top in sides]
+    tied = all(a is not None and b is not None and abs(a - b) <= gap for a, b in pairs)
+    shown = "; ".join(
+        f"{name} gives them {', '.join('not in top-5' if v is None else f'{v:.4f}' for v in pair)}"
+        for name, pair in zip(("the first", "the second"), pairs, strict=True)
+    )
+    return Divergence(position, first.token_ids, second.token_ids, tied, f"{shown}, gap {gap:g}")
+
+
+def mean_logprob_drift(first: Greedy, second: Greedy) -> float | None:
+    """The mean |difference| of the generated tokens' logprobs, over the positions both answers share."""
+    shared = [
+        abs(a - b)
+        for position in range(min(len(first.token_ids), len(second.token_ids)))
+        if (a := first.logprob_at(position)) is not None and (b := second.logprob_at(position)) is not None
+    ]
+    return sum(shared) / len(shared) if shared else None
+
+
+def metric_names(expect: Expectations) -> dict[str, str]:
+    names: dict[str, str] = expect.fact("engine_invariant_metrics")
+    return names
+
+
+def read_total(client: BoundedClient, expect: Expectations, family: str) -> tuple[float | None, str]:
+    reading = prometheus.read(client, expect.release.metrics_path)
+    if reading.exposition is None:
+        return None, f"GET {expect.release.metrics_path}: {reading.problem}"
+    value = reading.total(family)
+    return value, "" if value is not None else f"{expect.release.metrics_path} has no {family}"
+
+
+def cache_counters(
+    client: BoundedClient, expect: Expectations, since: float | None = None
+) -> tuple[float, float] | str:
+    """(prefix-cache queries, hits) in tokens, once the queries moved past ``since`` (vLLM records a request's
+    lookup with its engine step's stats, as its answer leaves), or after a second; why not, when unread."""
+    names = metric_names(expect)
+    deadline = time.monotonic() + 1.0
+    while True:
+        reading = prometheus.read(client, expect.release.metrics_path)
+        if reading.exposition is None:
+            return f"GET {expect.release.metrics_path}: {reading.problem}"
+        queries = reading.total(names["prefix_cache_queries"])
+        hits = reading.total(names["prefix_cache_hits"])
+        if queries is None or hits is None:
+            return (
+                f"{expect.release.metrics_path} has no {names['prefix_cache_queries']} or {names['prefix_cache_hits']}"
+            )
+        if since is None or queries > since or time.monotonic() > deadline:
+            return queries, hits
+        time.sleep(0.05)
+
+
+def counted_hits(
+    client: BoundedClient, expect: Expectations, send: Callable[[], Greedy]
+) -> tuple[Greedy, float | None, str]:
+    """``send()``'s answer, and the prefix-cache hits (tokens) the server counted meanwhile, or None and why."""
+    before = cache_counters(client, expect)
+    answer = send()
+    if isinstance(before, str):
+        return answer, None, before
+    after = cache_counters(client, expect, since=before[0])
+    if isinstance(after, str):
+        return answer, None, after
+    return answer, after[1] - before[1], ""
+
+
+# ---- batch invariance ---------------------------------------------------------------
+
+
+def in_a_burst(client: BoundedClient, model: str, prompt: list[int], tokens: int) -> tuple[Greedy, int]:
+    """The greedy answer sent at once with BURST_REQUESTS streams of other prompts and lengths, each asking
+    ``tokens``, and how many of them were still decoding when it came back."""
+
+    async def work(session: AsyncBoundedClient) -> tuple[Greedy, int]:
+        others = [
+            greedy_body(model, token_prompt(8 + 4 * index, fresh=True), tokens, stream=True)
+            for index in range(BURST_REQUESTS)
+        ]
+        opening = asyncio.gather(
+            *(session.open_stream("POST", "/v1/completions", json_body=body) for body in others),
+            return_exceptions=True,
+        )
+        response, opened = await asyncio.gather(session.post("/v1/completions", greedy_body(model, prompt)), opening)
+        answered = time.perf_counter()
+        streams = [stream for stream in opened if isinstance(stream, OpenStream)]
+        overlapping = sum(stream.status == 200 and stream.running_at(answered) for stream in streams)
+        await asyncio.gather(*(stream.close() for stream in streams), return_exceptions=True)
+        described = f"{response.describe()} {response.text[:300]!r}"
+        return read_greedy(response.status, response.json_or_none(), described), overlapping
+
+    return client.run(work)
+
+
+# ---- cancellation -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    level: float | None  # running requests before the stream
+    while_streaming: float | None
+    after: float | None  # the last reading: at or under the level, or the deadline's
+    freed_after: float | None  # seconds from the hang-up to the gauge back at its level; None: never
+    ended_by_itself: bool
+    problem: str = ""
+
+
+def cancel_mid_stream(
+    client: BoundedClient, expect: Expectations, model: str, prompt: list[int], tokens: int
+) -> Cancelled:
+    """Stream a long greedy answer, read the running gauge while it decodes, hang up, and wait for the gauge."""
+    gauge = metric_names(expect)["requests_running"]
+    within = float(expect.declared("engine_invariants", "slot_freed_within_seconds").value)
+    level, problem = read_total(client, expect, gauge)
+    if level is None:
+        return Cancelled(None, None, None, None, False, problem)
+
+    async def running(session: AsyncBoundedClient) -> float | None:
+        page = await session.get(expect.release.metrics_path)
+        return prometheus.reading_of(page).total(gauge)
+
+    async def work(session: AsyncBoundedClient) -> Cancelled:
+        body = greedy_body(model, prompt, tokens, stream=True)
+        stream = await session.open_stream("POST", "/v1/completions", json_body=body)
+        during = await running(session)
+        await stream.close()
+        ended = stream.ended_at is not None and stream.last_bytes.rstrip().endswith(b"[DONE]")
+        hung_up = time.monotonic()
+        after = during
+        while time.monotonic() - hung_up < within:
+            after = await running(session)
+            if after is not None and after <= level:
+                return Cancelled(level, during, after, time.monotonic() - hung_up, ended)
+            await asyncio.sleep(0.1)
+        return Cancelled(level, during, after, None, ended)
+
+    return client.run(work)

@@ -1,0 +1,81 @@
+"""The engine's invariants: a greedy answer is the same from the prefix cache, inside a burst, and after a cancel.
+
+Each check compares the server's greedy answer with itself (features/engine_invariants.py), so random
+weights do not matter. A divergence at a near-tie is undecided, never failed; a cache hit or a freed slot
+is proven from the server's own counters and gauges on /metrics, or the check is undecided, naming why.
+"""
+
+from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.features.engine_invariants import (
+    CACHED_PROMPT_TOKENS,
+    cancel_mid_stream,
+    counted_hits,
+    divergence,
+    greedy,
+    in_a_burst,
+    long_answer_tokens,
+    mean_logprob_drift,
+    token_prompt,
+)
+from pytest_vllm_conformance.features.engine_invariants import (
+    engine_alone as engine_alone,
+)
+
+
+def judge_same(first, second, gap, what):
+    """Fails on a divergence that is not a near-tie; undecided on one that is."""
+    parted = divergence(first, second, gap)
+    if parted is not None and parted.near_tie:
+        undecided(f"{what}: {parted}")
+    assert parted is None, f"{what}: {parted}"
+
+
+@contract("engine_invariants.prefix_cache_hit_keeps_answer")
+def test_prefix_cache_hit_keeps_answer(engine_alone, vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+    prompt = token_prompt(CACHED_PROMPT_TOKENS, fresh=True)
+
+    def send():
+        return greedy(vllm_client, vllm_facts.model, prompt)
+
+    cold, _, _ = counted_hits(vllm_client, vllm_expect, send)  # waits for the cold run's lookup to be counted
+    hit, counted, problem = counted_hits(vllm_client, vllm_expect, send)
+    if not (counted or hit.cached_tokens):
+        undecided(
+            f"no prefix-cache hit proven for a {len(prompt)}-token prompt sent twice: hits counted {counted} "
+            f"{problem}, cached_tokens {hit.cached_tokens} (sent with --enable-prompt-tokens-details)"
+        )
+    gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
+    judge_same(cold, hit, gap, f"the cold run against its prefix-cache hit ({counted} tokens counted as hits)")
+    floor = vllm_expect.declared("engine_invariants", "max_mean_logprob_drift").value
+    drift = mean_logprob_drift(cold, hit)
+    assert drift is not None, f"no logprobs to compare: cold {cold.top[:1]}, hit {hit.top[:1]}"
+    assert drift <= floor, f"the hit's logprobs moved by {drift:.4f} on average from the cold run's (floor {floor})"
+    vllm_evidence.judged(len(hit.token_ids), "tokens of a proven hit")
+
+
+@contract("engine_invariants.batch_invariant_greedy")
+def test_batch_invariant_greedy(engine_alone, vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+    prompt = token_prompt(24, fresh=True)
+    alone = greedy(vllm_client, vllm_facts.model, prompt)
+    tokens = long_answer_tokens(vllm_facts.max_model_len)
+    inside, overlapping = in_a_burst(vllm_client, vllm_facts.model, prompt, tokens)
+    if not overlapping:
+        undecided("no other request of the burst was still decoding when the answer came back")
+    gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
+    judge_same(alone, inside, gap, f"alone against beside {overlapping} decoding requests")
+    vllm_evidence.judged(len(inside.token_ids), "tokens inside a burst")
+
+
+@contract("engine_invariants.cancel_frees_slot")
+def test_cancel_frees_slot(engine_alone, vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+    prompt = token_prompt(24, fresh=True)
+    before = greedy(vllm_client, vllm_facts.model, prompt)
+    tokens = long_answer_tokens(vllm_facts.max_model_len)
+    cancelled = cancel_mid_stream(vllm_client, vllm_expect, vllm_facts.model, prompt, tokens)
+    if cancelled.level is None or cancelled.ended_by_itself or not (cancelled.while_streaming or 0) > cancelled.level:
+        undecided(f"the cancelled stream was not seen running: {cancelled}")
+    assert cancelled.freed_after is not None, f"the slot was not freed after the hang-up: {cancelled}"
+    after = greedy(vllm_client, vllm_facts.model, prompt)
+    gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
+    judge_same(before, after, gap, f"before against after a cancelled stream (freed in {cancelled.freed_after:.2f} s)")
+    vllm_evidence.judged(1, "cancelled streams")

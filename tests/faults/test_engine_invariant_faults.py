@@ -1,0 +1,55 @@
+"""The engine_invariants suite on a real server: kept on plain, and FAILED by a proxy breaking one invariant.
+
+Each fault forces another token (logit_bias +100) into exactly the answer the invariant compares: a
+repeated long prompt (what a prefix-cache hit serves), a request arriving while others are in flight (a
+batch), a prompt seen before in a stream its caller cancelled. Prefix caching off is not claimed.
+"""
+
+import pytest
+
+from fixtures.fault_proxy import BiasRepeatedPrompt, BiasWhenConcurrent, FaultProxy
+from tests.conftest import requires_vllm, run_suites
+from tests.support.verdicts import assert_verdicts, failed_checks
+
+pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
+
+CACHE = "engine_invariants.prefix_cache_hit_keeps_answer"
+BATCH = "engine_invariants.batch_invariant_greedy"
+CANCEL = "engine_invariants.cancel_frees_slot"
+HEALTHY = dict.fromkeys((CACHE, BATCH, CANCEL), "passed")
+FORCED = 42  # a token id the greedy answers of these prompts do not start with
+
+
+@pytest.mark.pins(healthy=HEALTHY)
+def test_the_engine_keeps_its_invariants_on_a_default_server(pytester, plain_server):
+    run_suites(pytester, "-m", "engine_invariants", url=plain_server.url)
+    assert_verdicts(pytester.path / "junit.xml", HEALTHY)
+
+
+FAULTS = {
+    # Only prompts of 100 tokens or more: the cache contract's 288, not the others' 24.
+    CACHE: BiasRepeatedPrompt(FORCED, min_prompt_length=100, path="/v1/completions"),
+    BATCH: BiasWhenConcurrent(FORCED, path="/v1/completions"),
+    CANCEL: BiasRepeatedPrompt(FORCED, after_stream=True, path="/v1/completions"),
+}
+
+
+@pytest.mark.parametrize(
+    "broken", [pytest.param(contract, marks=pytest.mark.pins(failed={contract})) for contract in FAULTS]
+)
+def test_an_answer_changed_where_an_invariant_compares_fails_it(pytester, plain_server, broken):
+    with FaultProxy(plain_server.url, rules=[FAULTS[broken]]) as proxy:
+        run_suites(pytester, "-m", "engine_invariants", url=proxy.url)
+        assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, HEALTHY | {broken: "failed"})
+    message = failed_checks(junit)[broken]
+    assert "not a near-tie" in message and str(FORCED) in message, message
+
+
+@pytest.mark.servers("no_prefix_caching")
+@pytest.mark.pins(healthy={BATCH, CANCEL})
+def test_a_server_without_prefix_caching_does_not_claim_the_cache_contract(pytester, served):
+    server = served("no_prefix_caching")
+    run_suites(pytester, "-m", "engine_invariants", url=server.url)
+    assert_verdicts(pytester.path / "junit.xml", HEALTHY | {CACHE: "not claimed"})

@@ -1,0 +1,49 @@
+"""The engine_invariants room's judgements on recorded answers, and the cache configuration read from /metrics."""
+
+from pytest_vllm_conformance.features.engine_invariants import Greedy, divergence, mean_logprob_drift
+from pytest_vllm_conformance.protocol import prometheus
+
+CACHE_INFO = (
+    "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+    "# TYPE vllm:cache_config_info gauge\n"
+    'vllm:cache_config_info{block_size="128",enable_prefix_caching="%s",engine="0"} 1.0\n'
+    "# TYPE vllm:prefix_cache_hits_total counter\n"
+    'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 256.0\n'
+)
+
+
+def answer(tokens, top):
+    return Greedy(tokens, top, None)
+
+
+def test_equal_answers_do_not_diverge_and_drift_nothing():
+    first = answer([1, 2], [{1: -0.5}, {2: -0.25}])
+    assert divergence(first, first, 0.1) is None
+    assert mean_logprob_drift(first, first) == 0
+
+
+def test_a_divergence_between_nearly_tied_tokens_is_a_near_tie():
+    first = answer([1, 2], [{1: -0.5}, {2: -0.70, 3: -0.75}])
+    second = answer([1, 3], [{1: -0.5}, {2: -0.72, 3: -0.68}])
+    parted = divergence(first, second, 0.1)
+    assert parted is not None and parted.position == 1 and parted.near_tie
+
+
+def test_a_token_outside_the_other_top_k_is_not_a_near_tie():
+    first = answer([1, 2], [{1: -0.5}, {2: -0.70}])
+    second = answer([1, 42], [{1: -0.5}, {42: 0.0, 2: -0.72}])
+    parted = divergence(first, second, 0.1)
+    assert parted is not None and not parted.near_tie and "not in top-5" in str(parted)
+
+
+def test_a_shorter_answer_diverges_where_it_ends():
+    parted = divergence(answer([1, 2], []), answer([1], []), 0.1)
+    assert parted is not None and parted.position == 1 and not parted.near_tie
+
+
+def test_the_cache_configuration_and_counters_are_read_with_the_prometheus_parser():
+    on = prometheus.Reading(prometheus.parse(CACHE_INFO % "True"))
+    assert prometheus.prefix_caching(on) is True
+    assert prometheus.prefix_caching(prometheus.Reading(prometheus.parse(CACHE_INFO % "False"))) is False
+    assert on.total("vllm:prefix_cache_hits") == 256.0
+    assert prometheus.prefix_caching(prometheus.Reading(None, "no answer")) is None
