@@ -13,11 +13,11 @@ that writes no whole call leaves them undecided, never failed.
 """
 
 from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.features.agent_loops import TOOL_RESULT, fed_back, messages, responses
 
 # The suite's fixtures, from its feature room (and the tool_calls suite's cut-call judgement).
 from pytest_vllm_conformance.features.agent_loops import chat_turn as chat_turn
 from pytest_vllm_conformance.features.agent_loops import error_envelopes as error_envelopes
-from pytest_vllm_conformance.features.agent_loops import fed_back, messages, responses
 from pytest_vllm_conformance.features.agent_loops import item_prefixes as item_prefixes
 from pytest_vllm_conformance.features.agent_loops import messages_answer as messages_answer
 from pytest_vllm_conformance.features.agent_loops import responses_loop as loop
@@ -191,3 +191,31 @@ def test_responses_previous_response_continues(
         )
     else:
         vllm_record("input_items", f"not served at this release ({items.status}): {store_routes['why']}")
+
+
+@contract("agent_loops.messages_tool_use_round_trips")
+def test_messages_tool_use_round_trips(messages_answer, vllm_client, vllm_facts, vllm_evidence):
+    body = messages.tool_request(vllm_facts.model, "get_weather")
+    first = messages_answer(body)
+    if not messages.tool_uses(first) and first.get("stop_reason") == "max_tokens":
+        undecided(f"the forced tool was cut at max_tokens before a whole call: {str(first.get('content'))[:200]}")
+    problems = messages.tool_use_problems(first, "get_weather")
+    assert not problems, "the forced tool is not one tool_use block:\n  " + "\n  ".join(problems)
+    count = vllm_client.post(messages.COUNT_TOKENS, messages.counted(body))
+    tokens = (count.json_or_none() or {}).get("input_tokens") if count.status == 200 else count.describe()
+    assert tokens == first["usage"]["input_tokens"], (
+        f"usage.input_tokens {first['usage']['input_tokens']} but count_tokens counts {tokens!r} for the same "
+        "messages and tools"
+    )
+    history = messages.fed_back(first, TOOL_RESULT)
+    second = messages_answer(messages.tool_request(vllm_facts.model, "get_time", history))
+    if not messages.tool_uses(second) and second.get("stop_reason") == "max_tokens":
+        undecided(f"the call after the tool_result was cut at max_tokens: {str(second.get('content'))[:200]}")
+    problems = messages.tool_use_problems(second, "get_time")
+    assert not problems, "the turn after the tool_result is not one tool_use block:\n  " + "\n  ".join(problems)
+    given, answered = messages.tool_uses(first)[0]["id"], messages.tool_uses(second)[0]["id"]
+    assert answered != given, (
+        f"the second tool_use's id {answered!r} is the first's, which the client echoed as tool_use_id: "
+        "a client keying tool results by id cannot tell the calls apart"
+    )
+    vllm_evidence.judged(1, "tool_use loops")

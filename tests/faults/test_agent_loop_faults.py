@@ -133,3 +133,13 @@ def test_a_previous_response_id_answered_without_a_store_fails(pytester, served)
     assert_verdicts(junit, {"agent_loops.responses_previous_response_continues": "failed"})
     message = failed_checks(junit)["agent_loops.responses_previous_response_continues"]
     assert "without a response store, previous_response_id 'resp_canned' must be refused" in message, message
+
+
+@pytest.mark.pins(failed={"agent_loops.messages_tool_use_round_trips"})
+def test_tool_use_ids_renumbered_per_answer_fail_the_messages_loop(pytester, served):
+    # Every answer's tool_use blocks numbered from toolu_0: the second turn's takes the id the client echoed.
+    rule = RewriteJsonResponse(json_path="content.*.id", value="toolu_0", path=MESSAGES)
+    junit = run_through(pytester, served, [rule], "-k", "messages_tool_use")
+    assert_verdicts(junit, {"agent_loops.messages_tool_use_round_trips": "failed"})
+    message = failed_checks(junit)["agent_loops.messages_tool_use_round_trips"]
+    assert "the second tool_use's id 'toolu_0' is the first's" in message, message

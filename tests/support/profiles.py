@@ -137,6 +137,7 @@ AGENT_LOOPS_WITH_PARSER = (
     "agent_loops.chat_tool_loop_round_trips",
     "agent_loops.responses_tool_loop_round_trips",
     "agent_loops.responses_tool_choice_forms",
+    "agent_loops.messages_tool_use_round_trips",
 )
 AGENT_LOOPS_ALWAYS = (
     "agent_loops.responses_stream_is_the_answer",
