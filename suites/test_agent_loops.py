@@ -21,6 +21,7 @@ from pytest_vllm_conformance.features.agent_loops import error_envelopes as erro
 from pytest_vllm_conformance.features.agent_loops import item_prefixes as item_prefixes
 from pytest_vllm_conformance.features.agent_loops import messages_answer as messages_answer
 from pytest_vllm_conformance.features.agent_loops import responses_loop as loop
+from pytest_vllm_conformance.features.agent_loops import responses_shapes as shapes
 from pytest_vllm_conformance.features.agent_loops import responses_stream as responses_stream
 from pytest_vllm_conformance.features.agent_loops import responses_turn as responses_turn
 from pytest_vllm_conformance.features.agent_loops import store_routes as store_routes
@@ -219,3 +220,37 @@ def test_messages_tool_use_round_trips(messages_answer, vllm_client, vllm_facts,
         "a client keying tool results by id cannot tell the calls apart"
     )
     vllm_evidence.judged(1, "tool_use loops")
+
+
+@contract("agent_loops.responses_request_shapes")
+def test_responses_request_shapes(responses_turn, vllm_client, vllm_facts, vllm_evidence):
+    model = vllm_facts.model
+    answered = responses_turn(shapes.history_request(model), "system, developer and assistant history items")
+    assert any(item.get("type") == "message" for item in answered.output), (
+        f"the history request was answered with no message item: {answered.kinds}"
+    )
+    refusals = {"an input_image on a text-only model": shapes.image_request, "input 5": shapes.invalid_request}
+    for what, build in refusals.items():
+        refused = vllm_client.post(loop.RESPONSES, build(model))
+        problem = loop.error_problem(refused)
+        assert refused.status == 400 and problem is None, (
+            f"{what}: expected 400 in OpenAI's error envelope, got {refused.describe()} {refused.text[:300]!r} "
+            f"{problem or ''}"
+        )
+    vllm_evidence.judged(1 + len(refusals), "request shapes")
+
+
+@contract("agent_loops.responses_item_status_consistent")
+def test_responses_item_status_consistent(responses_turn, vllm_facts, vllm_expect, vllm_record, vllm_evidence):
+    cut_status = vllm_expect.fact("responses_incomplete_item_status")
+    whole = responses_turn(responses.text_request(vllm_facts.model), "a text answer")
+    cut = responses_turn(shapes.cut_request(vllm_facts.model), "an answer cut at 2 tokens")
+    if cut.body.get("status") != "incomplete":
+        undecided(f"the answer cut at 2 output tokens came back {cut.body.get('status')!r}, not incomplete")
+    problems = shapes.status_problems(whole.body, cut_status["status"]) + shapes.status_problems(
+        cut.body, cut_status["status"]
+    )
+    assert not problems, "an item's status contradicts its response's:\n  " + "\n  ".join(problems)
+    if cut_status["status"] != "incomplete":
+        vllm_record("incomplete_item_status", f"{cut_status['status']} in an incomplete response: {cut_status['why']}")
+    vllm_evidence.judged(len(whole.output) + len(cut.output), "output items")

@@ -143,3 +143,24 @@ def test_tool_use_ids_renumbered_per_answer_fail_the_messages_loop(pytester, ser
     assert_verdicts(junit, {"agent_loops.messages_tool_use_round_trips": "failed"})
     message = failed_checks(junit)["agent_loops.messages_tool_use_round_trips"]
     assert "the second tool_use's id 'toolu_0' is the first's" in message, message
+
+
+@pytest.mark.pins(failed={"agent_loops.responses_request_shapes", "agent_loops.responses_item_status_consistent"})
+def test_flattened_errors_and_unfinished_items_fail_the_responses_shapes(pytester, served):
+    rules = [
+        # A gateway that words the route's refusals as a bare string.
+        RewriteJsonResponse(json_path=("error",), value="Bad request", path=RESPONSES, statuses=(400,)),
+        # Items left in_progress by a proxy that rebuilds the answer (the tiny model's text answers are all cut).
+        RewriteJsonResponse(json_path="output.*.status", value="in_progress", path=RESPONSES, statuses=(200,)),
+    ]
+    junit = run_through(pytester, served, rules, "-k", "request_shapes or item_status")
+    assert_verdicts(
+        junit,
+        {"agent_loops.responses_request_shapes": "failed", "agent_loops.responses_item_status_consistent": "failed"},
+    )
+    failed = failed_checks(junit)
+    assert "expected 400 in OpenAI's error envelope" in failed["agent_loops.responses_request_shapes"]
+    assert (
+        "has status 'in_progress' in a response of status 'incomplete'"
+        in failed["agent_loops.responses_item_status_consistent"]
+    )

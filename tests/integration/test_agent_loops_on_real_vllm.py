@@ -37,5 +37,8 @@ def test_agent_loops_hold_behind_the_hermes_parser(pytester, served):
     loop = runs["agent_loops.responses_tool_loop_round_trips"]
     assert loop["vllm_unknown_call_output"].startswith("accepted: the call output becomes a tool message")
     assert runs["agent_loops.messages_tool_use_round_trips"]["vllm_evidence"] == "judged: 1 tool_use loop"
+    assert runs["agent_loops.responses_request_shapes"]["vllm_evidence"] == "judged: 3 request shapes"
+    status = runs["agent_loops.responses_item_status_consistent"]["vllm_incomplete_item_status"]
+    assert status.startswith("completed in an incomplete response")
     stored = runs["agent_loops.responses_previous_response_continues"]
     assert stored["vllm_previous_response_id"] == "refused without a store: 404"

@@ -145,6 +145,8 @@ AGENT_LOOPS_ALWAYS = (
     "agent_loops.messages_stream_is_the_answer",
     "agent_loops.messages_errors_in_anthropic_envelope",
     "agent_loops.responses_previous_response_continues",
+    "agent_loops.responses_request_shapes",
+    "agent_loops.responses_item_status_consistent",
 )
 
 
