@@ -3,7 +3,9 @@
 An agent builds its turn from the stream and echoes it back: the items of a
 streamed Responses answer must be the final answer's (ids, call ids,
 arguments, text), a call's arguments must be announced done, and a tool
-loop's call ids must name one call each. Claude Code speaks Anthropic's
+loop's call ids must name one call each, on chat and on Responses (with
+the call outputs fed back, or the turn named by previous_response_id where
+the server stores responses). Claude Code speaks Anthropic's
 Messages API to /v1/messages: its answer, its event sequence (which must add
 up to the unstreamed answer) and its errors are judged as Anthropic's
 protocol, not OpenAI's. The tool contracts need a tool-call parser; a model
@@ -11,14 +13,19 @@ that writes no whole call leaves them undecided, never failed.
 """
 
 from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.features.agent_loops import TOOL_RESULT, fed_back, messages, responses
 
 # The suite's fixtures, from its feature room (and the tool_calls suite's cut-call judgement).
 from pytest_vllm_conformance.features.agent_loops import chat_turn as chat_turn
 from pytest_vllm_conformance.features.agent_loops import error_envelopes as error_envelopes
-from pytest_vllm_conformance.features.agent_loops import fed_back, messages, responses
 from pytest_vllm_conformance.features.agent_loops import item_prefixes as item_prefixes
 from pytest_vllm_conformance.features.agent_loops import messages_answer as messages_answer
+from pytest_vllm_conformance.features.agent_loops import responses_loop as loop
+from pytest_vllm_conformance.features.agent_loops import responses_shapes as shapes
 from pytest_vllm_conformance.features.agent_loops import responses_stream as responses_stream
+from pytest_vllm_conformance.features.agent_loops import responses_turn as responses_turn
+from pytest_vllm_conformance.features.agent_loops import store_routes as store_routes
+from pytest_vllm_conformance.features.agent_loops import unknown_call_output as unknown_call_output
 from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
 from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
 from pytest_vllm_conformance.features.generation.tool_calls import skip_if_cut
@@ -101,3 +108,149 @@ def test_messages_errors_in_anthropic_envelope(vllm_client, vllm_facts, error_en
         if expected["envelope"] != "anthropic":
             vllm_record(f"messages_error_{name}", f"in {expected['envelope']}'s envelope: {expected['why']}")
     vllm_evidence.judged(len(error_envelopes), "refusals")
+
+
+def _forced_call(turn: loop.Turn, what: str, function: str | None = None) -> dict:
+    """The turn's one function_call (of ``function``); a call cut by max_output_tokens is undecided."""
+    if not turn.calls and turn.cut:
+        undecided(f"{what}: the model was cut at max_output_tokens before a whole call, with only {turn.kinds}")
+    assert len(turn.calls) == 1, f"{what}: expected one function_call item, got the items {turn.kinds}"
+    call = turn.calls[0]
+    assert isinstance(call.get("call_id"), str) and call["call_id"], f"{what}: a function_call without call_id: {call}"
+    assert function is None or call.get("name") == function, f"{what}: a call of {call.get('name')!r}, not {function}"
+    return call
+
+
+@contract("agent_loops.responses_tool_loop_round_trips")
+def test_responses_tool_loop_round_trips(responses_turn, vllm_client, vllm_facts, unknown_call_output, vllm_record):
+    model = vllm_facts.model
+    first = responses_turn(loop.turn_request(model, loop.named("get_weather")), "the loop's forced call")
+    given = _forced_call(first, "the loop's forced call", "get_weather")
+    history = loop.fed_back(first)
+    second = responses_turn(loop.turn_request(model, loop.named("get_time"), history), "the turn after the output")
+    answered = _forced_call(second, "the turn after the call output", "get_time")
+    assert answered["call_id"] != given["call_id"] and answered.get("id") != given.get("id"), (
+        f"the second call (call_id {answered['call_id']!r}, id {answered.get('id')!r}) repeats the first's "
+        f"(call_id {given['call_id']!r}, id {given.get('id')!r}), which the client echoed back: a client keying "
+        "outputs by call_id cannot tell the calls apart"
+    )
+    orphan = vllm_client.post(loop.RESPONSES, loop.turn_request(model, "auto", loop.orphan_output_history()))
+    expected = unknown_call_output
+    assert orphan.status == expected["status"], (
+        f"a function_call_output naming no call the server gave: expected {expected['handling']} "
+        f"({expected['status']}), got {orphan.describe()} {orphan.text[:300]!r}"
+    )
+    vllm_record("unknown_call_output", f"{expected['handling']}: {expected['why']}")
+
+
+@contract("agent_loops.responses_tool_choice_forms")
+def test_responses_tool_choice_forms(responses_turn, vllm_facts, vllm_evidence):
+    model = vllm_facts.model
+    required = responses_turn(loop.turn_request(model, "required"), "tool_choice required")
+    none = responses_turn(loop.turn_request(model, "none"), "tool_choice none")
+    assert not none.calls, f"tool_choice none answered with function_call items: {none.calls}"
+    texts = [item for item in none.output if item.get("type") == "message"]
+    assert texts, f"tool_choice none kept no message item (the content): only {none.kinds}"
+    call = _forced_call(required, "tool_choice required")
+    assert call.get("name") in ("get_weather", "get_time"), f"tool_choice required called {call.get('name')!r}"
+    vllm_evidence.judged(2, "tool_choice forms")
+
+
+@contract("agent_loops.responses_previous_response_continues")
+def test_responses_previous_response_continues(
+    responses_turn, vllm_client, vllm_facts, vllm_expect, store_routes, vllm_record
+):
+    model = vllm_facts.model
+    first = responses_turn(loop.text_turn(model, "Say hello.", store=True), "the first stored turn")
+    stored = vllm_expect.declared("generation", "responses_store").value
+    follow = loop.text_turn(model, "Say it again.", previous_response_id=first.body.get("id"))
+    if not stored:
+        answer = vllm_client.post(loop.RESPONSES, follow)
+        problem = loop.error_problem(answer)
+        assert 400 <= answer.status < 500 and problem is None, (
+            f"without a response store, previous_response_id {first.body.get('id')!r} must be refused with a 4xx "
+            f"in OpenAI's error envelope; got {answer.describe()} {answer.text[:300]!r} {problem or ''}"
+        )
+        vllm_record("previous_response_id", f"refused without a store: {answer.status}")
+        return
+    second = responses_turn(follow, "the turn continuing the stored one")
+    earlier = (first.input_tokens() or 0) + (first.output_tokens() or 0)
+    assert isinstance(second.input_tokens(), int) and second.input_tokens() > earlier, (
+        f"the turn after previous_response_id reads {second.input_tokens()!r} input tokens, not more than the "
+        f"earlier turn's {first.input_tokens()} input and {first.output_tokens()} output: it did not continue it"
+    )
+    read = vllm_client.get(loop.stored_path(first.body.get("id")))
+    kept = read.json_or_none() if read.status == 200 else None
+    assert isinstance(kept, dict) and loop.same_answer(kept, first.body), (
+        f"GET {loop.stored_path(first.body.get('id'))} does not return the stored answer: {read.describe()} "
+        f"{read.text[:300]!r}"
+    )
+    items = vllm_client.get(loop.stored_path(first.body.get("id")) + "/input_items")
+    if store_routes["input_items"]:
+        assert items.status == 200 and loop.has_input(items.json_or_none(), "Say hello."), (
+            f"GET .../input_items does not list the stored input: {items.describe()} {items.text[:300]!r}"
+        )
+    else:
+        vllm_record("input_items", f"not served at this release ({items.status}): {store_routes['why']}")
+
+
+@contract("agent_loops.messages_tool_use_round_trips")
+def test_messages_tool_use_round_trips(messages_answer, vllm_client, vllm_facts, vllm_evidence):
+    body = messages.tool_request(vllm_facts.model, "get_weather")
+    first = messages_answer(body)
+    if not messages.tool_uses(first) and first.get("stop_reason") == "max_tokens":
+        undecided(f"the forced tool was cut at max_tokens before a whole call: {str(first.get('content'))[:200]}")
+    problems = messages.tool_use_problems(first, "get_weather")
+    assert not problems, "the forced tool is not one tool_use block:\n  " + "\n  ".join(problems)
+    count = vllm_client.post(messages.COUNT_TOKENS, messages.counted(body))
+    tokens = (count.json_or_none() or {}).get("input_tokens") if count.status == 200 else count.describe()
+    assert tokens == first["usage"]["input_tokens"], (
+        f"usage.input_tokens {first['usage']['input_tokens']} but count_tokens counts {tokens!r} for the same "
+        "messages and tools"
+    )
+    history = messages.fed_back(first, TOOL_RESULT)
+    second = messages_answer(messages.tool_request(vllm_facts.model, "get_time", history))
+    if not messages.tool_uses(second) and second.get("stop_reason") == "max_tokens":
+        undecided(f"the call after the tool_result was cut at max_tokens: {str(second.get('content'))[:200]}")
+    problems = messages.tool_use_problems(second, "get_time")
+    assert not problems, "the turn after the tool_result is not one tool_use block:\n  " + "\n  ".join(problems)
+    given, answered = messages.tool_uses(first)[0]["id"], messages.tool_uses(second)[0]["id"]
+    assert answered != given, (
+        f"the second tool_use's id {answered!r} is the first's, which the client echoed as tool_use_id: "
+        "a client keying tool results by id cannot tell the calls apart"
+    )
+    vllm_evidence.judged(1, "tool_use loops")
+
+
+@contract("agent_loops.responses_request_shapes")
+def test_responses_request_shapes(responses_turn, vllm_client, vllm_facts, vllm_evidence):
+    model = vllm_facts.model
+    answered = responses_turn(shapes.history_request(model), "system, developer and assistant history items")
+    assert any(item.get("type") == "message" for item in answered.output), (
+        f"the history request was answered with no message item: {answered.kinds}"
+    )
+    refusals = {"an input_image on a text-only model": shapes.image_request, "input 5": shapes.invalid_request}
+    for what, build in refusals.items():
+        refused = vllm_client.post(loop.RESPONSES, build(model))
+        problem = loop.error_problem(refused)
+        assert refused.status == 400 and problem is None, (
+            f"{what}: expected 400 in OpenAI's error envelope, got {refused.describe()} {refused.text[:300]!r} "
+            f"{problem or ''}"
+        )
+    vllm_evidence.judged(1 + len(refusals), "request shapes")
+
+
+@contract("agent_loops.responses_item_status_consistent")
+def test_responses_item_status_consistent(responses_turn, vllm_facts, vllm_expect, vllm_record, vllm_evidence):
+    cut_status = vllm_expect.fact("responses_incomplete_item_status")
+    whole = responses_turn(responses.text_request(vllm_facts.model), "a text answer")
+    cut = responses_turn(shapes.cut_request(vllm_facts.model), "an answer cut at 2 tokens")
+    if cut.body.get("status") != "incomplete":
+        undecided(f"the answer cut at 2 output tokens came back {cut.body.get('status')!r}, not incomplete")
+    problems = shapes.status_problems(whole.body, cut_status["status"]) + shapes.status_problems(
+        cut.body, cut_status["status"]
+    )
+    assert not problems, "an item's status contradicts its response's:\n  " + "\n  ".join(problems)
+    if cut_status["status"] != "incomplete":
+        vllm_record("incomplete_item_status", f"{cut_status['status']} in an incomplete response: {cut_status['why']}")
+    vllm_evidence.judged(len(whole.output) + len(cut.output), "output items")

@@ -11,7 +11,14 @@ response.function_call_arguments.done dropped, which breaks only the call's.
 
 import pytest
 
-from fixtures.fault_proxy import ErrorsInOpenAIEnvelope, FaultProxy, RewriteJsonResponse, RewriteStream
+from fixtures.fault_proxy import (
+    ErrorsInOpenAIEnvelope,
+    FaultProxy,
+    Respond,
+    RewriteJsonResponse,
+    RewriteStream,
+    SetJsonField,
+)
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import GENERATION_PROFILE, agent_loop_verdicts
 from tests.support.verdicts import assert_verdicts, failed_checks
@@ -95,3 +102,65 @@ def test_a_token_count_that_disagrees_with_the_answer_fails_the_message_shape(py
     assert_verdicts(junit, {"agent_loops.messages_answer_shape": "failed"})
     message = failed_checks(junit)["agent_loops.messages_answer_shape"]
     assert "but count_tokens counts" in message, message
+
+
+@pytest.mark.pins(failed={"agent_loops.responses_tool_loop_round_trips"})
+def test_call_ids_renumbered_per_answer_fail_the_responses_loop(pytester, served):
+    # Every answer's calls numbered from call_0: the second turn's call takes the id the client echoed.
+    rule = RewriteJsonResponse(json_path="output.*.call_id", value="call_0", path=RESPONSES)
+    junit = run_through(pytester, served, [rule], "-k", "responses_tool_loop")
+    assert_verdicts(junit, {"agent_loops.responses_tool_loop_round_trips": "failed"})
+    message = failed_checks(junit)["agent_loops.responses_tool_loop_round_trips"]
+    assert "call_id 'call_0'" in message and "repeats the first's" in message, message
+
+
+@pytest.mark.pins(failed={"agent_loops.responses_tool_choice_forms"})
+def test_a_gateway_forcing_tool_choice_required_fails_tool_choice_none(pytester, served):
+    forced = SetJsonField(field="tool_choice", value="required", path=RESPONSES)
+    junit = run_through(pytester, served, [forced], "-k", "responses_tool_choice")
+    assert_verdicts(junit, {"agent_loops.responses_tool_choice_forms": "failed"})
+    assert (
+        "tool_choice none answered with function_call items"
+        in failed_checks(junit)["agent_loops.responses_tool_choice_forms"]
+    )
+
+
+@pytest.mark.pins(failed={"agent_loops.responses_previous_response_continues"})
+def test_a_previous_response_id_answered_without_a_store_fails(pytester, served):
+    # A gateway answering every turn itself: the unknown previous_response_id is "continued" with a 200.
+    canned = {"id": "resp_canned", "object": "response", "status": "completed", "output": [], "usage": None}
+    junit = run_through(pytester, served, [Respond(status=200, body_json=canned, path=RESPONSES)], "-k", "previous")
+    assert_verdicts(junit, {"agent_loops.responses_previous_response_continues": "failed"})
+    message = failed_checks(junit)["agent_loops.responses_previous_response_continues"]
+    assert "without a response store, previous_response_id 'resp_canned' must be refused" in message, message
+
+
+@pytest.mark.pins(failed={"agent_loops.messages_tool_use_round_trips"})
+def test_tool_use_ids_renumbered_per_answer_fail_the_messages_loop(pytester, served):
+    # Every answer's tool_use blocks numbered from toolu_0: the second turn's takes the id the client echoed.
+    rule = RewriteJsonResponse(json_path="content.*.id", value="toolu_0", path=MESSAGES)
+    junit = run_through(pytester, served, [rule], "-k", "messages_tool_use")
+    assert_verdicts(junit, {"agent_loops.messages_tool_use_round_trips": "failed"})
+    message = failed_checks(junit)["agent_loops.messages_tool_use_round_trips"]
+    assert "the second tool_use's id 'toolu_0' is the first's" in message, message
+
+
+@pytest.mark.pins(failed={"agent_loops.responses_request_shapes", "agent_loops.responses_item_status_consistent"})
+def test_flattened_errors_and_unfinished_items_fail_the_responses_shapes(pytester, served):
+    rules = [
+        # A gateway that words the route's refusals as a bare string.
+        RewriteJsonResponse(json_path=("error",), value="Bad request", path=RESPONSES, statuses=(400,)),
+        # Items left in_progress by a proxy that rebuilds the answer (the tiny model's text answers are all cut).
+        RewriteJsonResponse(json_path="output.*.status", value="in_progress", path=RESPONSES, statuses=(200,)),
+    ]
+    junit = run_through(pytester, served, rules, "-k", "request_shapes or item_status")
+    assert_verdicts(
+        junit,
+        {"agent_loops.responses_request_shapes": "failed", "agent_loops.responses_item_status_consistent": "failed"},
+    )
+    failed = failed_checks(junit)
+    assert "expected 400 in OpenAI's error envelope" in failed["agent_loops.responses_request_shapes"]
+    assert (
+        "has status 'in_progress' in a response of status 'incomplete'"
+        in failed["agent_loops.responses_item_status_consistent"]
+    )

@@ -132,12 +132,21 @@ def watermark_ingress_rules():
 
 
 # The agent_loops suite (suites/test_agent_loops.py): the contracts that need a tool-call parser, and the rest.
-AGENT_LOOPS_WITH_PARSER = ("agent_loops.responses_stream_call_is_the_answer", "agent_loops.chat_tool_loop_round_trips")
+AGENT_LOOPS_WITH_PARSER = (
+    "agent_loops.responses_stream_call_is_the_answer",
+    "agent_loops.chat_tool_loop_round_trips",
+    "agent_loops.responses_tool_loop_round_trips",
+    "agent_loops.responses_tool_choice_forms",
+    "agent_loops.messages_tool_use_round_trips",
+)
 AGENT_LOOPS_ALWAYS = (
     "agent_loops.responses_stream_is_the_answer",
     "agent_loops.messages_answer_shape",
     "agent_loops.messages_stream_is_the_answer",
     "agent_loops.messages_errors_in_anthropic_envelope",
+    "agent_loops.responses_previous_response_continues",
+    "agent_loops.responses_request_shapes",
+    "agent_loops.responses_item_status_consistent",
 )
 
 

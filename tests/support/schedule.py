@@ -87,6 +87,7 @@ ORDER: tuple[str, ...] = (
     "integration/test_watermark_on_real_vllm.py",
     "faults/test_watermark_faults.py",
     # Opt-in (make test-fleet): two replicas behind nginx.
+    "integration/test_responses_store_on_real_vllm.py",
     "integration/test_fleet_entry_behind_nginx.py",
     # Opt-in, each with a venv of its own (make test-matrix, make test-gateways).
     "integration/test_version_matrix.py",

@@ -1,6 +1,7 @@
 """Agent loops: the protocols coding agents drive vLLM through, judged across a loop of turns and a stream.
 
 ``responses.py``: a streamed Responses answer against its own final answer.
+``responses_loop.py``: a Responses tool loop's requests and turns.
 ``messages.py``: the Anthropic Messages API's answer, stream and errors.
 Here: the suite's fixtures, and the chat tool loop (a forced call, its result
 fed back under the call's id, a second forced call).
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_vllm_conformance.connection.client import Response
+from pytest_vllm_conformance.features.agent_loops import responses_loop
 from pytest_vllm_conformance.protocol import sse
 from pytest_vllm_conformance.protocol.answer_reader import Answer, read_answer
 from pytest_vllm_conformance.protocol.generation_routes import MESSAGES as MESSAGES_ROUTE
@@ -97,3 +99,23 @@ def messages_answer(vllm_client):
         return answer
 
     return messages_answer
+
+
+@pytest.fixture
+def responses_turn(vllm_client):
+    """``responses_turn(body, what)``: an unstreamed POST /v1/responses, asserted served (a responses_loop.Turn)."""
+
+    def responses_turn(body: dict[str, Any], what: str) -> responses_loop.Turn:
+        return responses_loop.read_turn(vllm_client.post("/v1/responses", body), what)
+
+    return responses_turn
+
+
+@pytest.fixture(scope="module")
+def unknown_call_output(vllm_expect):
+    return vllm_expect.fact("responses_unknown_call_output")
+
+
+@pytest.fixture(scope="module")
+def store_routes(vllm_expect):
+    return vllm_expect.fact("responses_store_routes")

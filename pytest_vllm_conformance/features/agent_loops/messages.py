@@ -188,3 +188,68 @@ def unstreamed(message: dict[str, Any]) -> dict[str, Any]:
     usage = message.get("usage") or {}
     counts = {key: usage.get(key) for key in ("input_tokens", "output_tokens")}
     return {"text": text_of(message), "stop_reason": message.get("stop_reason"), "usage": counts}
+
+
+# Anthropic's tool definitions of the loop's two functions, strict as the chat loop's: without it the
+# parser's structural tag leaves the input free, and the tiny model's `inf` made vLLM 0.32 answer 400
+# (the tool_use block's input must be an object; measured 2026-12-04).
+def _tool(name: str, description: str, field: str, values: list[str]) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {field: {"enum": values}}, "required": [field]}
+    return {
+        "name": name,
+        "description": description,
+        "strict": True,
+        "input_schema": schema | {"additionalProperties": False},
+    }
+
+
+TOOLS = [
+    _tool("get_weather", "The weather in a unit.", "unit", ["celsius", "kelvin"]),
+    _tool("get_time", "The time in a zone.", "zone", ["utc", "cet"]),
+]
+QUESTION = [{"role": "user", "content": "What is the weather, and what time is it?"}]
+# Room for the hermes envelope, the name and the input: the chat loop's 256 (a call cut short is undecided).
+TOOL_MAX_TOKENS = 256
+
+
+def tool_request(model: str, name: str, history: list[dict[str, Any]] = QUESTION) -> dict[str, Any]:
+    """A forced call of ``name`` (Anthropic's tool_choice {type: tool}) after ``history``."""
+    return request(
+        model,
+        max_tokens=TOOL_MAX_TOKENS,
+        messages=history,
+        tools=TOOLS,
+        tool_choice={"type": "tool", "name": name},
+    )
+
+
+def counted(body: dict[str, Any]) -> dict[str, Any]:
+    """The count_tokens request of the same prompt (count_tokens takes no max_tokens or sampling)."""
+    return {key: body[key] for key in ("model", "messages", "tools", "tool_choice", "system") if key in body}
+
+
+def tool_uses(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def tool_use_problems(message: dict[str, Any], name: str) -> list[str]:
+    """Why the answer is not one tool_use block of ``name`` (an id, an input object) with stop_reason tool_use."""
+    uses = tool_uses(message)
+    if len(uses) != 1:
+        return [f"{len(uses)} tool_use blocks, expected 1: {message.get('content')!r:.300}"]
+    use, problems = uses[0], []
+    if not isinstance(use.get("id"), str) or not use["id"]:
+        problems.append(f"tool_use id {use.get('id')!r} is no id")
+    if use.get("name") != name:
+        problems.append(f"tool_use name {use.get('name')!r}, not the forced {name}")
+    if not isinstance(use.get("input"), dict):
+        problems.append(f"tool_use input {use.get('input')!r:.120} is not an object")
+    if message.get("stop_reason") != "tool_use":
+        problems.append(f"stop_reason {message.get('stop_reason')!r} after a tool_use block, not tool_use")
+    return problems
+
+
+def fed_back(message: dict[str, Any], result: str, history: list[dict[str, Any]] = QUESTION) -> list[dict[str, Any]]:
+    """The history, the assistant turn as it came, and one tool_result per tool_use under its id."""
+    results = [{"type": "tool_result", "tool_use_id": use.get("id"), "content": result} for use in tool_uses(message)]
+    return [*history, {"role": "assistant", "content": message.get("content")}, {"role": "user", "content": results}]
