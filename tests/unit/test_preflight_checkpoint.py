@@ -148,3 +148,11 @@ def test_the_command_line_says_each_release_and_fails_on_a_target_that_refuses(t
     ]
     assert main([str(model), "--target-version", "0.32.0"]) == 1
     assert main([str(model), "--target-version", "0.29.0"]) == 0
+
+
+def test_the_refusal_quoted_is_the_catalogues_fact():
+    from pytest_vllm_conformance.catalogue import contracts
+
+    fact = contracts.load().fact("gptq_grouped_act_order", V032)
+    assert fact == {"behaviour": "refused", "message": GPTQ_GROUP_ORDER_REFUSAL}
+    assert contracts.load().fact("gptq_grouped_act_order", V029) == {"behaviour": "honoured"}

@@ -30,7 +30,6 @@ from typing import Any
 from packaging.version import Version
 
 GPTQ_METHODS = frozenset({"gptq", "auto_gptq", "gptq_marlin"})
-ACT_ORDER_REFUSED_FROM = Version("0.30")
 GPTQ_GROUP_ORDER_REFUSAL = (
     "GPTQ group activation ordering (desc_act=True) is no longer supported. "
     "Use a checkpoint with static activation ordering or desc_act=False."
@@ -117,7 +116,10 @@ def read_checkpoint(model_dir: Path) -> Quantization | None:
 
 def predict(quantization: Quantization, version: Version) -> Prediction:
     """What vLLM ``version`` does with the checkpoint at start-up and when it answers."""
-    refuses_grouped = version >= ACT_ORDER_REFUSED_FROM
+    from pytest_vllm_conformance.catalogue import contracts
+
+    # The catalogue's fact; the compressed-tensors refusal and the dropped g_idx came with it (in 0.30).
+    refuses_grouped = contracts.load().fact("gptq_grouped_act_order", version)["behaviour"] == "refused"
     if quantization.method == "compressed-tensors":
         grouped = [order for order in quantization.actorders if order in ("group", "dynamic")]
         if grouped and refuses_grouped:
