@@ -41,6 +41,8 @@ ORDER: tuple[str, ...] = (
     # The one_seq server starts beside the report tests, the short_context server beside the target faults.
     "integration/test_reports_on_real_vllm.py",
     "faults/test_target_faults.py",
+    # A start that vLLM refuses in about 15 s (no engine): beside the pool's servers, holding no slot after it.
+    "integration/test_gptq_on_real_vllm.py",
     # Quiet: loads plain and one_seq (which is also the compiled start whose log the start-up proof reads).
     "integration/test_serving_on_real_vllm.py",
     # Plain behind the fault proxy: tiny workloads, faults far outside the noise.

@@ -1,0 +1,211 @@
+"""What a vLLM release will do with a quantized checkpoint, read from the checkpoint alone.
+
+The seeds' checklist asks "Do your GPTQ checkpoints use activation ordering?"; this answers it from the model
+directory: its quantization config (``config.json``'s ``quantization_config``, else GPTQ's
+``quantize_config.json``) and, for GPTQ, its ``g_idx`` tensors (read from the safetensors files' raw bytes, so
+neither torch nor safetensors is needed). Facts, each from vLLM's source at the release tags
+(docs/gptq.md has the measurements on real servers):
+
+* GPTQ ``desc_act: true`` with groups: 0.28 and 0.29 load ``g_idx`` and the CPU WNA16 kernel honours it;
+  0.30 and later refuse to start (``normalize_and_validate_gptq_desc_act`` in
+  ``vllm/model_executor/layers/quantization/utils/gptq_utils.py``), also when a ``dynamic`` rule turns it on
+  for some modules. ``desc_act`` without groups is normalised to false in every release.
+* 0.30 and later drop every ``*.g_idx`` tensor without a word (``QuantizationConfig.
+  get_checkpoint_weight_mapper`` in ``base_config.py``): harmless where ``g_idx`` is ``i // group_size``
+  (no ordering, or static ordering), wrong answers where it is not and ``desc_act`` says false.
+* GPTQ ``sym: false`` is refused by every release (``AutoGPTQConfig.TYPE_MAP`` in ``auto_gptq.py``).
+* compressed-tensors ``actorder: group`` or ``dynamic``: 0.30 and later refuse to start
+  (``compressed_tensors.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+GPTQ_METHODS = frozenset({"gptq", "auto_gptq", "gptq_marlin"})
+GPTQ_GROUP_ORDER_REFUSAL = (
+    "GPTQ group activation ordering (desc_act=True) is no longer supported. "
+    "Use a checkpoint with static activation ordering or desc_act=False."
+)
+CT_GROUP_ORDER_REFUSAL = (
+    "Compressed-tensors group/dynamic activation ordering (actorder={actorder!r}) is no longer supported. "
+    "Use a checkpoint with static/weight activation ordering or without activation ordering."
+)
+REQUANTIZE = "requantize with static activation ordering (GPTQModel's act_group_aware) or without ordering"
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """A checkpoint's quantization, as vLLM reads it."""
+
+    method: str
+    source: str
+    bits: int | None = None
+    group_size: int | None = None
+    desc_act: bool = False
+    sym: bool = True
+    # Module patterns of GPTQ ``dynamic`` rules that turn grouped desc_act on.
+    dynamic_desc_act: tuple[str, ...] = ()
+    # compressed-tensors: the ``actorder`` of each config group's weights.
+    actorders: tuple[str, ...] = ()
+    # GPTQ: the g_idx tensors that are not ``i // group_size`` (None: no safetensors read).
+    g_idx_out_of_order: tuple[str, ...] | None = field(default=None)
+
+    @property
+    def grouped_act_order(self) -> bool:
+        grouped = self.group_size is not None and self.group_size != -1
+        return (self.desc_act and grouped) or bool(self.dynamic_desc_act)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What one release does with the checkpoint: ``refused`` (at start-up), ``wrong`` (starts, answers from
+    weights it read wrong, without a word) or ``starts``."""
+
+    outcome: str
+    says: str
+
+
+def read_checkpoint(model_dir: Path) -> Quantization | None:
+    """The checkpoint's quantization, or None for a checkpoint vLLM reads as unquantized."""
+    config = _json(model_dir / "config.json") or {}
+    raw, source = config.get("quantization_config"), "config.json quantization_config"
+    if raw is None and (model_dir / "quantize_config.json").is_file():
+        raw, source = _json(model_dir / "quantize_config.json"), "quantize_config.json"
+    if not isinstance(raw, dict):
+        return None
+    method = str(raw.get("quant_method", "gptq" if source == "quantize_config.json" else "unknown")).lower()
+    if method == "compressed-tensors":
+        groups = raw.get("config_groups") or {}
+        actorders = tuple(
+            str((group.get("weights") or {}).get("actorder"))
+            for group in groups.values()
+            if isinstance(group, dict) and (group.get("weights") or {}).get("actorder")
+        )
+        return Quantization(method, source, actorders=actorders)
+    if method not in GPTQ_METHODS:
+        return Quantization(method, source)
+    group_size = int(raw.get("group_size", -1))
+    dynamic = raw.get("dynamic") or {}
+    dynamic_desc_act = tuple(
+        pattern
+        for pattern, rule in dynamic.items()
+        if isinstance(rule, dict)
+        and rule.get("desc_act", raw.get("desc_act", False))
+        and int(rule.get("group_size", group_size)) != -1
+        and not pattern.startswith("-:")
+    )
+    return Quantization(
+        method,
+        source,
+        bits=int(raw.get("bits", 4)),
+        group_size=group_size,
+        desc_act=bool(raw.get("desc_act", False)),
+        sym=bool(raw.get("sym", True)),
+        dynamic_desc_act=dynamic_desc_act,
+        g_idx_out_of_order=_g_idx_out_of_order(model_dir, group_size),
+    )
+
+
+def predict(quantization: Quantization, version: Version) -> Prediction:
+    """What vLLM ``version`` does with the checkpoint at start-up and when it answers."""
+    from pytest_vllm_conformance.catalogue import contracts
+
+    # The catalogue's fact; the compressed-tensors refusal and the dropped g_idx came with it (in 0.30).
+    refuses_grouped = contracts.load().fact("gptq_grouped_act_order", version)["behaviour"] == "refused"
+    if quantization.method == "compressed-tensors":
+        grouped = [order for order in quantization.actorders if order in ("group", "dynamic")]
+        if grouped and refuses_grouped:
+            return Prediction("refused", CT_GROUP_ORDER_REFUSAL.format(actorder=grouped[0]) + f"; {REQUANTIZE}")
+        return Prediction("starts", f"compressed-tensors, activation ordering {_orders(quantization.actorders)}")
+    if quantization.method not in GPTQ_METHODS:
+        return Prediction("starts", f"{quantization.method}: not a GPTQ checkpoint; nothing known to check")
+    if not quantization.sym:
+        return Prediction("refused", f"Unsupported quantization config: bits={quantization.bits}, sym=False")
+    if quantization.grouped_act_order:
+        if refuses_grouped:
+            patterns = ", ".join(quantization.dynamic_desc_act)
+            rules = f" (dynamic rules {patterns})" if patterns else ""
+            return Prediction("refused", f"{GPTQ_GROUP_ORDER_REFUSAL}{rules}; {REQUANTIZE}")
+        return Prediction("starts", "grouped activation ordering (desc_act): g_idx loaded and honoured")
+    out_of_order = quantization.g_idx_out_of_order or ()
+    if out_of_order and refuses_grouped:
+        return Prediction(
+            "wrong",
+            f"{len(out_of_order)} g_idx tensor(s) not in group order (first {out_of_order[0]}) while desc_act is "
+            f"false: vLLM {version} drops g_idx without a word and multiplies columns by the wrong groups' scales",
+        )
+    return Prediction("starts", "no grouped activation ordering: g_idx, if any, is i // group_size")
+
+
+def describe(quantization: Quantization, version: Version) -> str:
+    prediction = predict(quantization, version)
+    what = {"refused": "will not start on", "wrong": "starts and answers wrong on", "starts": "starts on"}
+    where = f"{quantization.method} ({quantization.source})"
+    return f"{where}: {what[prediction.outcome]} vLLM {version}: {prediction.says}"
+
+
+def _orders(actorders: tuple[str, ...]) -> str:
+    return ", ".join(sorted(set(actorders))) or "none"
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _g_idx_out_of_order(model_dir: Path, group_size: int) -> tuple[str, ...] | None:
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files or group_size <= 0:
+        return None
+    out_of_order = []
+    for path in files:
+        with open(path, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+            for name, entry in sorted(header.items()):
+                if not name.endswith(".g_idx") or entry.get("dtype") != "I32":
+                    continue
+                begin, end = entry["data_offsets"]
+                handle.seek(8 + length + begin)
+                values = array("i")
+                values.frombytes(handle.read(end - begin))
+                if any(value != i // group_size for i, value in enumerate(values)):
+                    out_of_order.append(name)
+    return tuple(out_of_order)
+
+
+RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pytest_vllm_conformance.features.preflight.checkpoint MODEL_DIR [--target-version X]``:
+    one line per release (the catalogue's, or the one given); exit 1 when the target will not start or
+    answer right."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="What each vLLM release does with a quantized checkpoint.")
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--target-version", type=Version, default=None)
+    args = parser.parse_args(argv)
+    quantization = read_checkpoint(args.model_dir)
+    if quantization is None:
+        print(f"{args.model_dir}: no quantization config; vLLM reads it as unquantized")
+        return 0
+    versions = [args.target_version] if args.target_version else [Version(release) for release in RELEASES]
+    for version in versions:
+        print(describe(quantization, version))
+    return 1 if args.target_version and predict(quantization, args.target_version).outcome != "starts" else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

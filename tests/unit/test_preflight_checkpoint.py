@@ -1,0 +1,158 @@
+"""The preflight reads a checkpoint: its quantization config and GPTQ g_idx, and what each release will do.
+
+The configs are GPTQModel's own (fixtures/gptq_configs/); what the releases do was measured on real servers
+(docs/gptq.md) and is pinned here as the preflight's prediction.
+"""
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from pytest_vllm_conformance.features.preflight.checkpoint import (
+    GPTQ_GROUP_ORDER_REFUSAL,
+    describe,
+    predict,
+    read_checkpoint,
+)
+
+CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "gptq_configs"
+V029, V030, V032 = Version("0.29.0"), Version("0.30.0"), Version("0.32.0")
+
+
+def checkpoint(tmp_path: Path, quantization: dict | None, g_idx: dict[str, list[int]] | None = None) -> Path:
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+    if quantization is not None:
+        config["quantization_config"] = quantization
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if g_idx is not None:
+        write_int32_safetensors(tmp_path / "model.safetensors", g_idx)
+    return tmp_path
+
+
+def write_int32_safetensors(path: Path, tensors: dict[str, list[int]]) -> None:
+    header, data = {}, b""
+    for name, values in tensors.items():
+        raw = struct.pack(f"<{len(values)}i", *values)
+        header[name] = {"dtype": "I32", "shape": [len(values)], "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    encoded = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
+
+
+def gptqmodel_config(ordering: str) -> dict:
+    return json.loads((CONFIGS / f"{ordering}.json").read_text())
+
+
+def in_order(size: int, group: int = 32) -> list[int]:
+    return [i // group for i in range(size)]
+
+
+def test_grouped_act_order_starts_before_0_30_and_is_refused_from_0_30_with_vllms_words(tmp_path):
+    quantization = read_checkpoint(checkpoint(tmp_path, gptqmodel_config("group")))
+    assert quantization is not None and quantization.grouped_act_order
+    assert predict(quantization, V029).outcome == "starts"
+    for version in (V030, V032):
+        prediction = predict(quantization, version)
+        assert prediction.outcome == "refused"
+        assert prediction.says.startswith(GPTQ_GROUP_ORDER_REFUSAL)
+        assert "requantize with static activation ordering" in prediction.says
+    assert describe(quantization, V032).startswith(
+        "gptq (config.json quantization_config): will not start on vLLM 0.32.0: GPTQ group activation ordering"
+    )
+
+
+@pytest.mark.parametrize("ordering", ["none", "static"])
+def test_no_or_static_ordering_starts_on_every_release(tmp_path, ordering):
+    model = checkpoint(tmp_path, gptqmodel_config(ordering), {"model.layers.0.mlp.down_proj.g_idx": in_order(256)})
+    quantization = read_checkpoint(model)
+    assert quantization is not None and not quantization.grouped_act_order
+    assert quantization.g_idx_out_of_order == ()
+    assert {predict(quantization, version).outcome for version in (V029, V030, V032)} == {"starts"}
+
+
+def test_a_g_idx_out_of_order_under_desc_act_false_answers_wrong_from_0_30(tmp_path):
+    """A bad conversion: desc_act dropped from the config, the act-order g_idx kept; 0.30 drops g_idx silently."""
+    shuffled = in_order(256)[::-1]
+    model = checkpoint(
+        tmp_path,
+        gptqmodel_config("none"),
+        {"model.layers.0.mlp.down_proj.g_idx": shuffled, "model.layers.0.mlp.up_proj.g_idx": in_order(128)},
+    )
+    quantization = read_checkpoint(model)
+    assert quantization is not None
+    assert quantization.g_idx_out_of_order == ("model.layers.0.mlp.down_proj.g_idx",)
+    assert predict(quantization, V029).outcome == "starts"
+    prediction = predict(quantization, V032)
+    assert prediction.outcome == "wrong"
+    assert "drops g_idx without a word" in prediction.says
+
+
+def test_a_dynamic_rule_that_turns_on_grouped_act_order_is_refused(tmp_path):
+    quantization = {**gptqmodel_config("none"), "dynamic": {r"+:.*\.mlp\..*": {"desc_act": True}}}
+    read = read_checkpoint(checkpoint(tmp_path, quantization))
+    assert read is not None and read.dynamic_desc_act == (r"+:.*\.mlp\..*",)
+    assert predict(read, V032).outcome == "refused"
+    assert predict(read, V029).outcome == "starts"
+
+
+def test_desc_act_without_groups_is_normalised_and_starts(tmp_path):
+    read = read_checkpoint(checkpoint(tmp_path, {**gptqmodel_config("group"), "group_size": -1}))
+    assert read is not None and not read.grouped_act_order
+    assert predict(read, V032).outcome == "starts"
+
+
+def test_asymmetric_gptq_is_refused_by_every_release(tmp_path):
+    read = read_checkpoint(checkpoint(tmp_path, {**gptqmodel_config("none"), "sym": False}))
+    assert read is not None
+    for version in (V029, V032):
+        assert predict(read, version).says == "Unsupported quantization config: bits=4, sym=False"
+
+
+def test_legacy_quantize_config_json_is_read_when_config_json_has_none(tmp_path):
+    model = checkpoint(tmp_path, None)
+    (model / "quantize_config.json").write_text(json.dumps({"bits": 4, "group_size": 32, "desc_act": True}))
+    read = read_checkpoint(model)
+    assert read is not None and read.source == "quantize_config.json" and read.method == "gptq"
+    assert predict(read, V030).outcome == "refused"
+
+
+@pytest.mark.parametrize(("actorder", "outcome"), [("group", "refused"), ("dynamic", "refused"), ("static", "starts")])
+def test_compressed_tensors_group_and_dynamic_ordering_are_refused_from_0_30(tmp_path, actorder, outcome):
+    config = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "actorder": actorder}}},
+    }
+    read = read_checkpoint(checkpoint(tmp_path, config))
+    assert read is not None
+    assert predict(read, V032).outcome == outcome
+    assert predict(read, V029).outcome == "starts"
+
+
+def test_an_unquantized_checkpoint_has_nothing_to_read(tmp_path):
+    assert read_checkpoint(checkpoint(tmp_path, None)) is None
+
+
+def test_the_command_line_says_each_release_and_fails_on_a_target_that_refuses(tmp_path, capsys):
+    from pytest_vllm_conformance.features.preflight.checkpoint import main
+
+    model = checkpoint(tmp_path, gptqmodel_config("group"))
+    assert main([str(model)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[1] for line in lines] == [
+        "starts on vLLM 0.28.0",
+        "starts on vLLM 0.29.0",
+        *(f"will not start on vLLM 0.3{minor}.0" for minor in range(4)),
+    ]
+    assert main([str(model), "--target-version", "0.32.0"]) == 1
+    assert main([str(model), "--target-version", "0.29.0"]) == 0
+
+
+def test_the_refusal_quoted_is_the_catalogues_fact():
+    from pytest_vllm_conformance.catalogue import contracts
+
+    fact = contracts.load().fact("gptq_grouped_act_order", V032)
+    assert fact == {"behaviour": "refused", "message": GPTQ_GROUP_ORDER_REFUSAL}
+    assert contracts.load().fact("gptq_grouped_act_order", V029) == {"behaviour": "honoured"}
