@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from fixtures.servers import ServerPool, ServerSpec
+    from fixtures.server_pool import ServerPool, ServerSpec
 
-from tests.support import schedule, verdicts, warm_runs
+from fixtures import verdicts
+from fixtures.server_specs import SHARED_MACHINE_ENV, server_specs
+from tests.support import schedule, warm_runs
 from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE, hiding
-from tests.support.servers import SHARED_MACHINE_ENV, server_specs
 
 pytest_plugins = ["pytester"]
 
@@ -173,7 +174,7 @@ def vllm_server_pool(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pyt
 
     Each costs about 2.9 GB: a shared machine may need fewer alive at once.
     """
-    from fixtures.servers import ServerPool
+    from fixtures.server_pool import ServerPool
 
     max_alive = int(os.environ.get("VLLM_CONFORMANCE_TEST_MAX_SERVERS") or 3)
     pool = ServerPool(max_alive=max_alive, log_dir=tmp_path_factory.mktemp("vllm-logs"), env=SHARED_MACHINE_ENV)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 EMBEDDED_SERVER_TEST = (
     "integration/test_reports_on_real_vllm.py::test_embedded_server_is_started_stopped_and_never_holds_the_key"
 )
-# The marker a server test declares its servers with (names of tests/support/servers.py's specs).
+# The marker a server test declares its servers with (names of fixtures/server_specs.py's specs).
 SERVERS_MARKER = "servers"
 
 # In the order they run. The order is chosen so that a server is started once, every group that measures latency
@@ -47,7 +47,7 @@ ORDER: tuple[str, ...] = (
     "faults/test_serving_faults.py",
     # The reasoning server starts beside the context faults and the fleet.
     "faults/test_context_faults.py",
-    # Apart from its module: unbounded_embeds is the short_context server (tests/support/servers.py).
+    # Apart from its module: unbounded_embeds is the short_context server (fixtures/server_specs.py).
     "faults/test_endpoint_faults.py::test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits",
     # Two replicas, one with another --max-model-len: the servers the context faults just used.
     "integration/test_fleet_on_real_vllm.py",
@@ -56,7 +56,7 @@ ORDER: tuple[str, ...] = (
     # The perturbed server starts beside the reasoning tests; the self-test, first, needs only plain (about a
     # minute), so the retemplated server starts beside it too.
     "integration/test_quality_on_real_vllm.py",
-    # bfloat16 is the retemplated server (tests/support/servers.py), which the rendering tests use next.
+    # bfloat16 is the retemplated server (fixtures/server_specs.py), which the rendering tests use next.
     "integration/test_logprob_drift_on_real_vllm.py",
     "integration/test_rendering_on_real_vllm.py",
     # Plain alone for about a minute and a half: the generation and padding servers start beside them.

@@ -9,7 +9,7 @@ from atlas.catalogue_check import contradictions
 from atlas.plan import FLAG_SETS, flag_set, profile_of
 from atlas.render import capture_diff, pages, upgrade_pairs
 from atlas.runner import one_line, outcome_of
-from tests.support.verdicts import ContractRun
+from fixtures.verdicts import ContractRun
 
 COMMAND = "python -m atlas render"
 
