@@ -52,7 +52,7 @@ from pytest_vllm_conformance.features.serving.stats import compare_medians
 REPO = Path(__file__).resolve().parents[1]
 
 SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512")
-# The gate's own defaults (contracts.yaml's serving policy): what a profile that declares only the concurrency gets.
+# The gate's own defaults (declarations.yaml's serving policy): what a profile that declares only the concurrency gets.
 DEFAULT_REQUESTS, DEFAULT_ROUNDS, DEFAULT_MAX_SLOWDOWN, CONFIDENCE = 32, 4, 0.2, 0.95
 THROUGHPUT_LOSS = 0.2
 # A 20 % loss sits on the default floor (max_slowdown 0.2: the interval must lie below 0.8); a gate meant to
