@@ -58,15 +58,18 @@ lint: $(STAMP)
 	$(PY) -m mypy
 	$(PY) -m pytest_vllm_conformance.catalogue.docs_gen --check docs
 	$(PY) -m pytest_vllm_conformance.plugin.option_docs --check docs
+	$(PY) -m tests.support.room_list --check docs
 
 # Two workers: most unit tests are pytester runs of the plugin, a second each.
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
-# The generated references (docs/contracts.md, docs/profile-reference.md; docs/options.md).
+# The generated references (docs/contracts.md, docs/profile-reference.md; docs/options.md; the room list of
+# docs/architecture.md).
 docs: $(STAMP)
 	$(PY) -m pytest_vllm_conformance.catalogue.docs_gen --write docs
 	$(PY) -m pytest_vllm_conformance.plugin.option_docs --write docs
+	$(PY) -m tests.support.room_list --write docs
 	$(PY) -m atlas render
 
 # The lint (mypy takes one core) runs beside the unit tests, each one's output printed whole

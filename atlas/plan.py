@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fixtures import scripted_output
-from tests.support.servers import CPU_SERVE_ARGS, DERIVED_LENGTH_ARGS
+from fixtures.server_specs import CPU_SERVE_ARGS, DERIVED_LENGTH_ARGS
 
 # Oldest first. ``why_not`` says why a release has no column of measurements.
 RELEASES: dict[str, str] = {

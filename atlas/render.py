@@ -5,11 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import yaml
-
 from atlas.plan import FLAG_SETS, RELEASES
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.catalogue.contracts import CATALOGUE_FILE
 
 # One catalogue for a whole rendering: the matrix asks it once a cell.
 load = functools.cache(contracts.load)
@@ -268,11 +265,7 @@ def changing_facts(old: str, new: str) -> list[tuple[str, str, str]]:
 
 def _raw_facts() -> dict[str, list[dict]]:
     """The facts with their sources (the loaded catalogue keeps the values only)."""
-    from importlib import resources
-
-    from pytest_vllm_conformance.catalogue import contracts
-
-    return yaml.safe_load(resources.files(contracts.__package__).joinpath(CATALOGUE_FILE).read_text())["facts"]
+    return contracts.raw_catalogue()["facts"]
 
 
 def _contains(spec: str, version: Any) -> bool:

@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 
 from atlas.plan import FlagSet, profile_of
+from fixtures.verdicts import ContractRun, contract_runs
 from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
-from tests.support.verdicts import ContractRun, contract_runs
 
 REPO = Path(__file__).resolve().parents[1]
 # Where a failure's text says where it happened: the first line that is not a traceback frame.

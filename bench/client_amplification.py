@@ -11,7 +11,7 @@ own), against fixtures/hostile_server/ in another process:
 Prints one line per client: wall seconds, peak RSS (MiB), bytes kept.
 Targets (issue: the suite's client under 150 MB and 3 s).
 
-    python bench/client_amplification.py [--bytes 300000000]
+    python -m bench.client_amplification [--bytes 300000000]
 """
 
 from __future__ import annotations

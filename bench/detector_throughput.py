@@ -1,6 +1,6 @@
 """Throughput of our watermark detector vs vLLM's own, on the same tokens.
 
-    python bench/detector_throughput.py [--tokens 100000] [--repeats 3]
+    python -m bench.detector_throughput [--tokens 100000] [--repeats 3]
 
 Prints tokens/s for each detector and the ratio ours / vLLM's (target >= 1).
 vLLM's column is skipped, with a message, when ``vllm.v1.watermarking`` is not
@@ -12,20 +12,14 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import sys
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-try:
-    from pytest_vllm_conformance.features.watermark import make_detector
-except ImportError:  # running from a checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from pytest_vllm_conformance.features.watermark import make_detector
+from pytest_vllm_conformance.features.watermark import make_detector
 
 # Any fixed value works: this only has to be the same key for both detectors.
 BENCH_KEY = 0x5EED_0F_BE_7C_4A11

@@ -20,7 +20,7 @@ docs/quality-drift.md quotes:
 Then, per gated figure, the largest value among the healthy rows, the limit,
 and the smallest among the broken rows (the margin on each side).
 
-    python bench/drift_table.py [--python PYTHON_WITH_VLLM] [--only LABEL ...]
+    python -m bench.drift_table [--python PYTHON_WITH_VLLM] [--only LABEL ...]
 """
 
 from __future__ import annotations
@@ -36,15 +36,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from fixtures import tiny_models
+from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
+from fixtures.logprob_damage import PROMPT_LOGPROBS, lower_every_position, shift_positions
+from fixtures.verdicts import contract_runs
+from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer
+from pytest_vllm_conformance.features.quality import logprob_drift
 
-from fixtures import tiny_models  # noqa: E402
-from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse  # noqa: E402
-from fixtures.logprob_damage import PROMPT_LOGPROBS, lower_every_position, shift_positions  # noqa: E402
-from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer  # noqa: E402
-from pytest_vllm_conformance.features.quality import logprob_drift  # noqa: E402
-from tests.support.verdicts import contract_runs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 EAGER_F32 = ("--dtype", "float32", "--enforce-eager")
 F32 = (*EAGER_F32, "--max-model-len", "512")

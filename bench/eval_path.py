@@ -1,6 +1,6 @@
 """The quality suite's eval path vs lm-eval's own CLI, on the same task and server.
 
-    python bench/eval_path.py [--url URL | --serve MODEL_DIR] [--task multiple_choice] [--repeats 3]
+    python -m bench.eval_path [--url URL | --serve MODEL_DIR] [--task multiple_choice] [--repeats 3]
 
 Each side runs in a fresh Python process, as it would in CI: ours calls what
 the suite calls (``runner.language_model`` + ``runner.evaluate``, i.e.
@@ -28,14 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from pytest_vllm_conformance.connection.client import BoundedClient
+from pytest_vllm_conformance.connection.discovery import discover
+from pytest_vllm_conformance.features.quality import task_files
+from pytest_vllm_conformance.features.quality.offline import OFFLINE_ENV
+from pytest_vllm_conformance.features.quality.runner import EVAL_CONCURRENCY
 
-from pytest_vllm_conformance.connection.client import BoundedClient  # noqa: E402
-from pytest_vllm_conformance.connection.discovery import discover  # noqa: E402
-from pytest_vllm_conformance.features.quality import task_files  # noqa: E402
-from pytest_vllm_conformance.features.quality.offline import OFFLINE_ENV  # noqa: E402
-from pytest_vllm_conformance.features.quality.runner import EVAL_CONCURRENCY  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 TASKS = {"short_answer": task_files.SHORT_ANSWER, "multiple_choice": task_files.MULTIPLE_CHOICE}
 CPU_SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--enable-tokenizer-info-endpoint")

@@ -10,7 +10,7 @@ started (``--model DIR``), every replica then being that server under
 another name. With one server the replicas share its CPU: the figures show
 the plugin's own parallelism, bounded by the server's and the machine's.
 
-    python bench/fleet_parallel.py [--url URL ...] [--model DIR] [--markers EXPR] [--rounds N]
+    python -m bench.fleet_parallel [--url URL ...] [--model DIR] [--markers EXPR] [--rounds N]
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ def main() -> int:
     if not urls:
         if args.model is None:
             parser.error("give --url (a running server) or --model DIR (a model to serve)")
-        sys.path.insert(0, str(ROOT))
         from pytest_vllm_conformance.connection.launcher import VllmServer
 
         server = VllmServer(args.model, ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512")).start()

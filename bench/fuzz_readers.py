@@ -1,6 +1,6 @@
 """The long fuzz of every reader of a user's file and every option parser (issue 41).
 
-The same properties as tests/unit/test_reader_fuzz.py (tests/support/reader_fuzz.py),
+The same properties as tests/unit/test_reader_fuzz.py (fixtures/reader_fuzz.py),
 with many more inputs and no derandomizing: each reader (profile, fleet file, the
 serving and quality baselines, a shard's report) gets --examples inputs made from a
 valid file (cut short, spliced, re-encoded, an alias bomb, deep nesting, random
@@ -9,7 +9,7 @@ how many were read and refused, and every finding: an exception other than the
 reader's own refusal (what pytest shows as INTERNALERROR) or an input past the
 memory bound. Exits 1 on any finding.
 
-    python bench/fuzz_readers.py [--examples N] [--seed S]
+    python -m bench.fuzz_readers [--examples N] [--seed S]
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+from fixtures import reader_fuzz
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from tests.support import reader_fuzz  # noqa: E402
 
 
 def fuzz(name: str, rules: settings, seed_value: int) -> tuple[Counter[str], list[str]]:

@@ -18,7 +18,7 @@ access logs), and whether the run flagged the pair (a failed contract).
 Goal: the drift gate flags both pairs with at most 20 requests and at least
 10x fewer seconds than the eval path.
 
-    python bench/quality_power.py [--python PYTHON_WITH_VLLM]
+    python -m bench.quality_power [--python PYTHON_WITH_VLLM]
 """
 
 from __future__ import annotations
@@ -35,12 +35,11 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from fixtures import tiny_models
+from fixtures.verdicts import contract_runs
+from pytest_vllm_conformance.connection.launcher import VllmServer
 
-from fixtures import tiny_models  # noqa: E402
-from pytest_vllm_conformance.connection.launcher import VllmServer  # noqa: E402
-from tests.support.verdicts import contract_runs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 FLOAT32 = ("--dtype", "float32", "--enforce-eager")
 PAIRS = (

@@ -25,7 +25,7 @@ unless ``--requests``, ``--rounds`` or ``--output-tokens`` is given: every other
    ``max_slowdown: 0.1`` and how often no loss is (false alarms). ``--power-from DIR`` reads the saved runs of
    an earlier bench (``--keep DIR``) instead of measuring.
 
-    python bench/serving_power.py [--python PYTHON_WITH_VLLM] [--same-runs N] [--worse-runs N] [--requests N]
+    python -m bench.serving_power [--python PYTHON_WITH_VLLM] [--same-runs N] [--worse-runs N] [--requests N]
                                   [--rounds N] [--output-tokens N] [--past LOSS] [--vllm-defaults]
                                   [--keep DIR | --power-from DIR]
 """
@@ -41,19 +41,18 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from fixtures import tiny_models
+from fixtures.server_specs import SHARED_MACHINE_ENV
+from fixtures.verdicts import contract_runs
+from pytest_vllm_conformance.connection.launcher import VllmServer
+from pytest_vllm_conformance.features.serving.baseline_file import PerfRecording
+from pytest_vllm_conformance.features.serving.loadgen import Round
+from pytest_vllm_conformance.features.serving.stats import compare_medians
 
-from fixtures import tiny_models  # noqa: E402
-from pytest_vllm_conformance.connection.launcher import VllmServer  # noqa: E402
-from pytest_vllm_conformance.features.serving.baseline_file import PerfRecording  # noqa: E402
-from pytest_vllm_conformance.features.serving.loadgen import Round  # noqa: E402
-from pytest_vllm_conformance.features.serving.stats import compare_medians  # noqa: E402
-from tests.support.servers import SHARED_MACHINE_ENV  # noqa: E402
-from tests.support.verdicts import contract_runs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "512")
-# The gate's own defaults (contracts.yaml's serving policy): what a profile that declares only the concurrency gets.
+# The gate's own defaults (declarations.yaml's serving policy): what a profile that declares only the concurrency gets.
 DEFAULT_REQUESTS, DEFAULT_ROUNDS, DEFAULT_MAX_SLOWDOWN, CONFIDENCE = 32, 4, 0.2, 0.95
 THROUGHPUT_LOSS = 0.2
 # A 20 % loss sits on the default floor (max_slowdown 0.2: the interval must lie below 0.8); a gate meant to

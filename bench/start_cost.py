@@ -6,28 +6,26 @@ CPU time of its whole process tree until ``/health`` answers, then sends ``--req
 one after another (32 tokens each, ``ignore_eos``) and sums the CPU the server spent on them.
 
 - ``default``: vLLM's CPU defaults (what a user's server and the plugin's embedded one run);
-- ``tests``: tests/support/servers.py's SHARED_MACHINE_ENV (unbound compute thread, the worker inside the engine-core
+- ``tests``: fixtures/server_specs.py's SHARED_MACHINE_ENV (unbound compute thread, the worker inside the engine-core
   process).
 
-    python bench/start_cost.py [--requests 60] [--rounds 1]
+    python -m bench.start_cost [--requests 60] [--rounds 1]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from fixtures import tiny_models
+from fixtures.server_specs import CPU_SERVE_ARGS, SHARED_MACHINE_ENV
+from pytest_vllm_conformance.connection.launcher import VllmServer
 
-from fixtures import tiny_models  # noqa: E402
-from pytest_vllm_conformance.connection.launcher import VllmServer  # noqa: E402
-from tests.support.servers import CPU_SERVE_ARGS, SHARED_MACHINE_ENV  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SETTINGS: dict[str, dict[str, str]] = {"default": {}, "tests": SHARED_MACHINE_ENV}
 

@@ -20,7 +20,7 @@ the recording run), as an installed plugin does from its second run on; a
 machine that sets PYTHONDONTWRITEBYTECODE pays about 0.25 s more per suite run
 to compile the plugin and the suites again.
 
-    python bench/suite_overhead.py [--python PYTHON_WITH_VLLM] [--rounds N] [--markers EXPR]
+    python -m bench.suite_overhead [--python PYTHON_WITH_VLLM] [--rounds N] [--markers EXPR]
 """
 
 from __future__ import annotations
@@ -38,13 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from fixtures import tiny_models
+from fixtures.fault_proxy import FaultProxy, RequestDraft, Rule
+from pytest_vllm_conformance.connection.launcher import VllmServer
+from pytest_vllm_conformance.connection.secrets import Secret
 
-from fixtures import tiny_models  # noqa: E402
-from fixtures.fault_proxy import FaultProxy, RequestDraft, Rule  # noqa: E402
-from pytest_vllm_conformance.connection.launcher import VllmServer  # noqa: E402
-from pytest_vllm_conformance.connection.secrets import Secret  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 KEY = "sk-bench-overhead"
 MARKERS = "discovery or scale_out or auth or validation_bounds or embedding_limits or context or wire"

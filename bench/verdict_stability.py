@@ -15,7 +15,7 @@ script starts one real vLLM server with a queue bound (``--max-num-queued-reqs
 
 Verdicts are read from each run's JUnit file by contract id, as our tests do.
 
-    python bench/verdict_stability.py [--python PYTHON_WITH_VLLM] [--admission-runs N] [--agreement-runs N]
+    python -m bench.verdict_stability [--python PYTHON_WITH_VLLM] [--admission-runs N] [--agreement-runs N]
                                       [--cpu-load N]
 """
 
@@ -29,12 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from fixtures import tiny_models
+from fixtures.verdicts import contract_runs
+from pytest_vllm_conformance.connection.launcher import VllmServer
 
-from fixtures import tiny_models  # noqa: E402
-from pytest_vllm_conformance.connection.launcher import VllmServer  # noqa: E402
-from tests.support.verdicts import contract_runs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 BOUND = 2
 # 2048 tokens of context: the requests holding the bound stream that many, outlasting the burst on a busy box.

@@ -13,7 +13,7 @@ prints the cost of one MB, no server needed:
 Bodies are built here in vLLM's shapes (random tokens, fixed seed), so the
 figure is repeatable; it is the median of ``--rounds`` timings.
 
-    python bench/wire_validation.py [--megabytes 1] [--rounds 5]
+    python -m bench.wire_validation [--megabytes 1] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -22,12 +22,8 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_vllm_conformance.protocol import schemas
 from pytest_vllm_conformance.protocol import sse as stream

@@ -8,6 +8,7 @@ tiny models built here, shared per flag set through the plugin's
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +17,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from fixtures.servers import ServerPool, ServerSpec
+    from fixtures.server_pool import ServerPool, ServerSpec
 
-from tests.support import schedule, verdicts, warm_runs
+from fixtures import verdicts
+from fixtures.server_specs import SHARED_MACHINE_ENV, server_identities, server_specs
+from tests.support import schedule, warm_runs
 from tests.support.profiles import WATERMARK_KEY, WATERMARK_PROFILE, hiding
-from tests.support.servers import SHARED_MACHINE_ENV, server_specs
 
 pytest_plugins = ["pytester"]
 
@@ -70,6 +72,7 @@ OPT_IN_PROOFS = {
 
 
 _GROUP = pytest.StashKey[int]()
+_GROUP_KEY = pytest.StashKey[str]()
 _UPCOMING = pytest.StashKey["dict[int, list[int]]"]()
 _SERVERS = pytest.StashKey["dict[int, tuple[str, ...]]"]()
 _POOL = pytest.StashKey["ServerPool"]()
@@ -82,11 +85,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         # Deselected, not skipped: a skipped test's servers would still be started for its group.
         _deselect(config, items, [item for item in items if item.get_closest_marker(marker)])
-    for item in items:
-        group = schedule.group_of(item.nodeid)
-        if group is None:  # a unit test first; a server test in no group (tests/unit/test_schedule.py) last
-            group = -1 if schedule.below_tests(item.nodeid).startswith("unit/") else len(schedule.ORDER)
-        item.stash[_GROUP] = group
+    # The order of the server tests' groups, derived from what they declare (tests/support/schedule.py).
+    server_items = [item for item in items if not schedule.below_tests(item.nodeid).startswith("unit/")]
+    identities = server_identities() if server_items else {}
+
+    def same_server(name: str) -> str:
+        return identities.get(name, name)
+
+    for item in server_items:
+        module = item.getparent(pytest.Module)
+        module_marker = module.get_closest_marker(schedule.SERVERS_MARKER) if module is not None else None
+        own = item.get_closest_marker(schedule.SERVERS_MARKER)
+        item.stash[_GROUP_KEY] = schedule.group_key(
+            schedule.below_tests(item.nodeid).split("::")[0],
+            module_marker.args if module_marker else (),
+            own.args if own else (),
+            same_server,
+        )
+    servers = schedule.servers_by_group((item.stash[_GROUP_KEY], _servers_to_start(item)) for item in server_items)
+    ordered = schedule.order(servers, same_server, schedule.measured_costs(), room=_max_servers())
+    index = {group: n for n, group in enumerate(ordered)}
+    for item in items:  # the unit tests first
+        item.stash[_GROUP] = index[item.stash[_GROUP_KEY]] if _GROUP_KEY in item.stash else -1
     items.sort(key=lambda item: item.stash[_GROUP])  # stable: the order within a group is kept
 
 
@@ -121,7 +141,7 @@ def pytest_runtest_call(item: pytest.Item):
     group = item.stash.get(_GROUP, -1)
     if pool is not None and schedule.is_quiet(item.nodeid):
         pool.settle()  # a server started ahead of time must not still be starting beside a timed test
-    elif pool is not None and specs is not None and 0 <= group < len(schedule.ORDER):
+    elif pool is not None and specs is not None and group >= 0:
         embedded = schedule.under(schedule.below_tests(item.nodeid), schedule.EMBEDDED_SERVER_TEST)
         room = pool.max_alive - (1 if embedded else 0)
         servers = item.config.stash.get(_SERVERS, {})
@@ -133,6 +153,10 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 _CALL = pytest.StashKey[pytest.TestReport]()
+# Where a run writes each group's measured seconds (setup, call and teardown of its tests), which the schedule
+# reads from its COSTS_FILE: VLLM_CONFORMANCE_TEST_COSTS_OUT=tests/support/group_costs.json on a whole server run.
+COSTS_OUT_ENV = "VLLM_CONFORMANCE_TEST_COSTS_OUT"
+_COSTS = pytest.StashKey["dict[str, float]"]()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -140,7 +164,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     report = yield
     if report.when == "call":
         item.stash[_CALL] = report
+    if _GROUP_KEY in item.stash and os.environ.get(COSTS_OUT_ENV):
+        costs = item.config.stash.setdefault(_COSTS, {})
+        costs[item.stash[_GROUP_KEY]] = costs.get(item.stash[_GROUP_KEY], 0.0) + report.duration
     return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    out, costs = os.environ.get(COSTS_OUT_ENV), session.config.stash.get(_COSTS, {})
+    if out and costs:  # the groups of this run measured again, the others kept
+        measured = {**schedule.measured_costs(Path(out)), **{group: round(s, 1) for group, s in costs.items()}}
+        Path(out).write_text(json.dumps(dict(sorted(measured.items())), indent=1) + "\n")
 
 
 @pytest.fixture(autouse=True)
@@ -167,16 +201,19 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     return pytester
 
 
+def _max_servers() -> int:
+    return int(os.environ.get("VLLM_CONFORMANCE_TEST_MAX_SERVERS") or 3)
+
+
 @pytest.fixture(scope="session")
 def vllm_server_pool(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config):
     """Real ``vllm serve`` processes shared by flag set (at most three alive, or VLLM_CONFORMANCE_TEST_MAX_SERVERS).
 
     Each costs about 2.9 GB: a shared machine may need fewer alive at once.
     """
-    from fixtures.servers import ServerPool
+    from fixtures.server_pool import ServerPool
 
-    max_alive = int(os.environ.get("VLLM_CONFORMANCE_TEST_MAX_SERVERS") or 3)
-    pool = ServerPool(max_alive=max_alive, log_dir=tmp_path_factory.mktemp("vllm-logs"), env=SHARED_MACHINE_ENV)
+    pool = ServerPool(max_alive=_max_servers(), log_dir=tmp_path_factory.mktemp("vllm-logs"), env=SHARED_MACHINE_ENV)
     pytestconfig.stash[_POOL] = pool
     yield pool
     del pytestconfig.stash[_POOL]

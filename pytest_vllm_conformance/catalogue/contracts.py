@@ -1,7 +1,12 @@
 """The contract catalogue and vLLM's behaviour by version, as data.
 
-``contracts.yaml`` beside this file is the single source; this module only
-loads it and answers: which features and contracts exist (for which
+The files beside this module are the single source: ``catalogue.yaml`` (the
+releases the facts were read from, and the features in order),
+``features/<feature>.yaml`` (a feature, its claim and its contracts: the file
+a new contract goes in), ``declarations.yaml`` (where a profile key left out
+takes its value) and ``facts/<subsystem>.yaml`` with ``route_tables.yaml``
+(what vLLM does, by version, grouped by the part of vLLM each was read from).
+This module only puts them together and answers: which features and contracts exist (for which
 versions, claimed under which conditions), where an undeclared profile key
 takes its value, and what a given vLLM version does (a "fact").
 """
@@ -18,7 +23,10 @@ from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue import yaml_data
 
-CATALOGUE_FILE = "contracts.yaml"
+CATALOGUE_FILE = "catalogue.yaml"  # the index: releases, and the features in the order reports list them
+FEATURES_DIR = "features"  # features/<feature>.yaml: the feature and its contracts
+DECLARATIONS_FILE = "declarations.yaml"
+FACTS_DIR = "facts"  # facts/<subsystem>.yaml: what vLLM does, by version
 ROUTE_TABLES_FILE = "route_tables.yaml"
 CONDITION_KINDS = frozenset({"declared", "given"})
 COMPARISONS = ("is", "is_not", "is_set")
@@ -38,7 +46,7 @@ class ReleaseNotCovered(NoFact):
 
 @dataclass(frozen=True)
 class Releases:
-    """The vLLM releases the facts were read from (``releases`` in contracts.yaml), oldest and newest series."""
+    """The vLLM releases the facts were read from (``releases`` in catalogue.yaml), oldest and newest series."""
 
     oldest: Version
     newest: Version
@@ -157,13 +165,13 @@ class Catalogue:
         try:
             return self.contracts[contract_id]
         except KeyError:
-            raise UnknownContract(f"contract {contract_id!r} is not in the catalogue ({CATALOGUE_FILE})") from None
+            raise UnknownContract(f"contract {contract_id!r} is not in the catalogue ({FEATURES_DIR}/*.yaml)") from None
 
     def declaration(self, key: str) -> Declaration:
         try:
             return self.declarations[key]
         except KeyError:
-            raise KeyError(f"profile key {key!r} has no entry under declarations in {CATALOGUE_FILE}") from None
+            raise KeyError(f"profile key {key!r} has no entry in {DECLARATIONS_FILE}") from None
 
     def judged_at_ingress(self, contract: Contract) -> bool:
         return (contract.judged_at or self.features[contract.feature].judged_at) == "ingress"
@@ -180,7 +188,7 @@ class Catalogue:
         try:
             ranges = self.facts[name]
         except KeyError:
-            raise NoFact(f"no fact {name!r} in {CATALOGUE_FILE}") from None
+            raise NoFact(f"no fact {name!r} in {FACTS_DIR}/*.yaml") from None
         if version is None:
             return ranges[-1][1]
         if self.releases.is_older(version):
@@ -188,7 +196,7 @@ class Catalogue:
         for specifier, value in ranges:
             if specifier.contains(version, prereleases=True):
                 return value
-        raise NoFact(f"{CATALOGUE_FILE} says nothing about {name!r} for vLLM {version}")
+        raise NoFact(f"fact {name!r} says nothing about vLLM {version}")
 
     def by_feature(self) -> dict[str, list[Contract]]:
         grouped: dict[str, list[Contract]] = {feature: [] for feature in self.features}
@@ -208,14 +216,14 @@ def _conditions(raw: Any, where: str) -> tuple[Condition, ...]:
     for entry in entries:
         kinds = sorted(CONDITION_KINDS.intersection(entry))
         if len(kinds) != 1:
-            raise ValueError(f"{CATALOGUE_FILE}: {where}: a condition names one of {sorted(CONDITION_KINDS)}: {entry}")
+            raise ValueError(f"{where}: a condition names one of {sorted(CONDITION_KINDS)}: {entry}")
         kind = kinds[0]
         if kind == "given":
             conditions.append(Condition("given", entry["given"]))
             continue
         comparisons = [name for name in COMPARISONS if name in entry]
         if len(comparisons) != 1:
-            raise ValueError(f"{CATALOGUE_FILE}: {where}: a declared condition has one of {COMPARISONS}: {entry}")
+            raise ValueError(f"{where}: a declared condition has one of {COMPARISONS}: {entry}")
         conditions.append(Condition("declared", entry["declared"], comparisons[0], entry[comparisons[0]]))
     return tuple(conditions)
 
@@ -231,15 +239,55 @@ def _declaration(key: str, entry: dict[str, Any]) -> Declaration:
     )
 
 
+def _read(*parts: str) -> Any:
+    return yaml_data.load_shipped(resources.files(__package__).joinpath(*parts).read_text())
+
+
+def _yaml_files(folder: str) -> list[str]:
+    return sorted(
+        entry.name for entry in resources.files(__package__).joinpath(folder).iterdir() if entry.name.endswith(".yaml")
+    )
+
+
+@cache
+def raw_catalogue() -> dict[str, Any]:
+    """The catalogue's files as one document (what contracts.schema.json describes), the route tables aside.
+
+    Each contract takes its ``feature`` from its file's name. Shared: read it, never change it.
+    """
+    index = _read(CATALOGUE_FILE)
+    raw: dict[str, Any] = {"releases": index["releases"], "features": {}, "contracts": [], "facts": {}}
+    raw["declarations"] = _read(DECLARATIONS_FILE)
+    unlisted = sorted({name.removesuffix(".yaml") for name in _yaml_files(FEATURES_DIR)} - set(index["features"]))
+    if unlisted:
+        raise ValueError(f"{CATALOGUE_FILE}: features {unlisted} have a file in {FEATURES_DIR}/ but are not listed")
+    for name in index["features"]:
+        part = _read(FEATURES_DIR, f"{name}.yaml")
+        raw["features"][name] = part["feature"]
+        for entry in part["contracts"] or ():
+            owner = entry["id"].split(".", 1)[0]
+            if owner != name:
+                raise ValueError(f"{FEATURES_DIR}/{name}.yaml: contract {entry['id']} belongs in {owner}.yaml")
+            raw["contracts"].append({**entry, "feature": name})
+    found_in: dict[str, str] = {}
+    for file in _yaml_files(FACTS_DIR):
+        for name, ranges in _read(FACTS_DIR, file).items():
+            if name in found_in:
+                raise ValueError(f"{FACTS_DIR}/{file}: fact {name!r} is in {FACTS_DIR}/{found_in[name]} too")
+            found_in[name] = file
+            raw["facts"][name] = ranges
+    return raw
+
+
 @cache
 def load() -> Catalogue:
-    package = resources.files(__package__)
-    raw = yaml_data.load_shipped(package.joinpath(CATALOGUE_FILE).read_text())
+    raw = raw_catalogue()
     # The route tables are facts too, kept in their own file for their size.
-    for name, ranges in yaml_data.load_shipped(package.joinpath(ROUTE_TABLES_FILE).read_text()).items():
-        if name in raw["facts"]:
-            raise ValueError(f"{ROUTE_TABLES_FILE}: fact {name!r} is in {CATALOGUE_FILE} too")
-        raw["facts"][name] = ranges
+    route_tables = _read(ROUTE_TABLES_FILE)
+    clash = sorted(set(route_tables) & set(raw["facts"]))
+    if clash:
+        raise ValueError(f"{ROUTE_TABLES_FILE}: facts {clash} are in {FACTS_DIR}/ too")
+    raw = {**raw, "facts": {**raw["facts"], **route_tables}}
     features = {
         name: Feature(
             name=name,
@@ -257,9 +305,9 @@ def load() -> Catalogue:
     contracts = {}
     for entry in raw["contracts"]:
         if entry["feature"] not in features:
-            raise ValueError(f"{CATALOGUE_FILE}: contract {entry['id']} names unknown feature {entry['feature']!r}")
+            raise ValueError(f"contract {entry['id']} names unknown feature {entry['feature']!r}")
         if entry["id"] in contracts:
-            raise ValueError(f"{CATALOGUE_FILE}: contract {entry['id']} is listed twice")
+            raise ValueError(f"contract {entry['id']} is listed twice ({FEATURES_DIR}/{entry['feature']}.yaml)")
         contracts[entry["id"]] = Contract(
             id=entry["id"],
             feature=entry["feature"],

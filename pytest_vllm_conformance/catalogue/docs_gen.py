@@ -2,7 +2,7 @@
 
 - ``docs/profile-reference.md`` from ``profile.schema.json``: what a serving
   profile may say;
-- ``docs/contracts.md`` from ``contracts.yaml``: every feature and contract,
+- ``docs/contracts.md`` from the catalogue's files: every feature and contract,
   the vLLM versions it covers, when it is claimed, where an undeclared
   profile key takes its value, and where each fact was read.
 
@@ -169,7 +169,8 @@ def _cell(text: str) -> str:
 def render_contracts(catalogue: contracts.Catalogue | None = None) -> str:
     catalogue = contracts.load() if catalogue is None else catalogue
     lines = [
-        f"<!-- Generated from pytest_vllm_conformance/catalogue/{contracts.CATALOGUE_FILE} by `{COMMAND}`; "
+        f"<!-- Generated from pytest_vllm_conformance/catalogue/ ({contracts.FEATURES_DIR}/, {contracts.FACTS_DIR}/) "
+        f"by `{COMMAND}`; "
         "do not edit by hand. -->",
         "",
         "# Contracts",
@@ -237,13 +238,12 @@ def _fact_sources() -> dict[str, list[str]]:
     from pytest_vllm_conformance.catalogue import yaml_data
 
     package = resources.files(contracts.__package__)
-    sources = {}
-    for file in (contracts.CATALOGUE_FILE, contracts.ROUTE_TABLES_FILE):
-        raw = yaml_data.load_shipped(package.joinpath(file).read_text())
-        facts = raw.get("facts", raw)
-        for name, ranges in facts.items():
-            sources[name] = [entry.get("source", f"each route names its file ({file})") for entry in ranges]
-    return sources
+    file = contracts.ROUTE_TABLES_FILE
+    facts = {**contracts.raw_catalogue()["facts"], **yaml_data.load_shipped(package.joinpath(file).read_text())}
+    return {
+        name: [entry.get("source", f"each route names its file ({file})") for entry in ranges]
+        for name, ranges in facts.items()
+    }
 
 
 def rendered() -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The facts the suites read, typed: what the detected release does (contracts.yaml's ``facts``).
+"""The facts the suites read, typed: what the detected release does (the catalogue's ``facts/``).
 
 ``vllm_expect.release.scale_out_gate["refusal_status"]`` reads the same value
 as ``vllm_expect.release.scale_out_gate["refusal_status"]``, with its keys and

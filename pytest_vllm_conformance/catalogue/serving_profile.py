@@ -2,7 +2,7 @@
 
 A profile is a YAML file validated against ``profile.schema.json``. It is
 the declared half of every expectation; the other half is the detected
-vLLM version's documented default (``contracts.yaml`` facts). A profile
+vLLM version's documented default (the catalogue's facts). A profile
 never reaches the network.
 """
 

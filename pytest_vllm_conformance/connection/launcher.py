@@ -1,7 +1,7 @@
 """Start and stop a real ``vllm serve`` on 127.0.0.1.
 
 Used by the plugin's embedded mode (``--vllm-serve MODEL_DIR``), and by our
-own tests' server pool (``fixtures/servers.py``). The server
+own tests' server pool (``fixtures/server_pool.py``). The server
 runs in its own session so the whole process tree (API server, engine core,
 workers) is stopped together, first politely, then by force.
 """

@@ -1,6 +1,6 @@
 """The agent_loops suite FAILS, naming the contract, when a proxy in front of a real server breaks a loop.
 
-In front of the hermes-parser server (tests/support/servers.py "generation"):
+In front of the hermes-parser server (fixtures/server_specs.py "generation"):
 the streamed Responses item ids renamed to bare uuids while the final response
 keeps the real ones (vllm issue 56285), call ids renumbered per answer from
 call_0 (the loop's second call takes the first's id), Anthropic errors
@@ -19,9 +19,9 @@ from fixtures.fault_proxy import (
     RewriteStream,
     SetJsonField,
 )
+from fixtures.verdicts import assert_verdicts, failed_checks
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import GENERATION_PROFILE, agent_loop_verdicts
-from tests.support.verdicts import assert_verdicts, failed_checks
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("generation")]
 

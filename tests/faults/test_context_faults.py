@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, SetJsonField
+from fixtures.verdicts import assert_verdicts, failed_checks, of_features
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import requires_vllm, run_suites
 from tests.integration.test_suites_on_real_vllm import PLAIN_VERDICTS
-from tests.support.verdicts import assert_verdicts, failed_checks, of_features
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain", "short_context")]
 

@@ -8,8 +8,8 @@ batch), a prompt seen before in a stream its caller cancelled. Prefix caching of
 import pytest
 
 from fixtures.fault_proxy import BiasRepeatedPrompt, BiasWhenConcurrent, FaultProxy
+from fixtures.verdicts import assert_verdicts, failed_checks
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, failed_checks
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 

@@ -1,6 +1,6 @@
 """The generation-controls suites FAIL, naming the control that was ignored, when a real server drops one.
 
-The fault proxy in front of the hermes-parser server (tests/support/servers.py
+The fault proxy in front of the hermes-parser server (fixtures/server_specs.py
 "generation") removes or corrupts exactly one control; the contract that
 depends on it must fail, the others still pass. In front of the server
 whose model pads its JSON until max_tokens ("padding"), where those answers
@@ -12,9 +12,9 @@ import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream, StripJsonField
 from fixtures.fault_proxy.stream_rules import PAST_THE_CAP_BYTES
+from fixtures.verdicts import assert_verdicts, failed_checks
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import GENERATION_PROFILE, TOOL_CALLS_WITH_PARSER, tool_call_verdicts
-from tests.support.verdicts import assert_verdicts, failed_checks
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("generation")]
 

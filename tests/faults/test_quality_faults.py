@@ -23,10 +23,10 @@ from tokenizers import Tokenizer
 
 from fixtures.eval_answer_key import USER_TASK, AnswerKey, shipped_short_answers, user_task_answers, write_user_task
 from fixtures.fault_proxy import AnswersFromKey, FaultProxy
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from tests.conftest import requires_vllm
 from tests.integration.test_quality_on_real_vllm import loopback_only as loopback_only
 from tests.integration.test_quality_on_real_vllm import run_quality
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 pytest.importorskip("lm_eval", reason="the quality suite needs lm-eval (the quality extra)")

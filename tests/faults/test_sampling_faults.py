@@ -1,6 +1,6 @@
 """The sampling suite FAILS the one contract whose parameter a proxy drops from requests, on a real server.
 
-The fault proxy in front of the plain server (tests/support/servers.py) strips
+The fault proxy in front of the plain server (fixtures/server_specs.py) strips
 one request field; the contract judged by that field's effect must fail, every
 other one keeps its healthy verdict (the seed contract reads logprobs for its
 collision bound, so without them it is undecided, not failed). A
@@ -13,8 +13,8 @@ of another seed (the padding server).
 import pytest
 
 from fixtures.fault_proxy import CacheIgnoringField, FaultProxy, RefuseJsonFields, RewriteJsonResponse, StripJsonField
+from fixtures.verdicts import assert_verdicts, contract_runs
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, contract_runs
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 

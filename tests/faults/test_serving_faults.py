@@ -13,8 +13,8 @@ import re
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, Respond, RewriteJsonResponse, RewriteStream
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 

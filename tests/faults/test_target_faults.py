@@ -15,9 +15,9 @@ import signal
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, Respond, RewriteJsonResponse
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from tests.conftest import requires_vllm, run_suites
 from tests.support.processes import engine_core
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 

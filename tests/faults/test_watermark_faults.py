@@ -12,9 +12,9 @@ and the control must fail the run saying so.
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, Respond, StripJsonField
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from tests.conftest import requires_vllm, run_watermark_through
 from tests.support.profiles import WATERMARK_APIS, watermark_ingress_rules
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("watermark")]
 

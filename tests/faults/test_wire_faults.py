@@ -14,11 +14,11 @@ stream lacks is reported, and fails under ``wire.strict_openai``.
 import pytest
 
 from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, Respond, RewriteJsonResponse, RewriteStream
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from tests.conftest import requires_vllm, run_suites
 from tests.integration.test_suites_on_real_vllm import WIRE_PLAIN
 from tests.integration.test_wire_on_real_vllm import STRICT_PROFILE, STRICT_VERDICTS
 from tests.support.profiles import PLAIN_PROFILE, hiding
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain")]
 

@@ -13,9 +13,9 @@ tests/faults/test_agent_loop_faults.py breaks each of them.
 
 import pytest
 
+from fixtures.verdicts import assert_verdicts, contract_runs
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import GENERATION_PROFILE, agent_loop_verdicts
-from tests.support.verdicts import assert_verdicts, contract_runs
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("generation")]
 

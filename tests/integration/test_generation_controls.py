@@ -12,10 +12,10 @@ backend, leaves those answers undecided, never failed.
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RefuseJsonFields
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import GENERATION_PROFILE, TOOL_CALLS_WITH_PARSER, tool_call_verdicts
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "generation")]
 

@@ -22,10 +22,10 @@ import pytest
 from packaging.version import Version
 
 from fixtures import executable_from_env
+from fixtures.server_specs import CPU_SERVE_ARGS, SHARED_MACHINE_ENV
 from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer
 from pytest_vllm_conformance.features.preflight.checkpoint import GPTQ_GROUP_ORDER_REFUSAL, predict, read_checkpoint
 from tests.conftest import requires_vllm
-from tests.support.servers import CPU_SERVE_ARGS, SHARED_MACHINE_ENV
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers()]
 

@@ -32,11 +32,11 @@ import pytest
 
 from fixtures import executable_from_env
 from fixtures.litellm_proxy import LITELLM_ENV_VAR, LiteLLMProxy
+from fixtures.server_specs import TEST_KEY
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.connection.ingress import route_named
 from tests.conftest import requires_vllm, run_suites, run_watermark_through
 from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, WATERMARK_APIS, hiding
-from tests.support.servers import TEST_KEY
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 LITELLM = executable_from_env(LITELLM_ENV_VAR)
 

@@ -30,8 +30,8 @@ import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
 from fixtures.logprob_damage import PROMPT_LOGPROBS, lower_every_position, shift_positions
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "perturbed", "retemplated")]
 

@@ -21,8 +21,8 @@ import re
 
 import pytest
 
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "bounded")]
 

@@ -29,8 +29,8 @@ import json
 
 import pytest
 
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from tests.conftest import REPO, requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "perturbed")]
 pytest.importorskip("lm_eval", reason="the quality suite needs lm-eval (the quality extra)")

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from fixtures.fault_proxy import FaultProxy, RefuseJsonFields, RewriteJsonResponse
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS, CORPUS_VERSION
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "retemplated")]
 

@@ -23,10 +23,10 @@ import pytest
 import yaml
 
 from fixtures.fault_proxy import FaultProxy, InjectAuth, Rule
+from fixtures.server_specs import CPU_SERVE_ARGS, SHARED_MACHINE_ENV, TEST_KEY
+from fixtures.verdicts import contract_runs
 from tests.conftest import SUITES, requires_vllm, run_suites
 from tests.support.profiles import GATED_PROFILE
-from tests.support.servers import CPU_SERVE_ARGS, SHARED_MACHINE_ENV, TEST_KEY
-from tests.support.verdicts import contract_runs
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("hardened")]
 

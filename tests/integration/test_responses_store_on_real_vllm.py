@@ -10,8 +10,8 @@ that rewrites every answer's usage.input_tokens to one figure breaks it.
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from tests.conftest import requires_vllm, run_suites
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("replica_a")]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from fixtures.fault_proxy import Delay, FaultProxy
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from tests.conftest import requires_vllm, run_suites
 from tests.support.processes import engine_core
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 pytestmark = [requires_vllm, pytest.mark.servers("plain", "one_seq")]
 # The saved-run proof: opt-in (make test-serving), as the docstring says.

@@ -6,6 +6,8 @@ same suites failing when one contract is broken.
 
 import pytest
 
+from fixtures.server_specs import TEST_KEY
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import (
     GATED_PROFILE,
@@ -14,8 +16,6 @@ from tests.support.profiles import (
     TOOL_CALLS_WITH_PARSER,
     agent_loop_verdicts,
 )
-from tests.support.servers import TEST_KEY
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "hardened")]
 

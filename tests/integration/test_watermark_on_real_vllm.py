@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from fixtures.fault_proxy import FaultProxy
+from fixtures.verdicts import assert_verdicts, contract_runs
 from pytest_vllm_conformance.features.watermark import GumbelDetector
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import (
@@ -24,7 +25,6 @@ from tests.support.profiles import (
     WATERMARK_PROFILE,
     watermark_ingress_rules,
 )
-from tests.support.verdicts import assert_verdicts, contract_runs
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("watermark")]
 

@@ -10,10 +10,10 @@ the JUnit properties and the report's figures. A profile with
 
 import pytest
 
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from tests.conftest import requires_vllm, run_suites
 from tests.integration.test_suites_on_real_vllm import WIRE_PLAIN
 from tests.support.profiles import PLAIN_PROFILE
-from tests.support.verdicts import assert_verdicts, contract_runs, failed_checks
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain")]
 

@@ -1,1 +1,1 @@
-"""What our own tests share besides fixtures: the servers, the profiles, reading verdicts by contract id."""
+"""What only tests/ shares (the schedule, the profiles, warm suite runs); bench/ and atlas/ use fixtures/ too."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from fixtures.server_specs import WATERMARK_KEY as WATERMARK_KEY  # the watermark server's key
+
 PLAIN_PROFILE = """
 profile: 1
 name: plain
@@ -88,9 +90,6 @@ generation:
 """
 
 
-# Long and random on purpose: the run's redactor masks every spelling of the
-# key in reports, and a short key would mask unrelated numbers too.
-WATERMARK_KEY = "0x9c4f2d71e38ab605"
 WATERMARK_KEY_ENV = "CONFORMANCE_TEST_WATERMARK_KEY"
 # The generation APIs a watermarking server of ours serves (scale-out on), as the suite names them.
 WATERMARK_APIS = (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.verdicts import Pins, declared_pins
+from fixtures.verdicts import Pins, declared_pins
 
 REPO = Path(__file__).resolve().parents[2]
 OUT_ENV = "VLLM_CONFORMANCE_TEST_PROOFS_OUT"

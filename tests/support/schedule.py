@@ -1,100 +1,47 @@
-"""In what order the groups of server tests run; each test module declares the servers it uses.
+"""In what order the groups of server tests run: derived from what each test declares, never a hand-kept list.
 
 A test declares the pool's servers it uses with ``@pytest.mark.servers("plain",
-"hardened")`` (its module's ``pytestmark``, or the test's own, which wins).
-Server tests run in groups that share servers (at most three alive): a group
-is an entry of ``ORDER`` (a module, or a single test whose entry wins over its
-module's), and its servers are those its tests declare. While a group runs,
-the servers of the groups after it start in the free slots
-(``tests/conftest.py``'s ``pytest_runtest_call``), nearest group first, so a
-start is hidden behind the tests before it; the pool only stops a server no
-group up to there needs. ``tests/unit/test_schedule.py`` fails when an entry
-names no test, a server test is in no group or declares no servers, or a
-group needs more servers than the pool keeps.
+"hardened")`` (its module's ``pytestmark``, or the test's own, which wins). A
+module's tests run as one group, except a test that needs a server its module
+does not declare, or declares none while its module does (the embedded
+server's test): those go apart, one group per module and declaration, so that
+the module's group does not hold a server only one test needs.
+
+``order`` sequences the groups as the pool would fill, at most ``room`` servers
+alive, a server no later group wants stopped first, else the least recently
+used: next comes the group that starts the fewest servers and stops the fewest
+that a later group still wants, so that every group using the servers already
+up runs before one that starts another, and a server starts once where it
+can. Ties go to the group that is the last to want a server (what is open is
+finished before more is opened), then to the group whose new servers the most
+groups left want (the busiest servers start first and stay up), then to a
+quiet group (QUIET_TESTS: it runs while nothing starts beside it), then to the
+shortest by measured cost (``COSTS_FILE``), so the longest group runs last
+before the next start and hides it. While a group runs, the servers of the groups after it start in the
+free slots (``tests/conftest.py``'s ``pytest_runtest_call``), nearest group
+first. A new module needs no entry anywhere: its declaration places it.
+``tests/unit/test_schedule.py`` fails when a server test declares no servers,
+a group needs more servers than the pool keeps, or the order starts a server
+twice.
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
 
 # The one test that starts a server of its own (the plugin's embedded server): it takes one of the
 # three slots while it runs.
 EMBEDDED_SERVER_TEST = (
     "integration/test_reports_on_real_vllm.py::test_embedded_server_is_started_stopped_and_never_holds_the_key"
 )
-# The marker a server test declares its servers with (names of tests/support/servers.py's specs).
+# The marker a server test declares its servers with (names of fixtures/server_specs.py's specs).
 SERVERS_MARKER = "servers"
-
-# In the order they run. The order is chosen so that a server is started once, every group that measures latency
-# finds its servers already up, and each server starts while a group that leaves a slot free runs for at least a
-# server's start (about 30 s beside the tests) before the group that needs it. The embedded server's test runs first,
-# on an empty pool; the quiet tests (QUIET_TESTS) come early, while the servers they need are the ones already up.
-ORDER: tuple[str, ...] = (
-    EMBEDDED_SERVER_TEST,
-    "integration/test_suites_on_real_vllm.py",
-    # The bounded server starts beside them.
-    "faults/test_endpoint_faults.py",
-    "integration/test_operational_suites.py",
-    # The serving module's CI test (the others are opt-in): plain's engine paused and resumed.
-    "integration/test_serving_on_real_vllm.py::"
-    "test_an_engine_paused_behind_a_healthy_api_server_fails_progress_while_healthy",
-    # The one_seq server starts beside the report tests, the short_context server beside the target faults.
-    "integration/test_reports_on_real_vllm.py",
-    "faults/test_target_faults.py",
-    # A start that vLLM refuses in about 15 s (no engine): beside the pool's servers, holding no slot after it.
-    "integration/test_gptq_on_real_vllm.py",
-    # Quiet: loads plain and one_seq (which is also the compiled start whose log the start-up proof reads).
-    "integration/test_serving_on_real_vllm.py",
-    # Plain behind the fault proxy: tiny workloads, faults far outside the noise.
-    "faults/test_serving_faults.py",
-    # The reasoning server starts beside the context faults and the fleet.
-    "faults/test_context_faults.py",
-    # Apart from its module: unbounded_embeds is the short_context server (tests/support/servers.py).
-    "faults/test_endpoint_faults.py::test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits",
-    # Two replicas, one with another --max-model-len: the servers the context faults just used.
-    "integration/test_fleet_on_real_vllm.py",
-    # The reasoning server: the reasoning, rendering and accounting suites on it, and the fault proxy in front.
-    "integration/test_reasoning_on_real_vllm.py",
-    # The perturbed server starts beside the reasoning tests; the self-test, first, needs only plain (about a
-    # minute), so the retemplated server starts beside it too.
-    "integration/test_quality_on_real_vllm.py",
-    # Plain behind a proxy that knows the eval answers: the baseline every eval gate must find the target worse than.
-    "faults/test_quality_faults.py",
-    # bfloat16 is the retemplated server (tests/support/servers.py), which the rendering tests use next.
-    "integration/test_logprob_drift_on_real_vllm.py",
-    # Plain behind the fault proxy, and the perturbed server again, which is also no_prefix_caching.
-    "faults/test_engine_invariant_faults.py",
-    "integration/test_rendering_on_real_vllm.py",
-    # Plain alone for about a minute and a half: the embedding and generation servers start beside them.
-    "integration/test_wire_on_real_vllm.py",
-    "faults/test_wire_faults.py",
-    # The embedding server (tiny-bert): nothing else uses it, so its slot is the padding server's once it is done.
-    "integration/test_embeddings_on_real_vllm.py",
-    "faults/test_sampling_faults.py",
-    "integration/test_generation_controls.py",
-    "faults/test_generation_faults.py",
-    # The generation server still up: the agent loops on it, then broken in front of it.
-    "integration/test_agent_loops_on_real_vllm.py",
-    "faults/test_agent_loop_faults.py",
-    # The padding model's runs, apart from their modules; the yarn server starts beside them.
-    "integration/test_generation_controls.py::test_a_model_padding_its_json_is_undecided_never_failed",
-    "faults/test_generation_faults.py::test_a_dropped_constraint_fails_where_the_model_pads",
-    "faults/test_generation_faults.py::test_a_dropped_tool_choice_fails_where_the_model_pads",
-    "faults/test_sampling_faults.py::test_every_sampling_contract_holds_on_the_model_of_another_seed",
-    "integration/test_context_and_profiles.py",
-    # Opt-in (make test-extended): apart from its module, beside the yarn server the context tests use.
-    "integration/test_logprob_drift_on_real_vllm.py::test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket",
-    # Needs no server (the watermark detectors against vLLM's own code): the watermark server starts beside it.
-    "integration/test_watermark_crosscheck.py",
-    "integration/test_watermark_on_real_vllm.py",
-    "faults/test_watermark_faults.py",
-    # Opt-in (make test-fleet): two replicas behind nginx.
-    "integration/test_responses_store_on_real_vllm.py",
-    "integration/test_fleet_entry_behind_nginx.py",
-    # Opt-in, each with a venv of its own (make test-matrix, make test-gateways).
-    "integration/test_version_matrix.py",
-    "integration/test_litellm_gateway.py",
-)
+# How long each group took on a whole run, in seconds (``VLLM_CONFORMANCE_TEST_COSTS_OUT=path`` writes them:
+# tests/conftest.py). A group not measured yet counts as free; the order stays valid, only less tuned.
+COSTS_FILE = Path(__file__).with_name("group_costs.json")
 
 # Tests whose verdicts depend on the server's speed (whole-suite runs pinned verdict by verdict, which include
 # validation_bounds.answered_fast; admission timing its refusals): they run alone on the machine
@@ -104,6 +51,8 @@ QUIET_TESTS = (
     "integration/test_operational_suites.py",
     "integration/test_serving_on_real_vllm.py",
 )
+
+Identity = Callable[[str], Hashable]
 
 
 def under(nodeid: str, prefix: str) -> bool:
@@ -115,31 +64,99 @@ def below_tests(nodeid: str) -> str:
     return nodeid.split("tests/", 1)[-1]
 
 
-def group_of(nodeid: str) -> int | None:
-    """The index in ORDER of the entry naming the test most closely (a test before its module), or None."""
-    nodeid = below_tests(nodeid)
-    matches = [(len(entry), index) for index, entry in enumerate(ORDER) if under(nodeid, entry)]
-    return max(matches)[1] if matches else None
-
-
 def is_quiet(nodeid: str) -> bool:
     return any(under(below_tests(nodeid), prefix) for prefix in QUIET_TESTS)
 
 
-def servers_by_group(declared: Iterable[tuple[int, Sequence[str]]]) -> dict[int, tuple[str, ...]]:
+def group_key(
+    module: str, module_servers: Sequence[str], own: Sequence[str], same_server: Identity = lambda name: name
+) -> str:
+    """The group of a test of ``module`` (below tests/) that declares ``own``, its module ``module_servers``."""
+    mine, its_module = {same_server(name) for name in own}, {same_server(name) for name in module_servers}
+    if mine <= its_module and (own or not module_servers):
+        return module
+    return f"{module}::[{', '.join(own) or 'no pool server'}]"
+
+
+def servers_by_group(declared: Iterable[tuple[str, Sequence[str]]]) -> dict[str, tuple[str, ...]]:
     """Each group's servers: what its tests declare, (group, servers) per test, in the order first declared."""
-    found: dict[int, dict[str, None]] = {}
+    found: dict[str, dict[str, None]] = {}
     for group, names in declared:
         found.setdefault(group, {}).update(dict.fromkeys(names))
     return {group: tuple(names) for group, names in found.items()}
 
 
+def measured_costs(path: Path = COSTS_FILE) -> dict[str, float]:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def order(
+    servers: Mapping[str, Sequence[str]],
+    same_server: Identity = lambda name: name,
+    costs: Mapping[str, float] | None = None,
+    room: int = 3,
+) -> list[str]:
+    """The groups in the order they run (see the module's docstring)."""
+    costs = costs or {}
+    identities = {group: list(dict.fromkeys(map(same_server, names))) for group, names in servers.items()}
+    wanted_by = Counter(identity for ids in identities.values() for identity in ids)
+    alive: list[Hashable] = []
+    left, ordered = sorted(servers), []
+    while left:
+        rank = {}
+        for group in left:
+            # Fewest starts and stops of a server still wanted; then a group that is the last to want a server up
+            # (finishing what is open keeps it from being stopped early); then the busiest new servers.
+            _, started, lost = _run(alive, identities[group], wanted_by, room)
+            finished = sum(wanted_by[identity] == 1 for identity in identities[group] if identity not in started)
+            busiest = sum(wanted_by[identity] for identity in started)
+            quiet, cost = is_quiet(group), costs.get(group, 0.0)
+            rank[group] = (len(started) + len(lost), -finished, -busiest, not quiet, cost, group)
+        group = min(left, key=rank.__getitem__)
+        left.remove(group)
+        ordered.append(group)
+        alive, _, _ = _run(alive, identities[group], wanted_by, room)
+        wanted_by.subtract(identities[group])
+    return ordered
+
+
+def starts(servers: Mapping[str, Sequence[str]], ordered: Sequence[str], same_server: Identity, room: int) -> Counter:
+    """How often each server starts when the groups run in ``ordered``, at most ``room`` alive."""
+    identities = {group: list(dict.fromkeys(map(same_server, servers[group]))) for group in ordered}
+    wanted_by = Counter(identity for group in ordered for identity in identities[group])
+    alive: list[Hashable] = []
+    started: Counter = Counter()
+    for group in ordered:
+        alive, new, _ = _run(alive, identities[group], wanted_by, room)
+        wanted_by.subtract(identities[group])
+        started.update(new)
+    return started
+
+
+def _run(
+    alive: list[Hashable], needed: list[Hashable], wanted_by: Counter, room: int
+) -> tuple[list[Hashable], list[Hashable], list[Hashable]]:
+    """One group run on the pool, making room as ServerPool.prefetch does: the servers alive after it (the least
+    recently used first), those it started, and those it stopped that a later group still wants (``wanted_by``: how
+    many groups from this one on want each)."""
+    started = [identity for identity in needed if identity not in alive]
+    after = [identity for identity in alive if identity not in needed] + needed
+    still_wanted = Counter({identity: wanted_by[identity] - (identity in needed) for identity in after})
+    lost = []
+    while len(after) > room:  # a server no later group wants goes first, then the least recently used
+        victim = next((i for i in after if still_wanted[i] <= 0 and i not in needed), after[0])
+        after.remove(victim)
+        if still_wanted[victim] > 0:
+            lost.append(victim)
+    return after, started, lost
+
+
 def servers_wanted_soonest(
-    servers: Mapping[int, Sequence[str]],
-    group: int,
-    later: Sequence[int],
+    servers: Mapping[str, Sequence[str]],
+    group: str,
+    later: Sequence[str],
     room: int,
-    same_server: Callable[[str], Hashable] = lambda name: name,
+    same_server: Identity = lambda name: name,
 ) -> list[str]:
     """The group's servers, then those of the groups after it in order, up to ``room`` servers.
 

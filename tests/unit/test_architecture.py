@@ -178,3 +178,27 @@ def test_no_two_modules_of_the_package_share_a_name():
 def test_the_names_still_shared_are_real():
     stale = NAMES_STILL_SHARED - set(_shared_names())
     assert not stale, f"no longer shared: remove {sorted(stale)} from NAMES_STILL_SHARED"
+
+
+def test_the_room_list_is_drawn_from_the_code():
+    from tests.support import room_list
+
+    page = (REPO / "docs" / room_list.DOCUMENT).read_text(encoding="utf-8")
+    assert room_list.with_rooms(page, room_list.render()) == page, (
+        f"docs/{room_list.DOCUMENT}'s room list is stale: regenerate it with `{room_list.COMMAND}`"
+    )
+
+
+def test_a_new_module_shows_in_the_room_list(tmp_path):
+    from tests.support import room_list
+
+    room = tmp_path / "pytest_vllm_conformance" / "connection"
+    room.mkdir(parents=True)
+    (room.parent / "__init__.py").write_text('"""The package."""\n')
+    (room / "__init__.py").write_text('"""Reaching the server."""\n')
+    (room / "client.py").write_text('"""The one client.\n\nMore."""\n')
+    before = room_list.render(tmp_path)
+    assert "**`pytest_vllm_conformance/connection/`**: Reaching the server." in before
+    assert "| `client.py` | The one client. |" in before
+    (room / "transport.py").write_text('"""How bytes reach us."""\n')
+    assert "| `transport.py` | How bytes reach us. |" in room_list.render(tmp_path)

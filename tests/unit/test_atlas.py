@@ -9,7 +9,7 @@ from atlas.catalogue_check import contradictions
 from atlas.plan import FLAG_SETS, flag_set, profile_of
 from atlas.render import capture_diff, pages, upgrade_pairs
 from atlas.runner import one_line, outcome_of
-from tests.support.verdicts import ContractRun
+from fixtures.verdicts import ContractRun
 
 COMMAND = "python -m atlas render"
 
@@ -224,5 +224,5 @@ def test_the_pages_say_whether_the_tree_was_dirty_and_the_timing_bound_the_check
     assert _commit({"plugin_commit": "abc1234", "plugin_tree_dirty": True}) == "abc1234 (dirty tree)"
     assert _commit({"plugin_commit": "abc1234", "plugin_tree_dirty": False}) == "abc1234 (clean tree)"
     assert _commit({"plugin_commit": "9d02687"}) == "9d02687 (tree state not recorded)"
-    # The atlas profile declares no bound: the plugin's policy (contracts.yaml declarations) is what was held.
+    # The atlas profile declares no bound: the plugin's policy (the catalogue's declarations.yaml) is what was held.
     assert _validation_bound() == "10 s, the plugin's policy for endpoint.validation_error_max_seconds"

@@ -34,7 +34,7 @@ def test_every_fact_answers_for_every_covered_or_newer_release(catalogue, versio
             catalogue.fact(name, version)
         except contracts.NoFact:
             missing.append(name)
-    assert not missing, f"contracts.yaml has no value for vLLM {version} of: {missing}"
+    assert not missing, f"the catalogue's facts have no value for vLLM {version} of: {missing}"
 
 
 def test_a_release_older_than_the_catalogue_has_no_facts_and_says_what_is_covered(catalogue):
@@ -81,7 +81,7 @@ def test_every_contract_is_checked_by_exactly_one_suite_test(catalogue):
     unknown = sorted(set(uses) - set(catalogue.contracts))
     unchecked = sorted(set(catalogue.contracts) - set(uses))
     repeated = {cid: mods for cid, mods in uses.items() if len(mods) > 1}
-    assert not unknown, f"suites name contracts missing from contracts.yaml: {unknown}"
+    assert not unknown, f"suites name contracts missing from the catalogue's features/: {unknown}"
     assert not unchecked, f"contracts without a suite test: {unchecked}"
     assert not repeated, f"contracts checked twice: {repeated}"
 
@@ -116,10 +116,7 @@ def test_the_catalogue_files_follow_their_schema():
     here = Path(contracts.__file__).parent
     schema = _schema()
     validator = jsonschema.Draft202012Validator(schema)
-    problems = [
-        f"{list(e.absolute_path)}: {e.message}"
-        for e in validator.iter_errors(yaml_data.load_shipped((here / contracts.CATALOGUE_FILE).read_text()))
-    ]
+    problems = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(contracts.raw_catalogue())]
     assert not problems, problems[:10]
     routes = jsonschema.Draft202012Validator({**schema, **schema["$defs"]["route_tables"]})
     problems = [

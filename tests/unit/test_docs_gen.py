@@ -21,7 +21,7 @@ def test_committed_contracts_reference_matches_the_catalogue():
     committed = DOCS / docs_gen.CONTRACTS_REFERENCE
     assert committed.is_file(), f"missing {committed}: run `{docs_gen.COMMAND}`"
     assert committed.read_text(encoding="utf-8") == docs_gen.render_contracts(), (
-        f"{committed} is stale: contracts.yaml changed. Regenerate it with `{docs_gen.COMMAND}`"
+        f"{committed} is stale: the catalogue changed. Regenerate it with `{docs_gen.COMMAND}`"
     )
 
 

@@ -12,8 +12,8 @@ import yaml
 
 from fixtures.fault_proxy import FaultProxy, Respond
 from fixtures.hostile_server import HostileServer
+from fixtures.verdicts import contract_runs
 from pytest_vllm_conformance.reporting.evidence import Evidence
-from tests.support.verdicts import contract_runs
 
 QUIET = ("-p", "no:cacheprovider", "--junitxml=junit.xml", "--vllm-report=r.yaml")
 

@@ -424,7 +424,7 @@ EMBEDDED_LOG = """\
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist workers"])
 @pytest.mark.pins(failed={"startup_log.declared_findings_absent"})
 def test_without_vllm_log_the_embedded_server_s_log_is_read(pytester, workers):
-    from tests.support.verdicts import failed_checks
+    from fixtures.verdicts import failed_checks
 
     result, junit = run_on_embedded_log(pytester, EMBEDDED_LOG, *workers)
     failed = failed_checks(junit)

@@ -33,7 +33,10 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
     for needed in (
         "pytest_vllm_conformance/suites/__init__.py",
         "pytest_vllm_conformance/suites/test_auth.py",
-        "pytest_vllm_conformance/catalogue/contracts.yaml",
+        "pytest_vllm_conformance/catalogue/catalogue.yaml",
+        "pytest_vllm_conformance/catalogue/declarations.yaml",
+        "pytest_vllm_conformance/catalogue/features/auth.yaml",
+        "pytest_vllm_conformance/catalogue/facts/api_server.yaml",
         "pytest_vllm_conformance/catalogue/route_tables.yaml",
         "pytest_vllm_conformance/catalogue/profile.schema.json",
         "pytest_vllm_conformance/connection/vllm_cli.py",

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from fixtures.verdicts import assert_tests, failed_checks
 from pytest_vllm_conformance.features.preflight import lint as preflight
 from tests.conftest import REPO, SUITES
-from tests.support.verdicts import assert_tests, failed_checks
 
 MANIFESTS = REPO / "fixtures" / "manifests"
 

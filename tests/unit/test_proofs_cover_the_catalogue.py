@@ -1,6 +1,6 @@
 """Every contract of the catalogue has a proof that fails it, and a healthy server's pin.
 
-The proofs declare what they pin (``@pytest.mark.pins``, tests/support/verdicts.py)
+The proofs declare what they pin (``@pytest.mark.pins``, fixtures/verdicts.py)
 and are held to it while they run, so the walk below reads the declarations,
 found by contract id, not by grep. A contract without a test that pins it
 *failed* against a fault is a check nothing shows can fail; one without a pin
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from fixtures.verdicts import Pins, declared_pins, disagreements
 from pytest_vllm_conformance.catalogue.contracts import load
 from tests.support.proof_walk import declared_proofs, gaps, proofs_of
-from tests.support.verdicts import Pins, declared_pins, disagreements
 
 # Issue 40 (item 2): the gaps the first walk found and no proof closes yet. This list only shrinks: the walk
 # fails on any other gap, and on a listed one that a proof has since closed. Empty since the quality and
@@ -33,7 +33,7 @@ def test_every_contract_has_a_failing_proof_and_a_healthy_pin(proofs):
     found = gaps(list(load().contracts), proofs)
     assert not found["not in the catalogue"], f"pins markers name contracts the catalogue lacks: {found}"
     unknown = {heading: sorted(set(found[heading]) - known) for heading, known in KNOWN_GAPS.items()}
-    assert not any(unknown.values()), "contracts without their proofs (tests/support/verdicts.py): " + "; ".join(
+    assert not any(unknown.values()), "contracts without their proofs (fixtures/verdicts.py): " + "; ".join(
         f"{heading}: {contracts}" for heading, contracts in unknown.items() if contracts
     )
     closed = {heading: sorted(known - set(found[heading])) for heading, known in KNOWN_GAPS.items()}
@@ -96,7 +96,7 @@ def test_what_is_pinned_healthy_elsewhere_need_not_be_declared():
 
 
 def test_assert_verdicts_and_failed_checks_record_what_they_pin(tmp_path):
-    from tests.support import verdicts
+    from fixtures import verdicts
 
     junit = tmp_path / "junit.xml"
     junit.write_text(

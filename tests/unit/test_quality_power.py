@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from fixtures.verdicts import contract_runs
 from pytest_vllm_conformance.features.quality import assemble, generated, long_context, paired, task_files
-from tests.support.verdicts import contract_runs
 
 
 def items(values):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import reader_fuzz
+from fixtures import reader_fuzz
 
 SHORT = settings(
     max_examples=40,

@@ -1,4 +1,4 @@
-"""The typed facts (catalogue/release_facts.py) match contracts.yaml at every version range.
+"""The typed facts (catalogue/release_facts.py) match the catalogue's facts/ at every version range.
 
 Each ``ReleaseFacts`` property is named after a fact and returns it as its
 annotation says; a value of another shape (a key renamed in the YAML, a
@@ -63,7 +63,7 @@ def problems(value: Any, hint: Any, where: str) -> list[str]:
 @pytest.mark.parametrize("name", TYPED)
 def test_every_version_range_has_the_typed_shape(name):
     catalogue = load_catalogue()
-    assert name in catalogue.facts, f"ReleaseFacts.{name} names no fact of contracts.yaml"
+    assert name in catalogue.facts, f"ReleaseFacts.{name} names no fact of the catalogue's facts/"
     hint = get_type_hints(getattr(ReleaseFacts, name).fget, vars(release_facts))["return"]
     found = [p for specifier, value in catalogue.facts[name] for p in problems(value, hint, f"{name} ({specifier})")]
     assert not found, "\n".join(found)

@@ -1,10 +1,11 @@
-"""The server tests' schedule names real tests, every server test declares its servers and has a group, and no
-group needs more servers than the pool keeps."""
+"""The server tests' order is derived from their declarations: every server test declares its servers, no group needs
+more servers than the pool keeps, and the derived order starts each server once, a new module included."""
 
 import ast
 
 import pytest
 
+from fixtures.server_specs import server_identities
 from tests.conftest import REPO
 from tests.support import schedule
 
@@ -36,14 +37,14 @@ def module_servers(tree: ast.Module) -> tuple[str, ...] | None:
 
 
 @pytest.fixture(scope="module")
-def server_tests() -> dict[str, tuple[str, ...] | None]:
-    """Every server test's node id below tests/ (opt-in proofs included) with the servers it declares (None: none
-    declared), read from the modules' source.
+def server_tests() -> dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]]:
+    """Every server test's node id below tests/ (opt-in proofs included) with its module's declared servers and its
+    own (the module's where it declares none; None: none declared), read from the modules' source.
 
     Read, not collected: collecting the server tests imports every library they use (lm-eval among them), about
-    30 s of the unit tests' time; the order names modules and functions, never parameters.
+    30 s of the unit tests' time; a group is a module, or its tests apart, never a parameter.
     """
-    found: dict[str, tuple[str, ...] | None] = {}
+    found: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]] = {}
     for folder in SERVER_TEST_DIRS:
         for path in sorted((REPO / "tests" / folder).glob("test_*.py")):
             tree = ast.parse(path.read_text(), filename=str(path))
@@ -51,31 +52,77 @@ def server_tests() -> dict[str, tuple[str, ...] | None]:
             for node in tree.body:
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_"):
                     own = [s for s in map(declared_servers, node.decorator_list) if s is not None]
-                    found[f"{folder}/{path.name}::{node.name}"] = own[0] if own else in_module
+                    found[f"{folder}/{path.name}::{node.name}"] = (in_module, own[0] if own else in_module)
     return found
 
 
-def test_every_order_entry_names_a_test(server_tests):
-    empty = [entry for entry in schedule.ORDER if not any(schedule.under(test, entry) for test in server_tests)]
-    assert not empty, f"entries of tests/support/schedule.py that name no test (renamed or removed?): {empty}"
+@pytest.fixture(scope="module")
+def same_server():
+    identities = server_identities()
+    return lambda name: identities.get(name, name)
 
 
-def test_every_server_test_is_in_a_group(server_tests):
-    assert len(server_tests) > 50
-    lost = [test for test in server_tests if schedule.group_of(test) is None]
-    assert not lost, f"server tests in no group of tests/support/schedule.py (they would run last): {lost}"
+def groups_of(server_tests, same_server) -> dict[str, tuple[str, ...]]:
+    return schedule.servers_by_group(
+        (schedule.group_key(test.split("::")[0], in_module or (), own or (), same_server), own or ())
+        for test, (in_module, own) in server_tests.items()
+    )
 
 
 def test_every_server_test_declares_its_servers(server_tests):
-    silent = [test for test, servers in server_tests.items() if servers is None]
+    assert len(server_tests) > 50
+    silent = [test for test, (_, servers) in server_tests.items() if servers is None]
     assert not silent, f"server tests without @pytest.mark.servers(...) (their servers would not start ahead): {silent}"
 
 
-def test_no_group_needs_more_servers_than_the_pool_keeps(server_tests):
-    declared = [(schedule.group_of(test), servers or ()) for test, servers in server_tests.items()]
-    groups = schedule.servers_by_group((group, servers) for group, servers in declared if group is not None)
-    wider = {schedule.ORDER[group]: servers for group, servers in groups.items() if len(servers) > 3}
+def test_every_declared_name_is_a_server_of_server_specs(server_tests):
+    unknown = {name for _, own in server_tests.values() for name in own or ()} - set(server_identities())
+    assert not unknown, f"@pytest.mark.servers names no server of fixtures/server_specs.py: {sorted(unknown)}"
+
+
+def test_no_group_needs_more_servers_than_the_pool_keeps(server_tests, same_server):
+    groups = groups_of(server_tests, same_server)
+    wider = {group: servers for group, servers in groups.items() if len(set(map(same_server, servers))) > 3}
     assert not wider, f"groups that need more than three servers alive at once: {wider}"
+
+
+def test_the_derived_order_starts_each_server_once(server_tests, same_server):
+    groups = groups_of(server_tests, same_server)
+    ordered = schedule.order(groups, same_server, schedule.measured_costs())
+    assert sorted(ordered) == sorted(groups)
+    again = {server: n for server, n in schedule.starts(groups, ordered, same_server, 3).items() if n > 1}
+    assert not again, f"servers the derived order starts more than once with three alive: {again}\n{ordered}"
+
+
+def test_a_new_module_is_placed_by_its_declaration_alone(server_tests, same_server):
+    groups = groups_of(server_tests, same_server)
+    groups["faults/test_a_new_fault.py"] = ("plain", "bounded")
+    ordered = schedule.order(groups, same_server)
+    assert "faults/test_a_new_fault.py" in ordered
+    assert all(n == 1 for n in schedule.starts(groups, ordered, same_server, 3).values())
+
+
+def test_a_test_goes_apart_only_for_a_server_its_module_lacks_or_for_none():
+    module = "faults/test_x.py"
+    one_seq = {"compiled": "one_seq"}.get
+    assert schedule.group_key(module, ("plain", "one_seq"), ("plain",)) == module
+    assert schedule.group_key(module, ("plain", "one_seq"), ("compiled",), lambda n: one_seq(n, n)) == module
+    assert schedule.group_key(module, ("plain",), ("padding",)) == f"{module}::[padding]"
+    assert schedule.group_key(module, ("hardened",), ()) == f"{module}::[no pool server]"
+    assert schedule.group_key(module, (), ()) == module
+
+
+def test_the_order_keeps_servers_up_and_puts_quiet_groups_first_among_equals():
+    servers = {
+        "faults/a.py": ("plain", "yarn"),
+        "faults/b.py": ("plain",),
+        "faults/c.py": ("yarn", "bounded"),
+        "faults/d.py": (),
+        schedule.QUIET_TESTS[0]: ("plain",),
+    }
+    ordered = schedule.order(servers, costs={"faults/b.py": 5.0})
+    assert ordered == ["faults/d.py", schedule.QUIET_TESTS[0], "faults/b.py", "faults/a.py", "faults/c.py"]
+    assert set(schedule.starts(servers, ordered, lambda n: n, 3).values()) == {1}
 
 
 def test_the_servers_wanted_next_stop_at_the_first_that_does_not_fit():
@@ -92,6 +139,7 @@ def test_two_names_of_one_server_take_one_slot():
     wanted = schedule.servers_wanted_soonest(servers, 0, [1, 2], 3, lambda name: one_seq.get(name, name))
     assert wanted == ["plain", "one_seq", "short_context"]
     assert schedule.servers_wanted_soonest(servers, 0, [1, 2], 3) == ["plain", "one_seq", "compiled"]
+    assert server_identities()["compiled"] == server_identities()["one_seq"]
 
 
 def test_a_declaration_is_read_from_the_module_and_a_test_s_own_wins():

@@ -22,7 +22,7 @@ STARTUP_LOG_CLEAN = {
 def test_a_clean_start_passes_and_a_start_that_never_listened_fails_start_reached_ready(pytester):
     """The real start's lines without the unknown variable pass; cut before vLLM listens (a start killed, or
     still loading when the log was taken), the same log fails start_reached_ready, saying what it saw."""
-    from tests.support.verdicts import assert_verdicts, failed_checks
+    from fixtures.verdicts import assert_verdicts, failed_checks
 
     clean = "".join(line for line in EMBEDDED_LOG.splitlines(keepends=True) if "Unknown vLLM" not in line)
     result, junit = run_on_embedded_log(pytester, clean)
@@ -39,7 +39,7 @@ def test_a_clean_start_passes_and_a_start_that_never_listened_fails_start_reache
 
 @pytest.mark.pins(failed={"startup_log.declared_findings_absent"}, healthy={"startup_log.phases_not_slower"})
 def test_a_start_against_its_own_log_as_baseline_is_not_slower(pytester):
-    from tests.support.verdicts import assert_verdicts
+    from fixtures.verdicts import assert_verdicts
 
     baseline = pytester.path / "baseline.log"
     baseline.write_text(EMBEDDED_LOG)
