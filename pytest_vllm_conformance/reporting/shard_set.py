@@ -19,14 +19,34 @@ undecided), which the command hands in.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_vllm_conformance.reporting.junit_merge import MergeRefused
 from pytest_vllm_conformance.reporting.outcomes import FAILED, PASSED, ContractTest
 
-if TYPE_CHECKING:
-    from pytest_vllm_conformance.reporting.merge import JudgeFleet, Shard
+
+@dataclass
+class Shard:
+    path: Path
+    report: dict[str, Any]
+
+    @property
+    def error(self) -> str | None:
+        """The usage error that stopped the shard before any test (an unreachable replica), if one did."""
+        error = self.report.get("error")
+        return str(error) if error else None
+
+    @property
+    def url(self) -> Any:
+        return self.report["target"].get("url")
+
+
+# The fleet's judgement (profiles/replicas.py, handed in by the command) of replicas' observations (None: not observed), by the rules their shards recorded:
+# each replica's outcome (passed, failed or undecided) and why.
+JudgeFleet = Callable[[dict[str, dict[str, Any] | None], dict[str, Any]], dict[str, tuple[str, str]]]
 
 
 def check(shards: Sequence[Shard]) -> None:
