@@ -44,7 +44,8 @@ class Shard:
         return self.report["target"].get("url")
 
 
-# The fleet's judgement (profiles/replicas.py, handed in by the command) of replicas' observations (None: not observed), by the rules their shards recorded:
+# The fleet's judgement (profiles/replicas.py, handed in by the command) of replicas' observations (None: not
+# observed), by the rules their shards recorded:
 # each replica's outcome (passed, failed or undecided) and why.
 JudgeFleet = Callable[[dict[str, dict[str, Any] | None], dict[str, Any]], dict[str, tuple[str, str]]]
 
