@@ -23,6 +23,7 @@ import pytest
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, OpenStream
 from pytest_vllm_conformance.protocol import prometheus
+from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS
 
 TOP_K = 5
 ANSWER_TOKENS = 16
@@ -77,7 +78,7 @@ def read_greedy(status: int, payload: Any, described: str) -> Greedy:
 
 
 def greedy(client: BoundedClient, model: str, prompt: list[int], **fields: Any) -> Greedy:
-    response = client.post("/v1/completions", greedy_body(model, prompt, **fields))
+    response = client.post(COMPLETIONS.path, greedy_body(model, prompt, **fields))
     return read_greedy(response.status, response.json_or_none(), f"{response.describe()} {response.text[:300]!r}")
 
 
@@ -190,10 +191,10 @@ def in_a_burst(client: BoundedClient, model: str, prompt: list[int], tokens: int
             for index in range(BURST_REQUESTS)
         ]
         opening = asyncio.gather(
-            *(session.open_stream("POST", "/v1/completions", json_body=body) for body in others),
+            *(session.open_stream("POST", COMPLETIONS.path, json_body=body) for body in others),
             return_exceptions=True,
         )
-        response, opened = await asyncio.gather(session.post("/v1/completions", greedy_body(model, prompt)), opening)
+        response, opened = await asyncio.gather(session.post(COMPLETIONS.path, greedy_body(model, prompt)), opening)
         answered = time.perf_counter()
         streams = [stream for stream in opened if isinstance(stream, OpenStream)]
         overlapping = sum(stream.status == 200 and stream.running_at(answered) for stream in streams)
@@ -233,7 +234,7 @@ def cancel_mid_stream(
 
     async def work(session: AsyncBoundedClient) -> Cancelled:
         body = greedy_body(model, prompt, tokens, stream=True)
-        stream = await session.open_stream("POST", "/v1/completions", json_body=body)
+        stream = await session.open_stream("POST", COMPLETIONS.path, json_body=body)
         during = await running(session)
         await stream.close()
         ended = stream.ended_at is not None and stream.last_bytes.rstrip().endswith(b"[DONE]")

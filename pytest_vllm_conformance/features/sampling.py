@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_vllm_conformance.protocol import generation_routes
+
 PROMPT = "The quick brown fox jumps over the lazy dog. Then"
 ANSWER_TOKENS = 12
 # A different seed reproducing the first seed's tokens has probability exp(sum of their logprobs); the
@@ -22,7 +24,7 @@ ANSWER_TOKENS = 12
 SEED_COLLISION_BOUND = 1e-6
 
 ROUTES = ("completions", "chat")
-PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+PATHS = {route.name: route.path for route in (generation_routes.COMPLETIONS, generation_routes.CHAT)}
 
 # Parameters some release's request model lacks, each with a harmless value: OpenAI's (best_of on
 # completions, service_tier and store on chat) and vLLM's own watermarking (a field from 0.30). Each
