@@ -45,8 +45,8 @@ from fixtures import tiny_models
 from fixtures.server_specs import SHARED_MACHINE_ENV
 from fixtures.verdicts import contract_runs
 from pytest_vllm_conformance.connection.launcher import VllmServer
-from pytest_vllm_conformance.features.serving.baseline_file import PerfRecording
 from pytest_vllm_conformance.features.serving.loadgen import Round
+from pytest_vllm_conformance.features.serving.saved_rounds import PerfRecording
 from pytest_vllm_conformance.features.serving.stats import compare_medians
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ the profile declares it hidden (ingress.hidden_routes); else it fails, named.
 """
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.catalogue.routes import guarded_route_variants, is_public, unguarded_routes
+from pytest_vllm_conformance.catalogue.route_cases import guarded_route_variants, is_public, unguarded_routes
 from pytest_vllm_conformance.features.auth import WRONG_KEY
 
 # The suite's fixtures, from its feature room.

@@ -24,7 +24,7 @@ from pytest_vllm_conformance.features.reasoning.answers import (
     reassembly_problems,
 )
 from pytest_vllm_conformance.features.reasoning.history import history_cases, history_problems
-from pytest_vllm_conformance.features.reasoning.routes import route_cases, route_problems
+from pytest_vllm_conformance.features.reasoning.responses_and_messages import route_cases, route_problems
 
 
 @pytest.fixture(scope="module")

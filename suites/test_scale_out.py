@@ -8,7 +8,7 @@ does is in the contract data (facts ``scale_out_gate``, ``scale_out_routes``).
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.catalogue.routes import scale_out_routes
+from pytest_vllm_conformance.catalogue.route_cases import scale_out_routes
 from pytest_vllm_conformance.catalogue.vllm_answers import (
     HANDLER_STATUSES,
     error,

@@ -12,21 +12,22 @@ are interleaved (or compared with a run saved by --vllm-perf-save, given as
 import pytest
 
 from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.features.serving import assemble, figures, session
+from pytest_vllm_conformance.features.serving import figures, serving_run
+from pytest_vllm_conformance.features.serving import rounds as measured_rounds
 from pytest_vllm_conformance.features.serving.stats import compare_medians
 
 
 @pytest.fixture(scope="module")
 def declared(vllm_expect):
-    return {key: vllm_expect.declared("serving", key) for key in assemble.KEYS}
+    return {key: vllm_expect.declared("serving", key) for key in serving_run.KEYS}
 
 
 @pytest.fixture(scope="module")
 def serving(declared, vllm_settings, vllm_client, vllm_ingress_client, vllm_facts, vllm_expect, vllm_exclusive):
-    values = {key: declared[key].value for key in assemble.KEYS}
+    values = {key: declared[key].value for key in serving_run.KEYS}
     with vllm_exclusive():
         try:
-            return assemble.serve(
+            return serving_run.serve(
                 values,
                 settings=vllm_settings,
                 facts=vllm_facts,
@@ -34,7 +35,7 @@ def serving(declared, vllm_settings, vllm_client, vllm_ingress_client, vllm_fact
                 client=vllm_client,
                 ingress_client=vllm_ingress_client,
             )
-        except session.NoPrompt as exc:
+        except measured_rounds.NoPrompt as exc:
             pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
 
 
@@ -155,14 +156,16 @@ def test_progress_while_healthy(
     declared, vllm_facts, vllm_client, vllm_expect, vllm_exclusive, vllm_record, vllm_evidence
 ):
     # Its own one-request workload, not the measured run's: a hung engine must not hang the measurement first.
-    values = {key: declared[key].value for key in assemble.KEYS}
+    values = {key: declared[key].value for key in serving_run.KEYS}
     try:
-        workload = assemble.plan(vllm_client, vllm_facts.model, values, vllm_expect)
-    except session.NoPrompt as exc:
+        workload = serving_run.plan(vllm_client, vllm_facts.model, values, vllm_expect)
+    except measured_rounds.NoPrompt as exc:
         pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
     within = declared["progress_within_seconds"]
     with vllm_exclusive():
-        seen = session.progress_while_healthy(vllm_client, vllm_expect.release.health_path, workload, within.value)
+        seen = measured_rounds.progress_while_healthy(
+            vllm_client, vllm_expect.release.health_path, workload, within.value
+        )
     if seen.health_status != 200:
         undecided(f"/health answered {seen.health_status}, so the server does not claim health")
     assert seen.first_token_seconds is not None, (

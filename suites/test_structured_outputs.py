@@ -13,7 +13,7 @@ and refuses is data (facts ``structured_output_forms``,
 
 from pytest_vllm_conformance import contract, each, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message
-from pytest_vllm_conformance.features.generation.answers import read_answer
+from pytest_vllm_conformance.features.generation.answer_controls import read_answer
 from pytest_vllm_conformance.features.generation.structured_outputs import (
     constraint_cases,
     generation_request,

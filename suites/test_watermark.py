@@ -14,7 +14,7 @@ asked for one sampled answer three ways:
 
 Answers are long enough for a watermarked one to reach TARGET_P_VALUE with
 margin, planned from a pilot answer's per-token scores (the sampling, scoring
-and caching: features/watermark/sampling.py). The key is never
+and caching: features/watermark/sampled_answers.py). The key is never
 printed (the run's redactor scrubs it from every report).
 
 An API the ingress does not expose (its own 404 or 405, while the server
@@ -34,14 +34,14 @@ import pytest
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.connection.client import TransportFailure
 from pytest_vllm_conformance.features.watermark.apis import watermark_opt_out_apis
-from pytest_vllm_conformance.features.watermark.sampling import REFUSALS, TARGET_P_VALUE, failed_request
+from pytest_vllm_conformance.features.watermark.sampled_answers import REFUSALS, TARGET_P_VALUE, failed_request
 
 # The suite's fixtures, from its feature room.
-from pytest_vllm_conformance.features.watermark.sampling import detector as detector
-from pytest_vllm_conformance.features.watermark.sampling import not_exposed as not_exposed
-from pytest_vllm_conformance.features.watermark.sampling import plan as plan
-from pytest_vllm_conformance.features.watermark.sampling import sample as sample
-from pytest_vllm_conformance.features.watermark.sampling import sampled as sampled
+from pytest_vllm_conformance.features.watermark.sampled_answers import detector as detector
+from pytest_vllm_conformance.features.watermark.sampled_answers import not_exposed as not_exposed
+from pytest_vllm_conformance.features.watermark.sampled_answers import plan as plan
+from pytest_vllm_conformance.features.watermark.sampled_answers import sample as sample
+from pytest_vllm_conformance.features.watermark.sampled_answers import sampled as sampled
 
 
 @contract("watermark.sampled_output_watermarked")

@@ -1,7 +1,7 @@
 """Cases a suite test runs over, derived from the server's facts, the expectations and the settings.
 
 A suite says ``@each("route", guarded_route_variants)``, naming the source
-function itself (its feature's module, or ``catalogue/routes.py``), and the
+function itself (its feature's module, or ``catalogue/route_cases.py``), and the
 plugin parametrizes the test with what it yields for this run. A source
 takes one ``CaseContext`` and only builds requests; it never sends one. A
 source with nothing to yield for a reason of its own raises ``NoCases``;

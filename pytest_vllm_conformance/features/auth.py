@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pytest_vllm_conformance.catalogue.routes import Route
+from pytest_vllm_conformance.catalogue.route_cases import Route
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.connection.ingress import NOT_EXPOSED
 

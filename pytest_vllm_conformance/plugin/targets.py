@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_vllm_conformance.catalogue import contracts, routes
+from pytest_vllm_conformance.catalogue import contracts, route_cases
 from pytest_vllm_conformance.connection.client import display_url
 from pytest_vllm_conformance.connection.connect import Target, client_for, establish
 from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts
@@ -57,7 +57,7 @@ def _problems(state: RunState) -> list[str]:
 
 
 def _establish_one(state: RunState, target: TargetState, establish: Establish) -> None:
-    known_routes = functools.partial(routes.known_routes, state.catalogue)
+    known_routes = functools.partial(route_cases.known_routes, state.catalogue)
     try:
         # One target: the settings say where (--vllm-url, --vllm-serve or --vllm-ingress-url).
         target.target = (

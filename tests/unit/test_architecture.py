@@ -157,11 +157,7 @@ def test_the_suites_still_over_their_share_are_real():
     assert not stale, f"lower or remove these entries of HELPER_LINES_STILL_OVER: {stale}"
 
 
-# One name, one module: a reader who greps for `fleet.py` finds the one it means. The names still shared by two
-# rooms' modules are listed, and may only go (remove an entry when one of the two is renamed).
-NAMES_STILL_SHARED = {"answers.py", "assemble.py", "baseline_file.py", "routes.py", "sampling.py", "session.py"}
-
-
+# One name, one module: a reader who greps for `fleet.py` finds the one it means.
 def _shared_names() -> dict[str, list[str]]:
     by_name: dict[str, list[str]] = {}
     for path in PACKAGE.rglob("*.py"):
@@ -171,13 +167,8 @@ def _shared_names() -> dict[str, list[str]]:
 
 
 def test_no_two_modules_of_the_package_share_a_name():
-    new = {name: paths for name, paths in _shared_names().items() if name not in NAMES_STILL_SHARED}
-    assert not new, f"modules of one name (rename one after what it holds): {new}"
-
-
-def test_the_names_still_shared_are_real():
-    stale = NAMES_STILL_SHARED - set(_shared_names())
-    assert not stale, f"no longer shared: remove {sorted(stale)} from NAMES_STILL_SHARED"
+    shared = _shared_names()
+    assert not shared, f"modules of one name (rename one after what it holds): {shared}"
 
 
 def test_the_room_list_is_drawn_from_the_code():

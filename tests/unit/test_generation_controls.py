@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.generation.answers import HELD, Answer, ToolCall, Unreadable, read_answer
+from pytest_vllm_conformance.features.generation.answer_controls import HELD, Answer, ToolCall, Unreadable, read_answer
 from pytest_vllm_conformance.features.generation.defaults import completions_max_tokens
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 from pytest_vllm_conformance.features.generation.structured_outputs import (

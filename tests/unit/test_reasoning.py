@@ -15,7 +15,7 @@ from pytest_vllm_conformance.features.reasoning.answers import (
     markers_in_reasoning,
     reassembly_problems,
 )
-from pytest_vllm_conformance.features.reasoning.routes import ROUTES, RouteCase, route_problems
+from pytest_vllm_conformance.features.reasoning.responses_and_messages import ROUTES, RouteCase, route_problems
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "wire_samples" / "chat_reasoning_stream.sse"
 NAMES = ("reasoning", "reasoning_content")

@@ -6,7 +6,7 @@ import pytest
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, validate
 from pytest_vllm_conformance.features.serving import figures, same_server
 from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round, SseReader, token_prompts
-from pytest_vllm_conformance.features.serving.session import Gauges
+from pytest_vllm_conformance.features.serving.rounds import Gauges
 from pytest_vllm_conformance.features.serving.stats import compare_medians
 
 

@@ -11,7 +11,7 @@ from starlette.routing import Route
 from fixtures.fault_proxy import UvicornThread
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.features.serving.loadgen import Workload
-from pytest_vllm_conformance.features.serving.session import progress_while_healthy
+from pytest_vllm_conformance.features.serving.rounds import progress_while_healthy
 
 STREAMS = {
     "keep-alive then a hung engine": [b": ping\n\n", None],

@@ -22,7 +22,7 @@ import jsonschema
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.release_facts import JsonWhitespaceControl
-from pytest_vllm_conformance.features.generation.answers import HELD, Judgement
+from pytest_vllm_conformance.features.generation.answer_controls import HELD, Judgement
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS
 

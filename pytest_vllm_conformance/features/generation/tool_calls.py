@@ -27,7 +27,7 @@ import pytest
 
 from pytest_vllm_conformance import undecided
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.generation.answers import HELD, Answer, Judgement, ToolCall, read_answer
+from pytest_vllm_conformance.features.generation.answer_controls import HELD, Answer, Judgement, ToolCall, read_answer
 from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
 from pytest_vllm_conformance.features.generation.structured_outputs import padding_note, schema_problem
 from pytest_vllm_conformance.protocol import sse as stream

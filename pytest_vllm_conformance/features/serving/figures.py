@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round
-from pytest_vllm_conformance.features.serving.session import Gauges
+from pytest_vllm_conformance.features.serving.rounds import Gauges
 from pytest_vllm_conformance.features.serving.stats import percentile
 
 

@@ -16,15 +16,15 @@ from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.serving import picture, same_server, session
-from pytest_vllm_conformance.features.serving.baseline_file import (
+from pytest_vllm_conformance.features.serving import picture, rounds, same_server
+from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, LoadGenerator, Workload
+from pytest_vllm_conformance.features.serving.saved_rounds import (
     MIN_ROUNDS,
     PerfFileError,
     PerfRecording,
     recording,
     refusal,
 )
-from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, LoadGenerator, Workload
 from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, LiveBaseline, connect_baseline
 
 # The profile's serving keys (catalogue defaults for all but concurrency).
@@ -45,7 +45,7 @@ WORKLOAD = ("prompt_tokens", "output_tokens", "concurrency", "requests")
 
 @dataclass
 class Served:
-    run: session.ServingRun
+    run: rounds.ServingRun
     workload: Workload
     baseline: str = ""  # what the target was compared with, for the figures
     unusable: str | None = None  # why the baseline named cannot be compared with
@@ -105,8 +105,8 @@ def live_refusal(
 
 
 def plan(client: BoundedClient, model: str, values: dict[str, Any], expect: Expectations) -> Workload:
-    """The declared workload on this server (raises session.NoPrompt when no prompt can be built)."""
-    return session.plan(
+    """The declared workload on this server (raises rounds.NoPrompt when no prompt can be built)."""
+    return rounds.plan(
         client,
         model,
         request=expect.fact("serving_request"),
@@ -125,7 +125,7 @@ def serve(
     ingress_client: BoundedClient,
     generator: LoadGenerator | None = None,
 ) -> Served:
-    """Plan, measure and (with --vllm-perf-save) save the run. Raises session.NoPrompt when no prompt can be built."""
+    """Plan, measure and (with --vllm-perf-save) save the run. Raises rounds.NoPrompt when no prompt can be built."""
     baseline = open_baseline(settings, facts)
     target_workload = plan(client, facts.model, values, expect)
     if isinstance(baseline, LiveBaseline):
@@ -135,7 +135,7 @@ def serve(
             baseline = refused
     live = baseline if isinstance(baseline, LiveBaseline) else None
 
-    run = session.measure(
+    run = rounds.measure(
         generator or ClosedLoop(),
         target=ingress_client,
         target_workload=target_workload,
