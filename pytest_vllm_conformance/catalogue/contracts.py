@@ -125,6 +125,14 @@ class Feature:
         return self.unavailable.format(version=version)
 
 
+# The documents a wire contract can be held to (contracts.schema.json's holds_to), as the docs name them.
+HOLDS_TO = {
+    "openai_api_reference": "OpenAI's API reference (its OpenAPI description)",
+    "openresponses_spec": "the OpenResponses specification",
+    "anthropic_messages_api": "Anthropic's Messages API reference",
+}
+
+
 @dataclass(frozen=True)
 class Contract:
     id: str
@@ -134,6 +142,9 @@ class Contract:
     conditions: tuple[Condition, ...] = ()
     judged_at: str | None = None  # None: its feature's
     needs: tuple[str, ...] = ()  # besides its feature's
+    # The published document a wire contract holds the server to (HOLDS_TO), so a
+    # reader knows whose shape a failure is measured against.
+    holds_to: str | None = None
 
     def applies_to(self, version: Version | None) -> bool:
         # An unknown version claims nothing it cannot be held to: the suites
@@ -316,6 +327,7 @@ def load() -> Catalogue:
             conditions=_conditions(entry.get("claimed_if"), f"contract {entry['id']}"),
             judged_at=entry.get("judged_at"),
             needs=tuple(entry.get("needs", ())),
+            holds_to=entry.get("holds_to"),
         )
     facts = {
         name: [(SpecifierSet(item["versions"]), item["value"]) for item in ranges]

@@ -192,7 +192,10 @@ def render_contracts(catalogue: contracts.Catalogue | None = None) -> str:
         lines += ["| contract | vLLM | claimed | statement |", "|---|---|---|---|"]
         for contract in members:
             own = " and ".join(map(str, contract.conditions)) or "with its feature"
-            lines.append(f"| `{contract.id}` | `{contract.versions}` | {_cell(own)} | {_cell(contract.statement)} |")
+            statement = contract.statement
+            if contract.holds_to:
+                statement += f" Held to {contracts.HOLDS_TO[contract.holds_to]}."
+            lines.append(f"| `{contract.id}` | `{contract.versions}` | {_cell(own)} | {_cell(statement)} |")
     lines += [
         "",
         "## Declarations",

@@ -93,6 +93,12 @@ def test_every_contract_lives_in_the_module_of_its_feature(catalogue):
             assert module.name == f"test_{feature}.py", f"{contract_id} ({feature}) is checked in {module.name}"
 
 
+def test_every_wire_contract_names_the_document_it_holds_the_server_to(catalogue):
+    # A wire shape is someone's published shape: a failure is read against that document.
+    unsourced = [c.id for c in catalogue.contracts.values() if c.feature in ("wire", "agent_loops") and not c.holds_to]
+    assert not unsourced
+
+
 def test_every_suite_test_is_named_after_its_contract():
     """``auth.unguarded_route_is_public`` is checked by ``test_unguarded_route_is_public``: one name per contract."""
     contract_then_def = re.compile(r"""@contract\(\s*["']([\w.]+)["']\)(?:\n@[^\n]+)*\ndef (\w+)\(""")

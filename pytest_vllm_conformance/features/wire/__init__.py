@@ -169,6 +169,11 @@ class Verdict:
         return f"{self.headline}:\n  " + "\n  ".join(self.failures)
 
 
+# Fields the OpenResponses specification requires of a Response that OpenAI's description leaves
+# optional: a deployment that promises that specification (wire.openresponses) owes them.
+OPENRESPONSES_REQUIRED = ("completed_at", "store", "safety_identifier", "prompt_cache_key", "top_logprobs")
+
+
 @dataclass(frozen=True)
 class WireRules:
     """The contract data for the server's version, and the profile's strictness."""
@@ -178,6 +183,19 @@ class WireRules:
     strict: bool
     strict_basis: str
     version_label: str
+    openresponses: bool = False
+    openresponses_basis: str = ""
+
+    def openresponses_missing(self, answer: str, label: str, body: Any) -> list[str]:
+        """Under wire.openresponses, each field OpenResponses requires that a Response omits."""
+        if not self.openresponses or answer != "responses" or not isinstance(body, dict):
+            return []
+        return [
+            f"{label}$.{name}: missing, and the OpenResponses specification requires it "
+            f"[wire.openresponses is true ({self.openresponses_basis})]"
+            for name in OPENRESPONSES_REQUIRED
+            if name not in body
+        ]
 
     def departures(self, lines: Sequence[str], reported: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
         """What a departure vLLM makes on purpose comes to: failures under strict, else report lines.
@@ -206,6 +224,7 @@ class WireRules:
         for label, body in bodies:
             judgement = judge(answer, body, self.deviations)
             judged.failures += [f"{label}{finding}" for finding in judgement.failures]
+            judged.failures += self.openresponses_missing(answer, label, body)
             for finding, deviation in judgement.deviations:
                 sent = "omits it" if finding.kind == "missing" else f"sends {finding.kind}"
                 reported.setdefault(finding.pattern, f"{finding.pattern}: vLLM {sent} ({deviation.why})")
@@ -228,7 +247,10 @@ class WireRules:
 
 def rules_for(expect: Expectations) -> WireRules:
     strict = expect.declared("wire", "strict_openai")
+    openresponses = expect.declared("wire", "openresponses")
     return WireRules(
+        openresponses=bool(openresponses.value),
+        openresponses_basis=openresponses.basis,
         deviations=deviations_from(expect.fact("wire_deviations")),
         extension_fields=expect.fact("wire_extension_fields"),
         strict=bool(strict.value),
