@@ -57,6 +57,7 @@ class Settings:
     log: Path | None = None
     baseline_log: Path | None = None
     manifests: Path | None = None
+    checkpoint: Path | None = None
     target_version: Version | None = None
     baseline_url: str | None = None
     baseline_model: str | None = None

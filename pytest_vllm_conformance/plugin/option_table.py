@@ -263,8 +263,17 @@ OPTIONS: tuple[Option, ...] = (
         metavar="DIR",
     ),
     Option(
+        "vllm-checkpoint",
+        "A model directory (config.json, safetensors) for the checkpoint suite, which needs no server: will its "
+        "quantization start on the target version, and be read as written (default: the --vllm-serve directory).",
+        kind="path",
+        env="VLLM_CONFORMANCE_CHECKPOINT",
+        metavar="DIR",
+    ),
+    Option(
         "vllm-target-version",
-        "The vLLM version the deployment files will run (preflight; default: the server's version).",
+        "The vLLM version the deployment files and the checkpoint will run (preflight, checkpoint; default: the "
+        "server's version).",
         kind="version",
         env="VLLM_CONFORMANCE_TARGET_VERSION",
         metavar="X",

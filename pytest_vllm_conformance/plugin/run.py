@@ -96,6 +96,12 @@ class RunState:
         return self.primary.serve_log
 
     @property
+    def checkpoint(self) -> Path | None:
+        """The model directory the checkpoint suite reads: --vllm-checkpoint, else the one the plugin serves."""
+        given = self.settings.checkpoint or self.settings.serve
+        return given if given is not None and (given / "config.json").is_file() else None
+
+    @property
     def run_lock(self) -> RunLock:
         return self.primary.run_lock
 
@@ -136,6 +142,7 @@ class RunState:
             "server_log": bool(settings.log or target.serve_log),
             "startup_baseline_log": bool(settings.baseline_log),
             "eval_task": bool(settings.eval_task),
+            "checkpoint": self.checkpoint is not None,
             "ingress": bool(settings.ingress_url),
             "fleet": self.fleet,
             # Unknown (no /metrics page) counts as on, vLLM's default: the test then proves a hit or is undecided.
@@ -172,6 +179,7 @@ def configure_run(config: pytest.Config) -> RunState:
         profile = load_profile(settings.profile) if settings.profile else None
     except ProfileError as exc:
         raise pytest.UsageError(str(exc)) from None
+    _check_checkpoint(settings.checkpoint)
     baseline = _load_baseline(settings.baseline) if settings.baseline else None
     redactor = Redactor(settings.secrets())
     watermark_key = _watermark_key(settings, profile)
@@ -192,6 +200,12 @@ def configure_run(config: pytest.Config) -> RunState:
         redactor.add(url_password(target.given_url))
     config.stash[STATE] = state
     return state
+
+
+def _check_checkpoint(path: Path | None) -> None:
+    if path is not None and not (path / "config.json").is_file():
+        what = "has no config.json" if path.is_dir() else "is not a directory"
+        raise pytest.UsageError(f"--vllm-checkpoint: {path} {what}: give a model directory (config.json, weights)")
 
 
 MAX_SHARDS = 10_000

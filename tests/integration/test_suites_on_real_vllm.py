@@ -59,6 +59,9 @@ OPT_IN = {
             "preflight.no_stale_env_vars",
             "preflight.no_stale_flags",
             "preflight.no_stale_entrypoints",
+            # No --vllm-checkpoint, and the servers are not started by the plugin from a directory.
+            "checkpoint.starts_on_target",
+            "checkpoint.weights_read_as_written",
         ],
         NOT_CLAIMED,
     ),

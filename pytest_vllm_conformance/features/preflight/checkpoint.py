@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import struct
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,14 @@ CT_GROUP_ORDER_REFUSAL = (
 REQUANTIZE = "requantize with static activation ordering (GPTQModel's act_group_aware) or without ordering"
 
 
+# safetensors caps its own header at 100 MB (safetensors' MAX_HEADER_SIZE); a larger one is no checkpoint.
+MAX_SAFETENSORS_HEADER = 100_000_000
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be read: one line, naming the file."""
+
+
 @dataclass(frozen=True)
 class Quantization:
     """A checkpoint's quantization, as vLLM reads it."""
@@ -57,6 +66,7 @@ class Quantization:
     actorders: tuple[str, ...] = ()
     # GPTQ: the g_idx tensors that are not ``i // group_size`` (None: no safetensors read).
     g_idx_out_of_order: tuple[str, ...] | None = field(default=None)
+    g_idx_read: int = 0
 
     @property
     def grouped_act_order(self) -> bool:
@@ -102,6 +112,7 @@ def read_checkpoint(model_dir: Path) -> Quantization | None:
         and int(rule.get("group_size", group_size)) != -1
         and not pattern.startswith("-:")
     )
+    g_idx_read, out_of_order = _g_idx_tensors(model_dir, group_size)
     return Quantization(
         method,
         source,
@@ -110,7 +121,8 @@ def read_checkpoint(model_dir: Path) -> Quantization | None:
         desc_act=bool(raw.get("desc_act", False)),
         sym=bool(raw.get("sym", True)),
         dynamic_desc_act=dynamic_desc_act,
-        g_idx_out_of_order=_g_idx_out_of_order(model_dir, group_size),
+        g_idx_out_of_order=out_of_order,
+        g_idx_read=g_idx_read,
     )
 
 
@@ -152,6 +164,40 @@ def describe(quantization: Quantization, version: Version) -> str:
     return f"{where}: {what[prediction.outcome]} vLLM {version}: {prediction.says}"
 
 
+@dataclass(frozen=True)
+class Reading:
+    """A checkpoint read for one target release: what the checkpoint suite judges."""
+
+    path: Path
+    quantization: Quantization | None
+    version: Version
+
+    @property
+    def prediction(self) -> Prediction | None:
+        return predict(self.quantization, self.version) if self.quantization is not None else None
+
+    def describe(self) -> str:
+        return f"{self.path.name}: " + (describe(self.quantization, self.version) if self.quantization else "")
+
+    def why_start_unknown(self) -> str | None:
+        """Why nothing is known of this checkpoint's start on the release, or None."""
+        if self.quantization is None:
+            return "the checkpoint has no quantization config: nothing in it is known to refuse"
+        if self.quantization.method not in GPTQ_METHODS | {"compressed-tensors"}:
+            return f"{self.quantization.method}: no release fact is known of this quantization method"
+        return None
+
+    def why_weights_unknown(self) -> str | None:
+        """Why nothing is known of how the release reads the weights, or None."""
+        if self.quantization is None or self.quantization.method not in GPTQ_METHODS:
+            return "not a GPTQ checkpoint: GPTQ's g_idx is the only weight a release is known to drop"
+        if self.prediction is not None and self.prediction.outcome == "refused":
+            return f"vLLM {self.version} refuses the checkpoint at start-up, so it reads no weight"
+        if not self.quantization.g_idx_read:
+            return "no GPTQ g_idx tensor in the checkpoint's safetensors files (none, or none readable as int32)"
+        return None
+
+
 def _orders(actorders: tuple[str, ...]) -> str:
     return ", ".join(sorted(set(actorders))) or "none"
 
@@ -163,25 +209,37 @@ def _json(path: Path) -> Any:
         return None
 
 
-def _g_idx_out_of_order(model_dir: Path, group_size: int) -> tuple[str, ...] | None:
+def _g_idx_tensors(model_dir: Path, group_size: int) -> tuple[int, tuple[str, ...] | None]:
+    """How many GPTQ g_idx tensors the safetensors files hold, and those not ``i // group_size``."""
     files = sorted(model_dir.glob("*.safetensors"))
     if not files or group_size <= 0:
-        return None
-    out_of_order = []
+        return 0, None
+    read, out_of_order = 0, []
     for path in files:
-        with open(path, "rb") as handle:
-            (length,) = struct.unpack("<Q", handle.read(8))
-            header = json.loads(handle.read(length))
-            for name, entry in sorted(header.items()):
-                if not name.endswith(".g_idx") or entry.get("dtype") != "I32":
-                    continue
-                begin, end = entry["data_offsets"]
-                handle.seek(8 + length + begin)
-                values = array("i")
-                values.frombytes(handle.read(end - begin))
+        try:
+            for name, values in _int32_tensors(path, suffix=".g_idx"):
+                read += 1
                 if any(value != i // group_size for i, value in enumerate(values)):
                     out_of_order.append(name)
-    return tuple(out_of_order)
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+            raise CheckpointError(f"{path.name}: not a readable safetensors file ({type(exc).__name__})") from None
+    return read, tuple(out_of_order)
+
+
+def _int32_tensors(path: Path, *, suffix: str) -> Iterator[tuple[str, array]]:
+    with open(path, "rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        if length > MAX_SAFETENSORS_HEADER:
+            raise ValueError("header too large")
+        header = json.loads(handle.read(length))
+        for name, entry in sorted(header.items()):
+            if not name.endswith(suffix) or entry.get("dtype") != "I32":
+                continue
+            begin, end = entry["data_offsets"]
+            handle.seek(8 + length + begin)
+            values = array("i")
+            values.frombytes(handle.read(end - begin))
+            yield name, values
 
 
 RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
@@ -197,7 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--target-version", type=Version, default=None)
     args = parser.parse_args(argv)
-    quantization = read_checkpoint(args.model_dir)
+    try:
+        quantization = read_checkpoint(args.model_dir)
+    except CheckpointError as exc:
+        print(f"{args.model_dir}: {exc}")
+        return 2
     if quantization is None:
         print(f"{args.model_dir}: no quantization config; vLLM reads it as unquantized")
         return 0
