@@ -129,6 +129,8 @@ def save_from_0_29(pytester, model: Path, tmp_path: Path) -> Path:
 def test_a_baseline_saved_from_0_29_passes_the_checkpoint_and_fails_its_misordered_copy_on_0_32(
     pytester, checkpoints, tmp_path
 ):
+    quantization = read_checkpoint(checkpoints["misordered"])
+    assert quantization is not None and predict(quantization, Version("0.29.0")).outcome == "wrong"
     healthy_on_0_29 = save_from_0_29(pytester, checkpoints["healthy"], tmp_path)
     misordered_on_0_29 = save_from_0_29(pytester, checkpoints["misordered"], tmp_path)
 
