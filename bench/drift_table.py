@@ -15,12 +15,17 @@ docs/quality-drift.md quotes:
 * damage a mean hides, put in front of a healthy server by a proxy that
   rewrites its ``prompt_logprobs``: 5 % of positions moved by 0.5 nats
   either way (a mean of 0.025), and a 5 % perplexity loss (every logprob
-  lowered by ln 1.05, a mean of 0.049).
+  lowered by ln 1.05, a mean of 0.049);
+* GPTQ (with ``--gptq-python``, the quantizer venv's Python that
+  fixtures/gptq_models.py finds the cached checkpoints with): the cost of the
+  quantization itself (tiny-llama-gptq-static against float32 tiny-llama),
+  and a copy whose ``g_idx`` is needed but ignored (fixtures/gptq_misordered.py)
+  against the healthy checkpoint and against full precision.
 
 Then, per gated figure, the largest value among the healthy rows, the limit,
 and the smallest among the broken rows (the margin on each side).
 
-    python -m bench.drift_table [--python PYTHON_WITH_VLLM] [--only LABEL ...]
+    python -m bench.drift_table [--python PYTHON_WITH_VLLM] [--gptq-python PYTHON] [--only LABEL ...]
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fixtures import tiny_models
+from fixtures import gptq_misordered, tiny_models
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
 from fixtures.logprob_damage import PROMPT_LOGPROBS, lower_every_position, shift_positions
 from fixtures.verdicts import contract_runs
@@ -47,6 +52,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 EAGER_F32 = ("--dtype", "float32", "--enforce-eager")
 F32 = (*EAGER_F32, "--max-model-len", "512")
+# vLLM refuses float32 for GPTQ: the 4-bit checkpoints run in bfloat16, as the CPU WNA16 kernel does.
+GPTQ = ("--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "512")
+GPTQ_STATIC = "tiny-llama-gptq-static"
+GPTQ_MISORDERED = GPTQ_STATIC + gptq_misordered.SUFFIX
 DRIFT = "quality.logprob_drift_within_noise"
 GREEDY = "quality.greedy_tokens_match_baseline"
 
@@ -54,7 +63,9 @@ GREEDY = "quality.greedy_tokens_match_baseline"
 @dataclass(frozen=True)
 class Row:
     label: str
-    kind: str  # "healthy" or "broken"
+    # "healthy" or "broken" (the margins are theirs); "quantized" and "quantized, broken" are 4-bit models against
+    # full precision, shown beside them and argued apart (docs/quality-drift.md).
+    kind: str
     target_model: str
     target_args: tuple[str, ...]
     baseline_model: str = "tiny-llama"
@@ -86,6 +97,17 @@ ROWS = (
     Row("rope_theta 500000 for 10000", "broken", "tiny-llama-rope-theta500k", F32),
     Row("5 % of positions moved 0.5 nats", "broken", "tiny-llama", F32, damage=shift_positions(20, 0.5)),
     Row("5 % perplexity loss", "broken", "tiny-llama", F32, damage=lower_every_position(math.log(1.05))),
+    Row("GPTQ 4-bit (static order) for float32", "quantized", GPTQ_STATIC, GPTQ),
+    Row("GPTQ 4-bit, g_idx ignored, for float32", "quantized, broken", GPTQ_MISORDERED, GPTQ),
+    Row(
+        "GPTQ 4-bit, same checkpoint, another server",
+        "healthy",
+        GPTQ_STATIC,
+        GPTQ,
+        baseline_model=GPTQ_STATIC,
+        baseline_args=GPTQ,
+    ),
+    Row("GPTQ 4-bit, g_idx ignored", "broken", GPTQ_MISORDERED, GPTQ, baseline_model=GPTQ_STATIC, baseline_args=GPTQ),
     Row(
         "YaRN factor 2 for 4",
         "broken",
@@ -218,12 +240,34 @@ def margins(results: list[Measured]) -> str:
     return "\n".join(lines)
 
 
+def model_dir(name: str, gptq_python: str | None, workdir: Path) -> Path:
+    """A tiny model's directory, or a GPTQ checkpoint's (cached by fixtures/gptq_models.py; the misordered copy
+    written into ``workdir``)."""
+    if not name.startswith("tiny-llama-gptq-"):
+        return tiny_models.build(name)
+    from fixtures import gptq_models
+
+    assert gptq_python is not None, "main() leaves the GPTQ rows out without --gptq-python"
+    source = gptq_models.build(GPTQ_STATIC.removeprefix("tiny-llama-gptq-"), gptq_python)
+    if name == GPTQ_STATIC:
+        return source
+    assert name == GPTQ_MISORDERED, name
+    return gptq_misordered.misordered_copy(source, workdir / name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", help="interpreter with vLLM (default: this one)")
+    parser.add_argument(
+        "--gptq-python",
+        default=os.environ.get("VLLM_CONFORMANCE_GPTQ_PYTHON"),
+        help="the quantizer venv's Python (make gptq-models); without it the GPTQ rows are left out",
+    )
     parser.add_argument("--only", nargs="*", help="labels of the rows to measure (default: all)")
     args = parser.parse_args()
     rows = [row for row in ROWS if not args.only or row.label in args.only]
+    if args.gptq_python is None:
+        rows = [row for row in rows if GPTQ_STATIC not in (row.target_model, row.baseline_model)]
     results: list[Measured] = []
     baseline: VllmServer | None = None
     baseline_key: tuple | None = None
@@ -235,12 +279,14 @@ def main() -> None:
                 if key != baseline_key:
                     if baseline is not None:
                         baseline.stop()
-                    baseline = VllmServer(tiny_models.build(row.baseline_model), row.baseline_args, python=args.python)
+                    baseline_dir = model_dir(row.baseline_model, args.gptq_python, Path(tmp))
+                    baseline = VllmServer(baseline_dir, row.baseline_args, python=args.python)
                     baseline.start()
                     baseline_key = key
                 assert baseline is not None and baseline.url is not None
                 try:
-                    with VllmServer(tiny_models.build(row.target_model), row.target_args, python=args.python) as target:
+                    target_dir = model_dir(row.target_model, args.gptq_python, Path(tmp))
+                    with VllmServer(target_dir, row.target_args, python=args.python) as target:
                         assert target.url is not None
                         if row.damage is None:
                             measured = judge(target.url, baseline.url, Path(tmp))

@@ -73,8 +73,9 @@ def test_no_or_static_ordering_starts_on_every_release(tmp_path, ordering):
     assert {predict(quantization, version).outcome for version in (V029, V030, V032)} == {"starts"}
 
 
-def test_a_g_idx_out_of_order_under_desc_act_false_answers_wrong_from_0_30(tmp_path):
-    """A bad conversion: desc_act dropped from the config, the act-order g_idx kept; 0.30 drops g_idx silently."""
+def test_a_g_idx_out_of_order_under_desc_act_false_answers_wrong_on_every_release(tmp_path):
+    """A bad conversion: desc_act dropped from the config, the act-order g_idx kept; 0.30 drops g_idx silently,
+    and 0.29 never read it without desc_act (measured: tests/integration/test_gptq_quality_on_real_vllm.py)."""
     shuffled = in_order(256)[::-1]
     model = checkpoint(
         tmp_path,
@@ -84,7 +85,8 @@ def test_a_g_idx_out_of_order_under_desc_act_false_answers_wrong_from_0_30(tmp_p
     quantization = read_checkpoint(model)
     assert quantization is not None
     assert quantization.g_idx_out_of_order == ("model.layers.0.mlp.down_proj.g_idx",)
-    assert predict(quantization, V029).outcome == "starts"
+    before = predict(quantization, V029)
+    assert before.outcome == "wrong" and "reads g_idx only under desc_act" in before.says
     prediction = predict(quantization, V032)
     assert prediction.outcome == "wrong"
     assert "drops g_idx without a word" in prediction.says

@@ -12,7 +12,10 @@ neither torch nor safetensors is needed). Facts, each from vLLM's source at the 
   for some modules. ``desc_act`` without groups is normalised to false in every release.
 * 0.30 and later drop every ``*.g_idx`` tensor without a word (``QuantizationConfig.
   get_checkpoint_weight_mapper`` in ``base_config.py``): harmless where ``g_idx`` is ``i // group_size``
-  (no ordering, or static ordering), wrong answers where it is not and ``desc_act`` says false.
+  (no ordering, or static ordering), wrong answers where it is not and ``desc_act`` says false. 0.29 answers
+  that checkpoint just as wrong: it reads ``g_idx`` only under ``desc_act`` (``has_g_idx=desc_act`` in
+  ``auto_gptq.py``; ``CPUWNA16LinearKernel.process_weights_after_loading`` sets it to None otherwise), measured
+  bit for bit the same as 0.32 (tests/integration/test_gptq_quality_on_real_vllm.py).
 * GPTQ ``sym: false`` is refused by every release (``AutoGPTQConfig.TYPE_MAP`` in ``auto_gptq.py``).
 * compressed-tensors ``actorder: group`` or ``dynamic``: 0.30 and later refuse to start
   (``compressed_tensors.py``).
@@ -148,11 +151,13 @@ def predict(quantization: Quantization, version: Version) -> Prediction:
             return Prediction("refused", f"{GPTQ_GROUP_ORDER_REFUSAL}{rules}; {REQUANTIZE}")
         return Prediction("starts", "grouped activation ordering (desc_act): g_idx loaded and honoured")
     out_of_order = quantization.g_idx_out_of_order or ()
-    if out_of_order and refuses_grouped:
+    if out_of_order:
+        # Before 0.30 g_idx is loaded, then dropped by the kernel unless desc_act says true.
+        ignored = "drops g_idx without a word" if refuses_grouped else "reads g_idx only under desc_act"
         return Prediction(
             "wrong",
             f"{len(out_of_order)} g_idx tensor(s) not in group order (first {out_of_order[0]}) while desc_act is "
-            f"false: vLLM {version} drops g_idx without a word and multiplies columns by the wrong groups' scales",
+            f"false: vLLM {version} {ignored} and multiplies columns by the wrong groups' scales",
         )
     return Prediction("starts", "no grouped activation ordering: g_idx, if any, is i // group_size")
 
