@@ -26,11 +26,22 @@ class Prediction:
 
 PREDICTIONS = (
     # Before 0.32 a streamed Responses answer's final output is rebuilt with fresh ids (vllm issue 56285).
+    *(
+        Prediction(
+            "responses_stream_items_reused", flag_set, contract, lambda reused: "passed" if reused else "failed"
+        )
+        for flag_set, contract in (
+            ("plain", "agent_loops.responses_stream_is_the_answer"),
+            ("generation", "agent_loops.responses_stream_is_the_answer"),
+            ("generation", "agent_loops.responses_stream_call_is_the_answer"),
+        )
+    ),
+    # Before 0.32 a forced tool's tool_use block ends with stop_reason end_turn: the client does not run it.
     Prediction(
-        "responses_stream_items_reused",
-        "plain",
-        "agent_loops.responses_stream_is_the_answer",
-        lambda reused: "passed" if reused else "failed",
+        "messages_forced_tool_stop_reason",
+        "generation",
+        "agent_loops.messages_tool_use_round_trips",
+        lambda stop_reason: "passed" if stop_reason == "tool_use" else "failed",
     ),
     # The production profile declares the gate closed: a release that serves the routes without a flag fails.
     Prediction(
