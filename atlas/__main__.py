@@ -8,7 +8,7 @@ import sys
 import time
 
 from atlas import data
-from atlas.plan import FLAG_SETS, NEWEST_MEASURABLE, PYTHON_ENV, RELEASES, flag_set
+from atlas.plan import FLAG_SETS, GPTQ_PYTHON_ENV, NEWEST_MEASURABLE, PYTHON_ENV, RELEASES, flag_set
 
 
 def _python_of(release: str) -> str | None:
@@ -25,6 +25,16 @@ def run(args: argparse.Namespace) -> int:
     models = build_all()
     releases = args.release or [r for r, why_not in RELEASES.items() if not why_not]
     sets = [flag_set(name) for name in (args.flag_set or [f.name for f in FLAG_SETS])]
+    gptq_python = os.environ.get(GPTQ_PYTHON_ENV)
+    if any(flags.gptq for flags in sets) and not gptq_python:
+        skipped = [flags.name for flags in sets if flags.gptq]
+        print(f"atlas: {', '.join(skipped)}: no quantizer (make gptq-models, then set {GPTQ_PYTHON_ENV}); skipped")
+        sets = [flags for flags in sets if not flags.gptq]
+    for flags in sets:
+        if flags.gptq and gptq_python:
+            from fixtures import gptq_models
+
+            models[flags.model] = gptq_models.build(flags.gptq, gptq_python)
     began = time.monotonic()
     for release in releases:
         python = _python_of(release)

@@ -25,6 +25,24 @@ class Prediction:
 
 
 PREDICTIONS = (
+    # Before 0.32 a streamed Responses answer's final output is rebuilt with fresh ids (vllm issue 56285).
+    *(
+        Prediction(
+            "responses_stream_items_reused", flag_set, contract, lambda reused: "passed" if reused else "failed"
+        )
+        for flag_set, contract in (
+            ("plain", "agent_loops.responses_stream_is_the_answer"),
+            ("generation", "agent_loops.responses_stream_is_the_answer"),
+            ("generation", "agent_loops.responses_stream_call_is_the_answer"),
+        )
+    ),
+    # Before 0.32 a forced tool's tool_use block ends with stop_reason end_turn: the client does not run it.
+    Prediction(
+        "messages_forced_tool_stop_reason",
+        "generation",
+        "agent_loops.messages_tool_use_round_trips",
+        lambda stop_reason: "passed" if stop_reason == "tool_use" else "failed",
+    ),
     # The production profile declares the gate closed: a release that serves the routes without a flag fails.
     Prediction(
         "scale_out_default",
@@ -71,6 +89,14 @@ def _server_contradictions(record: dict, catalogue: contracts.Catalogue, version
             return [
                 f"{where}: fact scale_out_gate ({gate}) predicts --enable-scale-out is "
                 f"{'unknown' if gate == 'none' else 'taken'}, but the server {record.get('status')}"
+            ]
+    if record["flag_set"] == "gptq_group":
+        behaviour = catalogue.fact("gptq_grouped_act_order", version)["behaviour"]
+        refused = record.get("status") == "server refused the flags"
+        if refused != (behaviour == "refused"):
+            return [
+                f"{where}: fact gptq_grouped_act_order ({behaviour}) predicts the grouped checkpoint "
+                f"{'refused' if behaviour == 'refused' else 'served'}, but the server {record.get('status')}"
             ]
     if record["flag_set"] == "yarn" and record.get("status") == "measured" and record.get("model_config"):
         expected = derived_length(catalogue.fact("yarn_max_model_len", version), record["model_config"])

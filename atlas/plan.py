@@ -22,6 +22,10 @@ NEWEST_MEASURABLE = "0.32"
 PYTHON_ENV = "VLLM_CONFORMANCE_PYTHON_{}"
 
 TOOL_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+# vLLM refuses float32 for GPTQ; bfloat16 is what the CPU WNA16 kernel runs (docs/gptq.md).
+GPTQ_SERVE_ARGS = ("--dtype", "bfloat16", *CPU_SERVE_ARGS[2:])
+# Names the quantizer's Python (make gptq-models): the GPTQ checkpoints' cache key holds its version.
+GPTQ_PYTHON_ENV = "VLLM_CONFORMANCE_GPTQ_PYTHON"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class FlagSet:
     # flag set would take about 6 minutes a server here: five times the run for no new verdicts.
     suites: str = ""
     scripted: bool = False  # every answer scripted (fixtures/scripted_output/), so the model thinks
+    gptq: str = ""  # the GPTQModel checkpoint's ordering (fixtures/gptq_models.py), served instead of a tiny model
 
 
 # The production profile every release is held to: a locked-down endpoint, the refusals the
@@ -80,7 +85,7 @@ FLAG_SETS: tuple[FlagSet, ...] = (
         "tiny-llama",
         (*CPU_SERVE_ARGS, *TOOL_ARGS, "--override-generation-config", '{"temperature": 0.0}'),
         profile="generation.tool_call_parser=hermes",
-        suites="structured_outputs or tool_calls",
+        suites="structured_outputs or tool_calls or agent_loops",
     ),
     FlagSet(
         "reasoning",
@@ -98,6 +103,25 @@ FLAG_SETS: tuple[FlagSet, ...] = (
         DERIVED_LENGTH_ARGS,
         profile="context.max_model_len=-",
         suites="discovery or context",
+    ),
+    # Real GPTQ checkpoints (make gptq-models): whether the release's CPU kernel generates at all
+    # (discovery.ready_generates), and whether a 4-bit model still honours what requests ask for and keeps
+    # the engine's invariants; its answers' quality is the drift gate's (docs/quality-drift.md).
+    FlagSet(
+        "gptq",
+        "tiny-llama quantized by GPTQModel: W4A16, groups of 32, static activation ordering, bfloat16",
+        "tiny-llama-gptq-static",
+        GPTQ_SERVE_ARGS,
+        suites="discovery or sampling or engine_invariants",
+        gptq="static",
+    ),
+    FlagSet(
+        "gptq_group",
+        "the same quantization with grouped activation ordering (desc_act: true), which 0.30 stopped loading",
+        "tiny-llama-gptq-group",
+        GPTQ_SERVE_ARGS,
+        suites="discovery",
+        gptq="group",
     ),
 )
 
