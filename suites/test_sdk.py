@@ -1,4 +1,4 @@
-"""The official OpenAI Python SDK, as applications call it, works against the server.
+"""The official OpenAI Python SDK, and Anthropic's on /v1/messages, as applications call them, work against the server.
 
 Applications reach vLLM through the SDK, not raw HTTP: a renamed field or a
 stream framed differently breaks them while every route still answers 200.
@@ -6,7 +6,10 @@ The SDK here has the run's byte cap and timeout. Only the structure of an
 answer is checked, never its wording.
 """
 
+import pytest
+
 from pytest_vllm_conformance import contract
+from pytest_vllm_conformance.features.agent_loops.messages import STOP_REASONS
 
 MAX_TOKENS = 8
 PROMPT = "Name three colours."
@@ -44,7 +47,7 @@ def test_completion_parses(vllm_openai, vllm_facts):
 @contract("sdk.chat_parses")
 def test_chat_parses(vllm_openai, vllm_facts):
     chat = vllm_openai.chat.completions.create(
-        model=vllm_facts.model, messages=[{"role": "user", "content": PROMPT}], max_tokens=MAX_TOKENS, temperature=0
+        model=vllm_facts.model, messages=[{"role": "user", "content": PROMPT}], max_tokens=MAX_TOKENS
     )
     assert len(chat.choices) == 1, f"expected one choice, got {len(chat.choices)}"
     message = chat.choices[0].message
@@ -71,3 +74,45 @@ def test_chat_stream_parses(vllm_openai, vllm_facts):
         "asked for stream_options.include_usage, but the stream does not end with a usage chunk"
     )
     _usage_adds_up(chunks[-1].usage, "stream")
+
+
+# ---- Anthropic's SDK on /v1/messages (Claude Code and the Anthropic SDK's route) ----
+
+
+def _message_holds(message, what):
+    assert message.type == "message" and message.role == "assistant", (
+        f"the {what} is a {message.type!r} from {message.role!r}, not an assistant message"
+    )
+    assert message.content and all(block.type == "text" for block in message.content), (
+        f"the {what}'s content blocks are {[block.type for block in message.content]}, not text"
+    )
+    assert message.stop_reason in STOP_REASONS, f"the {what}'s stop_reason {message.stop_reason!r} is not Anthropic's"
+    assert 0 < message.usage.output_tokens <= MAX_TOKENS, (
+        f"the {what} reports {message.usage.output_tokens} output tokens for max_tokens={MAX_TOKENS}"
+    )
+
+
+@contract("sdk.anthropic_message_parses")
+def test_anthropic_message_parses(vllm_anthropic, vllm_facts):
+    messages = [{"role": "user", "content": PROMPT}]
+    message = vllm_anthropic.messages.create(model=vllm_facts.model, messages=messages, max_tokens=MAX_TOKENS)
+    _message_holds(message, "message")
+    counted = vllm_anthropic.messages.count_tokens(model=vllm_facts.model, messages=messages)
+    assert counted.input_tokens == message.usage.input_tokens, (
+        f"count_tokens says {counted.input_tokens} input tokens, the message {message.usage.input_tokens}"
+    )
+
+
+@contract("sdk.anthropic_stream_parses")
+def test_anthropic_stream_parses(vllm_anthropic, vllm_facts):
+    with vllm_anthropic.messages.stream(
+        model=vllm_facts.model, messages=[{"role": "user", "content": PROMPT}], max_tokens=MAX_TOKENS
+    ) as stream:
+        streamed = "".join(stream.text_stream)
+        try:
+            final = stream.get_final_message()
+        except AssertionError:  # the SDK's own check: it skips events until a message_start opens a message
+            pytest.fail("Anthropic's SDK assembled no message from the stream: no message_start", pytrace=False)
+    _message_holds(final, "streamed message")
+    text = "".join(block.text for block in final.content)
+    assert streamed == text, f"the events carry {streamed!r}, the final message {text!r}"

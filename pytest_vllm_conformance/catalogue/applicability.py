@@ -61,6 +61,7 @@ NEEDS: dict[str, str] = {
     ),
     "server_behind_ingress": "only --vllm-ingress-url was given: give --vllm-url, the server behind it",
     "reported_max_model_len": "/v1/models gives no max_model_len for the model, and the boundaries are placed there",
+    "anthropic_sdk": "Anthropic's Python SDK is not installed (pip install 'pytest-vllm-conformance[anthropic]')",
 }
 
 

@@ -17,7 +17,7 @@ from pytest_vllm_conformance.connection.ingress import unreached_model
 from pytest_vllm_conformance.connection.launcher import VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.connection.transport import CappedTransport, Connection
+from pytest_vllm_conformance.connection.transport import CappedTransport, Connection, capped_httpx2_client
 
 NO_TARGET = "no vLLM server to test: give --vllm-url=URL, or --vllm-serve=MODEL_DIR to start one"
 
@@ -86,6 +86,24 @@ def sdk_client_for(settings: Settings, base_url: str) -> Any:
     )
     return openai.OpenAI(
         base_url=f"{base_url.rstrip('/')}/v1",
+        api_key=settings.api_key.reveal() if settings.api_key else "no-key",
+        max_retries=0,
+        timeout=settings.timeout,
+        http_client=http_client,
+    )
+
+
+def anthropic_client_for(settings: Settings, base_url: str) -> Any:
+    """Anthropic's official SDK for ``base_url``, through the same byte cap, timeout and TLS as the OpenAI SDK.
+
+    The key goes as the SDK sends ``api_key``, ``Authorization: Bearer``, the header vLLM checks on every route
+    (no ``x-api-key``); given explicitly, the SDK never reads ANTHROPIC_API_KEY from the environment.
+    """
+    import anthropic
+
+    http_client = capped_httpx2_client(settings.max_body, connection_for(settings), settings.timeout)
+    return anthropic.Anthropic(
+        base_url=base_url.rstrip("/"),
         api_key=settings.api_key.reveal() if settings.api_key else "no-key",
         max_retries=0,
         timeout=settings.timeout,

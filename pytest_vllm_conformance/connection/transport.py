@@ -3,8 +3,8 @@
 ``Connection`` says whose certificates to trust, which to present, and
 whether to use the environment's proxies; ``tls_context`` builds one
 verifying context per setting. ``CappedTransport`` gives a third-party
-client (the OpenAI SDK) our byte cap: a body over it is an error, never a
-buffer.
+client (the OpenAI SDK; Anthropic's, through ``capped_httpx2_client``) our byte
+cap: a body over it is an error, never a buffer.
 """
 
 from __future__ import annotations
@@ -53,6 +53,10 @@ class ResponseTooLarge(httpx.ReadError):
     """Raised inside clients we do not own (the OpenAI SDK) when a body passes the cap."""
 
 
+def _too_large(request: Any, cap: int) -> str:
+    return f"{request.method} {request.url.path}: body passed the {cap:,}-byte cap"
+
+
 class _CappedStream(httpx.SyncByteStream):
     def __init__(self, inner: httpx.SyncByteStream, cap: int, request: httpx.Request) -> None:
         self._inner = inner
@@ -64,10 +68,7 @@ class _CappedStream(httpx.SyncByteStream):
         for chunk in self._inner:
             seen += len(chunk)
             if seen > self._cap:
-                raise ResponseTooLarge(
-                    f"{self._request.method} {self._request.url.path}: body passed the {self._cap:,}-byte cap",
-                    request=self._request,
-                )
+                raise ResponseTooLarge(_too_large(self._request, self._cap), request=self._request)
             yield chunk
 
     def close(self) -> None:
@@ -87,3 +88,34 @@ class CappedTransport(httpx.HTTPTransport):
         traffic.answered()
         response.stream = _CappedStream(cast(httpx.SyncByteStream, response.stream), self.max_body, request)
         return response
+
+
+def capped_httpx2_client(max_body: int, connection: Connection, timeout: float) -> Any:
+    """The same cap for Anthropic's SDK, which takes an httpx2 client (pydantic's fork of httpx, the same API
+    under another name, installed with the SDK): imported here, only by runs that use that SDK."""
+    import httpx2
+
+    class CappedStream(httpx2.SyncByteStream):
+        def __init__(self, inner: Any, request: Any) -> None:
+            self._inner, self._request = inner, request
+
+        def __iter__(self):
+            seen = 0
+            for chunk in self._inner:
+                seen += len(chunk)
+                if seen > max_body:
+                    raise httpx2.ReadError(_too_large(self._request, max_body), request=self._request)
+                yield chunk
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class Transport(httpx2.HTTPTransport):
+        def handle_request(self, request: Any) -> Any:
+            response = super().handle_request(request)
+            traffic.answered()
+            response.stream = CappedStream(response.stream, request)
+            return response
+
+    transport = Transport(verify=tls_context(connection), trust_env=connection.trust_env)
+    return httpx2.Client(transport=transport, timeout=timeout, trust_env=connection.trust_env)

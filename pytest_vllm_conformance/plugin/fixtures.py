@@ -15,6 +15,7 @@ from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.connect import (
     NO_TARGET,
+    anthropic_client_for,
     async_client_for,
     client_for,
     ingress_key,
@@ -208,6 +209,15 @@ def vllm_openai(pytestconfig: pytest.Config, vllm_target: TargetState, vllm_fact
     """The official OpenAI SDK pointed at the target, with the run's byte cap and timeout."""
     state = run_state(pytestconfig)
     sdk = sdk_client_for(state.settings, _url(vllm_target))
+    yield sdk
+    sdk.close()
+
+
+@pytest.fixture(scope="session")
+def vllm_anthropic(pytestconfig: pytest.Config, vllm_target: TargetState, vllm_facts: ServerFacts):
+    """Anthropic's official SDK pointed at the target, with the run's byte cap and timeout."""
+    state = run_state(pytestconfig)
+    sdk = anthropic_client_for(state.settings, _url(vllm_target))
     yield sdk
     sdk.close()
 

@@ -8,6 +8,7 @@ through ``run_state(config)``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +153,7 @@ class RunState:
             "watermark_key": self.watermark_key is not None,
             "server_behind_ingress": not (settings.ingress_url and not (settings.url or settings.serve)),
             "reported_max_model_len": target.facts is not None and isinstance(target.facts.max_model_len, int),
+            "anthropic_sdk": importlib.util.find_spec("anthropic") is not None,
         }
 
     def claim(self, contract_id: str, target: TargetState | None = None) -> applicability.Claim:

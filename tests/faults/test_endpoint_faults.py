@@ -22,6 +22,7 @@ from fixtures.fault_proxy import (
     LeakInternals,
     Respond,
     RewriteJsonResponse,
+    RewriteStream,
     RouteTo,
     StripJsonField,
 )
@@ -211,23 +212,33 @@ def test_an_unbounded_prompt_embeds_decoder_fails_embedding_limits(pytester, ser
     assert "was not refused with 400 naming 'prompt_embeds'" in over or "it was decoded before it was refused" in over
 
 
-@pytest.mark.pins(failed={"sdk.lists_model", "sdk.completion_parses", "sdk.chat_parses", "sdk.chat_stream_parses"})
+SDK_CONTRACTS = {
+    "sdk.lists_model",
+    "sdk.completion_parses",
+    "sdk.chat_parses",
+    "sdk.chat_stream_parses",
+    "sdk.anthropic_message_parses",
+    "sdk.anthropic_stream_parses",
+}
+
+
+@pytest.mark.pins(failed=SDK_CONTRACTS)
 def test_answers_the_sdk_cannot_use_fail_sdk(pytester, plain_server):
     # An ingress that hides the model from SDK clients only, miscounts completion tokens,
-    # answers chats as the user, and drops stream_options on the way in.
+    # answers chats as the user, drops stream_options on the way in, gives Messages a stop_reason
+    # of no Anthropic set, and loses a Messages stream's message_start.
     rules = [
         RewriteJsonResponse(("data", "*", "id"), "another-model", path="/v1/models", user_agent="OpenAI/Python .*"),
         RewriteJsonResponse(("usage", "completion_tokens"), 99, path="/v1/completions"),
         RewriteJsonResponse(("choices", 0, "message", "role"), "user", path="/v1/chat/completions"),
         StripJsonField(field="stream_options", path="/v1/chat/completions"),
+        RewriteJsonResponse(("stop_reason",), "finished", path="/v1/messages"),
+        RewriteStream(path="/v1/messages", edit="drop_message_start"),
     ]
     with FaultProxy(plain_server.url, rules=rules) as proxy:
         run_suites(pytester, "-m", "sdk", url=proxy.url, profile=PLAIN_PROFILE)
-    assert_verdicts(
-        pytester.path / "junit.xml",
-        of_features(PLAIN_VERDICTS, "sdk"),
-        failed={"sdk.lists_model", "sdk.completion_parses", "sdk.chat_parses", "sdk.chat_stream_parses"},
-    )
+        assert all(proxy.hits), f"a fault was never injected: {proxy.hits}"
+    assert_verdicts(pytester.path / "junit.xml", of_features(PLAIN_VERDICTS, "sdk"), failed=SDK_CONTRACTS)
     failed = failed_checks(pytester.path / "junit.xml")
     assert "the OpenAI SDK sees ['another-model']" in failed["sdk.lists_model"]
     assert "the completion reports 99 completion tokens for max_tokens=8" in failed["sdk.completion_parses"]
@@ -236,6 +247,8 @@ def test_answers_the_sdk_cannot_use_fail_sdk(pytester, plain_server):
         "asked for stream_options.include_usage, but the stream does not end with a usage chunk"
         in (failed["sdk.chat_stream_parses"])
     )
+    assert "the message's stop_reason 'finished' is not Anthropic's" in failed["sdk.anthropic_message_parses"]
+    assert "Anthropic's SDK assembled no message from the stream" in failed["sdk.anthropic_stream_parses"]
 
 
 # ---- the contracts a healthy server keeps, each broken once (issue 40: every contract has a failing proof) ----

@@ -110,6 +110,8 @@ ALWAYS_PASS = {
         "sdk.completion_parses",
         "sdk.chat_parses",
         "sdk.chat_stream_parses",
+        "sdk.anthropic_message_parses",
+        "sdk.anthropic_stream_parses",
         "validation_bounds.error_body_bounded",
         "validation_bounds.error_entries_bounded",
         "validation_bounds.no_internals",

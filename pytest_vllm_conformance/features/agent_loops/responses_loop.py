@@ -13,22 +13,12 @@ from typing import Any
 
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.features.agent_loops.responses import RESPONSES, WEATHER
+from pytest_vllm_conformance.protocol import tools
 
 # Room for the hermes envelope, the name and the arguments: the chat loop's 256 (a call cut short is undecided).
 LOOP_MAX_OUTPUT_TOKENS = 256
 QUESTION = "What is the weather, and what time is it?"
-CLOCK = {
-    "type": "function",
-    "name": "get_time",
-    "description": "The time in a zone.",
-    "strict": True,
-    "parameters": {
-        "type": "object",
-        "properties": {"zone": {"enum": ["utc", "cet"]}},
-        "required": ["zone"],
-        "additionalProperties": False,
-    },
-}
+CLOCK = tools.responses_tool(tools.CLOCK)
 TOOLS = [WEATHER, CLOCK]
 # What the tool answers a call with: any text a real tool would return.
 TOOL_OUTPUT = '{"celsius": 21}'

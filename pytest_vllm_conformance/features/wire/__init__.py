@@ -170,8 +170,30 @@ class Verdict:
 
 
 # Fields the OpenResponses specification requires of a Response that OpenAI's description leaves
-# optional: a deployment that promises that specification (wire.openresponses) owes them.
-OPENRESPONSES_REQUIRED = ("completed_at", "store", "safety_identifier", "prompt_cache_key", "top_logprobs")
+# optional, each with whether that specification lets it be null: a deployment that promises the
+# specification (wire.openresponses) owes them. From the required list and property types of
+# schema/components/schemas/ResponseResource.json in github.com/openresponses/openresponses at
+# 3452c0125645c81acc7690ebb612b6cb1000e19f, less what OpenAI's Response already requires.
+OPENRESPONSES_REQUIRED: Mapping[str, bool] = {
+    "completed_at": True,
+    "status": False,
+    "previous_response_id": True,
+    "truncation": False,
+    "text": False,
+    "presence_penalty": False,
+    "frequency_penalty": False,
+    "top_logprobs": False,
+    "reasoning": True,
+    "user": True,
+    "usage": True,
+    "max_output_tokens": True,
+    "max_tool_calls": True,
+    "store": False,
+    "background": False,
+    "service_tier": False,
+    "safety_identifier": True,
+    "prompt_cache_key": True,
+}
 
 
 @dataclass(frozen=True)
@@ -187,15 +209,18 @@ class WireRules:
     openresponses_basis: str = ""
 
     def openresponses_missing(self, answer: str, label: str, body: Any) -> list[str]:
-        """Under wire.openresponses, each field OpenResponses requires that a Response omits."""
+        """Under wire.openresponses, each field OpenResponses requires that a Response omits, or sends as
+        null where that specification's type has no null."""
         if not self.openresponses or answer != "responses" or not isinstance(body, dict):
             return []
-        return [
-            f"{label}$.{name}: missing, and the OpenResponses specification requires it "
-            f"[wire.openresponses is true ({self.openresponses_basis})]"
-            for name in OPENRESPONSES_REQUIRED
-            if name not in body
-        ]
+        because = f"[wire.openresponses is true ({self.openresponses_basis})]"
+        found = []
+        for name, nullable in OPENRESPONSES_REQUIRED.items():
+            if name not in body:
+                found.append(f"{label}$.{name}: missing, and the OpenResponses specification requires it {because}")
+            elif body[name] is None and not nullable:
+                found.append(f"{label}$.{name}: null, and the OpenResponses specification requires a value {because}")
+        return found
 
     def departures(self, lines: Sequence[str], reported: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
         """What a departure vLLM makes on purpose comes to: failures under strict, else report lines.
