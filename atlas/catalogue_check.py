@@ -27,9 +27,7 @@ class Prediction:
 PREDICTIONS = (
     # Before 0.32 a streamed Responses answer's final output is rebuilt with fresh ids (vllm issue 56285).
     *(
-        Prediction(
-            "responses_stream_items_reused", flag_set, contract, lambda reused: "passed" if reused else "failed"
-        )
+        Prediction("responses_stream_items_reused", flag_set, contract, lambda reused: "passed" if reused else "failed")
         for flag_set, contract in (
             ("plain", "agent_loops.responses_stream_is_the_answer"),
             ("generation", "agent_loops.responses_stream_is_the_answer"),

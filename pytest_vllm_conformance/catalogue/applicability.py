@@ -38,8 +38,8 @@ INPUTS: dict[str, str] = {
     "server_log": "--vllm-log=FILE, or a server the plugin starts (--vllm-serve=MODEL_DIR)",
     "eval_task": "--vllm-eval-task=NAME",
     "checkpoint": (
-        "--vllm-checkpoint=DIR (with --vllm-target-version=X when no server is given), or a server the plugin "
-        "starts from a model directory (--vllm-serve=MODEL_DIR)"
+        "--vllm-checkpoint=DIR (with --vllm-target-version=X when no server is given), or a quantized model "
+        "directory the plugin serves (--vllm-serve=MODEL_DIR)"
     ),
     "startup_baseline_log": "--vllm-baseline-log=FILE (the log of a start to compare with)",
     "serving_baseline": "--vllm-baseline-url=URL (the old release or flags) or --vllm-perf-baseline-file=PATH",

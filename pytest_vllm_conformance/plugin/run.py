@@ -26,6 +26,7 @@ from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.run_lock import RunLock
 from pytest_vllm_conformance.connection.secrets import Redactor, Secret, url_password
 from pytest_vllm_conformance.connection.settings import Settings
+from pytest_vllm_conformance.features.preflight import checkpoint
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.plugin import options
 
@@ -98,9 +99,17 @@ class RunState:
 
     @property
     def checkpoint(self) -> Path | None:
-        """The model directory the checkpoint suite reads: --vllm-checkpoint, else the one the plugin serves."""
-        given = self.settings.checkpoint or self.settings.serve
-        return given if given is not None and (given / "config.json").is_file() else None
+        """The model directory the checkpoint suite reads: --vllm-checkpoint, else the one the plugin serves when
+        it is quantized (an unquantized served model has nothing for the suite to judge)."""
+        if self.settings.checkpoint is not None:
+            return self.settings.checkpoint
+        served = self.settings.serve
+        if served is None or not (served / "config.json").is_file():
+            return None
+        try:
+            return served if checkpoint.read_checkpoint(served) is not None else None
+        except checkpoint.CheckpointError:
+            return None  # vLLM says what is wrong with the directory when it starts it
 
     @property
     def run_lock(self) -> RunLock:
