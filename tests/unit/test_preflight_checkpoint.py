@@ -152,6 +152,19 @@ def test_the_command_line_says_each_release_and_fails_on_a_target_that_refuses(t
     assert main([str(model), "--target-version", "0.29.0"]) == 0
 
 
+def test_the_command_line_says_a_directory_that_is_no_model_in_one_line(tmp_path, capsys):
+    from pytest_vllm_conformance.features.preflight.checkpoint import main
+
+    with pytest.raises(SystemExit) as refused:
+        main([str(tmp_path / "missing")])
+    assert refused.value.code == 2
+    assert "missing: no config.json: give a model directory" in capsys.readouterr().err
+    model = checkpoint(tmp_path, gptqmodel_config("none"))
+    (model / "model.safetensors").write_bytes(b"\xff" * 8 + b"not json")
+    assert main([str(model)]) == 2
+    assert "model.safetensors: not a readable safetensors file" in capsys.readouterr().out
+
+
 def test_the_refusal_quoted_is_the_catalogues_fact():
     from pytest_vllm_conformance.catalogue import contracts
 

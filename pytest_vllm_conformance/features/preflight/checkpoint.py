@@ -260,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--target-version", type=Version, default=None)
     args = parser.parse_args(argv)
+    if not (args.model_dir / "config.json").is_file():
+        parser.error(f"{args.model_dir}: no config.json: give a model directory (config.json, weights)")
     try:
         quantization = read_checkpoint(args.model_dir)
     except CheckpointError as exc:
