@@ -5,8 +5,9 @@ ignores what it does not know and the answer looks fine. Our models have
 random weights, so each check compares against the server's own greedy or
 seeded answer to the same prompt (features/sampling.py); a model whose answer
 cannot show the effect (no stop string to take) is undecided, never failed.
-Where chat builds its sampling parameters apart from completions (n, stop,
-logprobs), the contract is judged on both routes.
+Each parameter chat takes is judged on both routes: chat builds its sampling
+parameters apart from completions (its own request model); prompt_logprobs and
+echo are judged on completions.
 """
 
 import pytest
@@ -22,9 +23,12 @@ from pytest_vllm_conformance.features.sampling import (
     first_new_token,
     read_completion,
     request_body,
+    sampled_logprobs,
     stop_candidate,
+    streamed_token_ids,
     top_logprobs,
 )
+from pytest_vllm_conformance.protocol import sse
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 N_CHOICES = 3
@@ -32,9 +36,17 @@ EXACT_TOKENS = 8
 TOP_LOGPROBS = 3
 
 
+INCLUDE_USAGE = {"stream_options": {"include_usage": True}}
+
+
 def ask(client, model, route="completions", **fields):
+    """The answer's JSON; a streamed one's JSON chunks (stream=True)."""
     response = client.post(PATHS[route], request_body(route, model, **fields))
     assert response.status == 200, f"{fields} was not served: {response.describe()} {response.text[:300]!r}"
+    if fields.get("stream"):
+        parsed = sse.parse(response.body)
+        assert not parsed.problems, f"{fields}: the stream is not well framed: {parsed.problems}"
+        return [event.payload for event in parsed.chunks()]
     return response.json()
 
 
@@ -59,7 +71,19 @@ def test_max_tokens_exact_with_ignore_eos(vllm_client, vllm_facts, vllm_evidence
         f"{len(answer.token_ids)} token ids, finish_reason {answer.finish_reason}"
     )
     assert answer.finish_reason == "length", f"finish_reason {answer.finish_reason}, not length"
-    vllm_evidence.judged(EXACT_TOKENS, "tokens")
+    streamed = complete(
+        vllm_client, vllm_facts.model, max_tokens=EXACT_TOKENS, ignore_eos=True, stream=True, **INCLUDE_USAGE
+    )
+    counted = streamed_token_ids(streamed)
+    if counted is None:
+        undecided(f"the stream carries no token_ids to count (return_token_ids): {len(streamed)} chunks")
+    # Not one chunk per token: vLLM merges the outputs of a request its API server has not sent yet
+    # (RequestOutputCollector in vllm/v1/engine/output_processor.py), so a busy server sends fewer chunks.
+    chunks, streamed_ids = counted
+    assert streamed_ids == EXACT_TOKENS, (
+        f"max_tokens={EXACT_TOKENS} with ignore_eos streamed {streamed_ids} token ids in {chunks} chunks"
+    )
+    vllm_evidence.judged(2 * EXACT_TOKENS, "tokens, unstreamed and streamed")
 
 
 @contract("sampling.stop_string_ends_answer")
@@ -83,13 +107,14 @@ def test_stop_string_ends_answer(route, vllm_client, vllm_facts, vllm_evidence):
 
 
 @contract("sampling.stop_token_id_ends_answer")
-def test_stop_token_id_ends_answer(vllm_client, vllm_facts, vllm_evidence):
-    greedy = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True))
+@pytest.mark.parametrize("route", ROUTES)
+def test_stop_token_id_ends_answer(route, vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(ask(vllm_client, vllm_facts.model, route, ignore_eos=True))
     found = first_new_token(greedy.token_ids, 2)
     if found is None:
         undecided(f"the greedy tokens {greedy.token_ids} repeat from the third on: no stop token to take")
     token, position = found
-    cut = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True, stop_token_ids=[token]))
+    cut = read_completion(ask(vllm_client, vllm_facts.model, route, ignore_eos=True, stop_token_ids=[token]))
     assert cut.token_ids[:position] == greedy.token_ids[:position] and len(cut.token_ids) <= position + 1, (
         f"stop_token_ids=[{token}] gave tokens {cut.token_ids}, not the greedy {greedy.token_ids} up to position "
         f"{position}"
@@ -101,15 +126,16 @@ def test_stop_token_id_ends_answer(vllm_client, vllm_facts, vllm_evidence):
 
 
 @contract("sampling.min_tokens_holds_back_stop")
-def test_min_tokens_holds_back_stop(vllm_client, vllm_facts, vllm_evidence):
-    greedy = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True))
+@pytest.mark.parametrize("route", ROUTES)
+def test_min_tokens_holds_back_stop(route, vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(ask(vllm_client, vllm_facts.model, route, ignore_eos=True))
     found = first_new_token(greedy.token_ids, 1)
     if found is None:
         undecided(f"the greedy tokens {greedy.token_ids} are one token repeated: no stop token to take")
     token, position = found
     least = position + 3
     held = read_completion(
-        complete(vllm_client, vllm_facts.model, stop_token_ids=[token], min_tokens=least, max_tokens=least + 2)
+        ask(vllm_client, vllm_facts.model, route, stop_token_ids=[token], min_tokens=least, max_tokens=least + 2)
     )
     assert len(held.token_ids) >= least and token not in held.token_ids[:least], (
         f"min_tokens={least} with stop_token_ids=[{token}] (greedy position {position}) gave {held.token_ids}"
@@ -118,10 +144,11 @@ def test_min_tokens_holds_back_stop(vllm_client, vllm_facts, vllm_evidence):
 
 
 @contract("sampling.seed_reproducible")
-def test_seed_reproducible(vllm_client, vllm_facts, vllm_evidence):
+@pytest.mark.parametrize("route", ROUTES)
+def test_seed_reproducible(route, vllm_client, vllm_facts, vllm_evidence):
     def sample(seed):
-        fields = {"temperature": 1, "seed": seed, "ignore_eos": True, "logprobs": 0}
-        return read_completion(complete(vllm_client, vllm_facts.model, **fields))
+        fields = {"temperature": 1, "seed": seed, "ignore_eos": True, **sampled_logprobs(route)}
+        return read_completion(ask(vllm_client, vllm_facts.model, route, **fields))
 
     first, again, other = sample(1234), sample(1234), sample(4321)
     chance = collision_chance(first.logprobs)
@@ -135,11 +162,12 @@ def test_seed_reproducible(vllm_client, vllm_facts, vllm_evidence):
 
 
 @contract("sampling.logit_bias_forces_token")
-def test_logit_bias_forces_token(vllm_client, vllm_facts, vllm_evidence):
-    greedy = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True, max_tokens=4))
+@pytest.mark.parametrize("route", ROUTES)
+def test_logit_bias_forces_token(route, vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(ask(vllm_client, vllm_facts.model, route, ignore_eos=True, max_tokens=4))
     token = next(t for t in (greedy.token_ids[-1], greedy.token_ids[0] + 1) if t != greedy.token_ids[0])
     biased = read_completion(
-        complete(vllm_client, vllm_facts.model, ignore_eos=True, max_tokens=4, logit_bias={str(token): 100})
+        ask(vllm_client, vllm_facts.model, route, ignore_eos=True, max_tokens=4, logit_bias={str(token): 100})
     )
     assert biased.token_ids == [token] * 4, f"logit_bias +100 on {token} gave {biased.token_ids}"
     vllm_evidence.judged(4, "biased tokens")
@@ -163,8 +191,9 @@ def test_logprobs_as_asked(route, vllm_client, vllm_facts, vllm_evidence):
 
 
 @contract("sampling.allowed_token_ids_keep_inside")
-def test_allowed_token_ids_keep_inside(vllm_client, vllm_facts, vllm_evidence):
-    greedy = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True))
+@pytest.mark.parametrize("route", ROUTES)
+def test_allowed_token_ids_keep_inside(route, vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(ask(vllm_client, vllm_facts.model, route, ignore_eos=True))
     first = greedy.token_ids[0]
     # Tokens the model itself produced (so real ids), the greedy first token left out: kept inside the set, the
     # answer cannot start as the greedy one does.
@@ -172,7 +201,7 @@ def test_allowed_token_ids_keep_inside(vllm_client, vllm_facts, vllm_evidence):
     if not allowed:
         undecided(f"the greedy tokens {greedy.token_ids} are one token repeated: no other token to allow")
     kept = read_completion(
-        complete(vllm_client, vllm_facts.model, ignore_eos=True, max_tokens=4, allowed_token_ids=allowed)
+        ask(vllm_client, vllm_facts.model, route, ignore_eos=True, max_tokens=4, allowed_token_ids=allowed)
     )
     assert kept.token_ids and set(kept.token_ids) <= set(allowed), (
         f"allowed_token_ids={allowed} gave tokens {kept.token_ids} (greedy: {greedy.token_ids})"
@@ -181,8 +210,9 @@ def test_allowed_token_ids_keep_inside(vllm_client, vllm_facts, vllm_evidence):
 
 
 @contract("sampling.bad_words_keep_outside")
-def test_bad_words_keep_outside(vllm_client, vllm_facts, vllm_evidence):
-    greedy = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True, logprobs=0))
+@pytest.mark.parametrize("route", ROUTES)
+def test_bad_words_keep_outside(route, vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(ask(vllm_client, vllm_facts.model, route, ignore_eos=True, **sampled_logprobs(route)))
     # A bad word is banned as its tokenization (vLLM's SamplingParams.update_from_tokenizer): take the first greedy
     # token whose text, stripped as vLLM strips it, tokenizes to that very token, so the ban must remove it.
     banned = None
@@ -193,7 +223,7 @@ def test_bad_words_keep_outside(vllm_client, vllm_facts, vllm_evidence):
     if banned is None:
         undecided(f"no greedy token of {greedy.tokens} is its own text's tokenization: no bad word to take")
     token, word = banned
-    kept = read_completion(complete(vllm_client, vllm_facts.model, ignore_eos=True, bad_words=[word]))
+    kept = read_completion(ask(vllm_client, vllm_facts.model, route, ignore_eos=True, bad_words=[word]))
     assert token not in kept.token_ids, (
         f"bad_words=[{word!r}] (token {token}) gave tokens {kept.token_ids} (greedy: {greedy.token_ids})"
     )

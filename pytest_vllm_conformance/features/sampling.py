@@ -53,20 +53,39 @@ class Completion:
     tokens: list[str]  # each token's text (completions, when logprobs were asked)
 
 
+def sampled_logprobs(route: str) -> dict[str, Any]:
+    """The fields that ask for the sampled tokens' own logprobs and texts, as each route spells them."""
+    return {"logprobs": True} if route == "chat" else {"logprobs": 0}
+
+
 def read_completion(payload: dict[str, Any], index: int = 0) -> Completion:
-    """One choice of a completions or a chat answer."""
+    """One choice of a completions or a chat answer (chat's logprobs are a list of per-token entries)."""
     choice = payload["choices"][index]
     logprobs = choice.get("logprobs") or {}
     usage = payload.get("usage") or {}
+    entries = logprobs.get("content")
+    if isinstance(entries, list):
+        values, tokens = [e.get("logprob") for e in entries], [e.get("token") or "" for e in entries]
+    else:
+        values, tokens = logprobs.get("token_logprobs"), list(logprobs.get("tokens") or [])
     return Completion(
         text=choice.get("text") or (choice.get("message") or {}).get("content") or "",
         token_ids=list(choice.get("token_ids") or []),
         finish_reason=choice.get("finish_reason"),
         stop_reason=choice.get("stop_reason"),
         completion_tokens=usage.get("completion_tokens"),
-        logprobs=logprobs.get("token_logprobs"),
-        tokens=list(logprobs.get("tokens") or []),
+        logprobs=values,
+        tokens=tokens,
     )
+
+
+def streamed_token_ids(chunks: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """(streamed chunks carrying a token, token ids they carry) of a stream asked for its token ids, or None
+    when no chunk carries any (a release or gateway that streams no token ids)."""
+    carrying = [c for chunk in chunks for c in chunk.get("choices") or [] if c.get("token_ids")]
+    if not carrying:
+        return None
+    return len(carrying), sum(len(choice["token_ids"]) for choice in carrying)
 
 
 def top_logprobs(route: str, choice: dict[str, Any]) -> list[tuple[str, list[tuple[str, float]]]]:
