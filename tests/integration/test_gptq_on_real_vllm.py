@@ -3,7 +3,8 @@
 In CI (no quantizer venv): tiny-llama with GPTQModel's own grouped act-order quantization config
 (fixtures/gptq_configs/group.json) is refused by vLLM 0.32 at start-up, before a weight is read, with the words
 the preflight quotes; the preflight's prediction and the real server's refusal are held against each other.
-About 15 s of both cores (vLLM's imports and config; no engine starts).
+About 15 s of both cores (vLLM's imports and config; no engine starts). The checkpoint suite judges the same
+config by contract id for the release the plain server reports (discovery), with no target version given.
 
 Opt-in (``make gptq-models`` and ``VLLM_CONFORMANCE_GPTQ_PYTHON`` naming the quantizer's Python): the real
 checkpoints. The grouped one is refused the same way; the static-order and unordered ones start and answer
@@ -23,9 +24,10 @@ from packaging.version import Version
 
 from fixtures import executable_from_env
 from fixtures.server_specs import CPU_SERVE_ARGS, SHARED_MACHINE_ENV
+from fixtures.verdicts import assert_verdicts, failed_checks
 from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer
 from pytest_vllm_conformance.features.preflight.checkpoint import GPTQ_GROUP_ORDER_REFUSAL, predict, read_checkpoint
-from tests.conftest import requires_vllm
+from tests.conftest import requires_vllm, run_suites
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers()]
 
@@ -70,6 +72,25 @@ def test_a_grouped_act_order_config_is_refused_at_start_up_as_the_preflight_pred
     config["quantization_config"] = json.loads((CONFIGS / "group.json").read_text())
     (model / "config.json").write_text(json.dumps(config))
     assert_refused_as_predicted(model, tmp_path)
+
+
+STARTS, READ_AS_WRITTEN = "checkpoint.starts_on_target", "checkpoint.weights_read_as_written"
+
+
+@pytest.mark.servers("plain")
+@pytest.mark.pins(failed={STARTS})
+def test_the_checkpoint_suite_judges_for_the_served_release(pytester, plain_server, tmp_path):
+    """No --vllm-target-version: the release is the one discovery reads from the live server (0.32), which
+    refuses GPTQModel's grouped config; the config alone is all of the checkpoint the refusal needs."""
+    model = tmp_path / "group-config-only"
+    model.mkdir()
+    quantization = json.loads((CONFIGS / "group.json").read_text())
+    (model / "config.json").write_text(json.dumps({"model_type": "llama", "quantization_config": quantization}))
+    run_suites(pytester, "-m", "checkpoint", f"--vllm-checkpoint={model}", url=plain_server.url)
+    junit = pytester.path / "junit.xml"
+    said = failed_checks(junit)[STARTS]
+    assert f"will not start on vLLM {served_version()}" in said and GPTQ_GROUP_ORDER_REFUSAL in said, said
+    assert_verdicts(junit, {STARTS: "failed", READ_AS_WRITTEN: "undecided"})
 
 
 @pytest.fixture(scope="module")
