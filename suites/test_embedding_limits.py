@@ -12,7 +12,7 @@ import re
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.catalogue.vllm_answers import error
+from pytest_vllm_conformance.catalogue.vllm_answers import error, error_message
 from pytest_vllm_conformance.features.embedding_limits import tensor_payload
 from pytest_vllm_conformance.features.embedding_limits.payloads import oversized_prompt_embeds
 from pytest_vllm_conformance.protocol import prometheus
@@ -58,11 +58,27 @@ def hidden_size(send, vllm_expect):
 
 
 @contract("embedding_limits.prompt_embeds_refused_when_disabled")
-def test_prompt_embeds_refused_when_disabled(prompt_embeds, send, parameter):
-    response = send(tensor_payload.dense_float32(4, 16))
-    assert response.status == 400 and refused_parameter(response) == parameter, (
-        f"prompt embeds are {prompt_embeds}, but a prompt_embeds payload was not refused with 400 naming "
-        f"{parameter!r}: {response.describe()} {response.text[:200]!r}"
+def test_prompt_embeds_refused_when_disabled(prompt_embeds, send, parameter, vllm_expect):
+    # A well-formed payload, so that a refusal can only be for the feature being off: a server that refuses
+    # it as malformed would refuse it with the feature on too. The disabled refusal is told by its message,
+    # as a malformed payload's refusal names the same parameter.
+    hidden_size = vllm_expect.declared("endpoint", "prompt_embeds_hidden_size").value
+    if not hidden_size:
+        undecided(
+            "cannot send a well-formed payload while prompt embeds are disabled: the model's hidden size is "
+            "unknown; declare endpoint.prompt_embeds_hidden_size"
+        )
+    refusal = vllm_expect.release.prompt_embeds_disabled_refusal
+    response = send(tensor_payload.dense_float32(4, hidden_size))
+    seen = f"{response.describe()} {response.text[:200]!r}"
+    assert response.status == refusal["status"] and refused_parameter(response) == parameter, (
+        f"prompt embeds are {prompt_embeds}, but a well-formed 4x{hidden_size} prompt_embeds payload was not "
+        f"refused with {refusal['status']} naming {parameter!r}: {seen}"
+    )
+    assert refusal["message"] in (error_message(response) or ""), (
+        f"prompt embeds are {prompt_embeds}, but a well-formed 4x{hidden_size} prompt_embeds payload was refused "
+        f"for another reason than prompt embeds being disabled (the message does not name "
+        f"{refusal['message']!r}): {seen}"
     )
 
 

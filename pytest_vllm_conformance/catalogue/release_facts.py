@@ -86,6 +86,11 @@ class TinyCompletion(TypedDict):
     body: dict[str, Any]
 
 
+class PromptEmbedsDisabledRefusal(TypedDict):
+    status: int
+    message: str  # a phrase only the disabled refusal's message carries
+
+
 class PromptEmbedsDecodeBound(TypedDict):
     bounded: bool
     note: NotRequired[str]
@@ -192,6 +197,10 @@ class ReleaseFacts:
     @property
     def prompt_embeds_parameter(self) -> str:
         return self._read("prompt_embeds_parameter")
+
+    @property
+    def prompt_embeds_disabled_refusal(self) -> PromptEmbedsDisabledRefusal:
+        return self._read("prompt_embeds_disabled_refusal")
 
     @property
     def prompt_embeds_hidden_size_hint(self) -> str:

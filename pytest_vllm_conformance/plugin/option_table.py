@@ -186,8 +186,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "vllm-watermark-key",
         "The server's watermark key (decimal or 0x-hex), for the watermark detector (default: the variable "
-        "named by the profile's watermark.key_env). Never printed, and scrubbed from every report; prefer the "
-        "env variable.",
+        "named by the profile's watermark.key_env). At least 10000000 (8 digits; a smaller key is refused). Never "
+        "printed, and scrubbed from every report; prefer the env variable.",
         env="VLLM_CONFORMANCE_WATERMARK_KEY",
         secret=True,
         metavar="KEY",

@@ -282,8 +282,17 @@ def _load_baseline(path: Path) -> Profile:
 
 def _watermark_key(settings: Settings, profile: Profile | None) -> Secret | None:
     """--vllm-watermark-key, else the environment variable the profile's watermark.key_env names."""
-    if settings.watermark_key:
-        return settings.watermark_key
     variable = profile.get("watermark", "key_env") if profile else None
-    value = os.environ.get(variable, "").strip() if variable else ""
-    return Secret(value) if value else None
+    key: Secret | None
+    if settings.watermark_key:
+        key, given = settings.watermark_key, "--vllm-watermark-key"
+    else:
+        value = os.environ.get(variable, "").strip() if variable else ""
+        key, given = (Secret(value) if value else None), f"{variable} (the profile's watermark.key_env)"
+    if key is not None and keys.too_small(key.reveal()):
+        raise pytest.UsageError(
+            f"{given}: a watermark key below {keys.MIN_KEY} is refused: a key that small is found by trying "
+            "each one against the detector, and cannot be masked in output without masking ordinary numbers; "
+            "give the server a larger one"
+        )
+    return key

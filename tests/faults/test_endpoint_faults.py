@@ -289,9 +289,8 @@ def test_a_route_that_refuses_the_right_key_fails_auth(pytester, gated_server):
 def test_prompt_embeds_served_where_the_profile_disables_them_fails_embedding_limits(pytester, plain_server):
     """An ingress that serves completions itself, prompt_embeds included, behind a profile that disables them.
 
-    Not the server with prompt embeds enabled behind the plain profile: the check's 4x16 tensor is the wrong
-    hidden size for tiny-llama (128), which that server refuses with 400 naming prompt_embeds too, so the check
-    passed there in a run (reported on issue 40: it cannot tell "disabled" from "malformed")."""
+    Not the server with prompt embeds enabled behind the plain profile: the check sends a well-formed payload
+    of the declared hidden size, which that server serves (a pass there would be the defect of issue 40)."""
     served = Respond(200, {"choices": [{"index": 0, "text": "x", "finish_reason": "length"}]}, path="/v1/completions")
     with FaultProxy(plain_server.url, rules=[served]) as proxy:
         run_suites(pytester, "-m", "embedding_limits", url=proxy.url, profile=PLAIN_PROFILE)
@@ -300,6 +299,22 @@ def test_prompt_embeds_served_where_the_profile_disables_them_fails_embedding_li
     assert_verdicts(junit, {**of_features(PLAIN_VERDICTS, "embedding_limits"), disabled: "failed"})
     message = failed_checks(junit)[disabled]
     assert "prompt embeds are disabled" in message and "was not refused with 400 naming 'prompt_embeds'" in message
+
+
+@pytest.mark.pins(failed={"embedding_limits.prompt_embeds_refused_when_disabled"})
+def test_a_disabled_refusal_worded_as_malformed_fails_embedding_limits(pytester, plain_server):
+    # An ingress that words the real disabled refusal as vLLM's malformed-payload one (same 400, same param):
+    # a server that refuses a well-formed payload as malformed is not refusing it because the feature is off.
+    malformed = "`prompt_embeds` could not be deserialized as a torch tensor: PytorchStreamReader failed"
+    reworded = RewriteJsonResponse(("error", "message"), malformed, statuses=(400,), path="/v1/completions")
+    with FaultProxy(plain_server.url, rules=[reworded]) as proxy:
+        run_suites(pytester, "-m", "embedding_limits", url=proxy.url, profile=PLAIN_PROFILE)
+    junit = pytester.path / "junit.xml"
+    disabled = "embedding_limits.prompt_embeds_refused_when_disabled"
+    assert_verdicts(junit, {**of_features(PLAIN_VERDICTS, "embedding_limits"), disabled: "failed"})
+    message = failed_checks(junit)[disabled]
+    assert "well-formed 4x128 prompt_embeds payload was refused for another reason" in message, message
+    assert "'--enable-prompt-embeds'" in message and "could not be deserialized" in message, message
 
 
 @pytest.mark.pins(failed={"embedding_limits.small_prompt_embeds_accepted"})

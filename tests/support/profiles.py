@@ -13,6 +13,7 @@ endpoint:
   scale_out: disabled
   auth: none
   prompt_embeds: disabled
+  prompt_embeds_hidden_size: 128
   validation_error_max_bytes: 32768
 context:
   max_model_len: 512

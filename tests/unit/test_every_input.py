@@ -77,8 +77,14 @@ def clean_env(monkeypatch):
             "ERROR: --vllm-api-key (from --vllm-api-key): a key of 1 character(s) is refused: a key shorter than 8 "
             "characters cannot be masked in output without masking ordinary words; give the server a longer one",
         ),
+        (
+            ("--vllm-url=http://127.0.0.1:9", "--vllm-watermark-key=0x98967f"),
+            "ERROR: --vllm-watermark-key: a watermark key below 10000000 is refused: a key that small is found by "
+            "trying each one against the detector, and cannot be masked in output without masking ordinary numbers; "
+            "give the server a larger one",
+        ),
     ],
-    ids=["ipv6", "ipv6-credentials", "ingress-ipv6", "nan", "inf", "huge", "digits", "short-key"],
+    ids=["ipv6", "ipv6-credentials", "ingress-ipv6", "nan", "inf", "huge", "digits", "short-key", "small-wm-key"],
 )
 def test_an_option_out_of_range_is_one_usage_error(pytester, clean_env, given, line):
     pytester.makepyfile(NEEDS_SERVER)
@@ -86,6 +92,24 @@ def test_an_option_out_of_range_is_one_usage_error(pytester, clean_env, given, l
     assert one_error_line(result) == line
     assert "pa55word" not in result.stdout.str() + result.stderr.str()
     assert "s3cret" not in result.stdout.str() + result.stderr.str()
+    assert "98967f" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_small_watermark_key_from_the_profiles_variable_is_one_usage_error(pytester, clean_env):
+    clean_env.setenv("WM_KEY", "1234567")
+    profile = pytester.makefile(".yaml", prod="profile: 1\nname: prod\nwatermark: {key_env: WM_KEY}\n")
+    pytester.makepyfile(NEEDS_SERVER)
+    result = pytester.runpytest(*QUIET, "--vllm-url=http://127.0.0.1:9", f"--vllm-profile={profile}")
+    assert one_error_line(result).startswith(
+        "ERROR: WM_KEY (the profile's watermark.key_env): a watermark key below 10000000 is refused"
+    )
+    assert "1234567" not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_smallest_watermark_key_is_accepted(pytester, clean_env):
+    pytester.makepyfile(NEEDS_SERVER)
+    result = pytester.runpytest(*QUIET, "--vllm-url=http://127.0.0.1:9", "--vllm-watermark-key=10000000")
+    assert "watermark key" not in result.stdout.str() + result.stderr.str()
 
 
 def test_an_unbalanced_url_from_the_environment_is_one_usage_error(pytester, clean_env):

@@ -11,6 +11,12 @@ import re
 
 KEY_PATTERN = re.compile(r"0[xX][0-9a-fA-F]+|[0-9]+")
 MAX_KEY = 2**64 - 1
+# The smallest key the run accepts: both its spellings, decimal and 0x-hex, have 8 characters, the
+# least an API key may have (connection/secrets.py MIN_SECRET_CHARS). A smaller key is a small
+# search: the detector is public and the key is its only secret, so trying each of the 10**7 smaller
+# ones on a few answers finds it. And redaction masks the key's decimal and hex spellings wherever
+# they stand, so a key like 16 would mask every "16" in every report.
+MIN_KEY = 10**7
 
 
 class InvalidKey(ValueError):
@@ -27,6 +33,14 @@ def parse_key(text: str) -> int:
     if key > MAX_KEY:
         raise InvalidKey("does not fit in 64 bits")
     return key
+
+
+def too_small(text: str) -> bool:
+    """Whether ``text`` is a valid key below MIN_KEY (an invalid one is refused where it is parsed)."""
+    try:
+        return parse_key(text) < MIN_KEY
+    except InvalidKey:
+        return False
 
 
 def spellings(text: str) -> list[str]:
