@@ -55,6 +55,7 @@ BASE_PROFILE: dict[str, Any] = {
         "scale_out": "disabled",
         "auth": "none",
         "prompt_embeds": "disabled",
+        "prompt_embeds_hidden_size": 128,  # every model the atlas serves is a tiny llama of this width
         "validation_error_max_bytes": 32768,
     },
     "context": {"max_model_len": 512},

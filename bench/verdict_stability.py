@@ -41,7 +41,7 @@ SERVE_ARGS = ("--dtype", "float32", "--enforce-eager", "--max-model-len", "2048"
 PROFILE = f"""
 profile: 1
 name: bounded
-endpoint: {{scale_out: disabled, auth: none, prompt_embeds: disabled}}
+endpoint: {{scale_out: disabled, auth: none, prompt_embeds: disabled, prompt_embeds_hidden_size: 128}}
 context: {{max_model_len: 2048}}
 admission: {{max_queued_requests: {BOUND}}}
 """

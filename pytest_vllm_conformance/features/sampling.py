@@ -64,6 +64,7 @@ def read_completion(payload: dict[str, Any], index: int = 0) -> Completion:
     logprobs = choice.get("logprobs") or {}
     usage = payload.get("usage") or {}
     entries = logprobs.get("content")
+    values: list[Any] | None
     if isinstance(entries, list):
         values, tokens = [e.get("logprob") for e in entries], [e.get("token") or "" for e in entries]
     else:

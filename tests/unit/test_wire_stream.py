@@ -214,6 +214,7 @@ EDITED_SAMPLES = {
     "rename_streamed_item_ids": "agent_loops/responses_call_stream.sse",
     "drop_function_call_arguments_done": "agent_loops/responses_call_stream.sse",
     "drop_message_delta_stop_reason": "agent_loops/messages_stream.sse",
+    "drop_message_start": "agent_loops/messages_stream.sse",
     "drop_every_other_text": "completion_stream.sse",
     "coalesce_text": "completion_stream.sse",
 }
