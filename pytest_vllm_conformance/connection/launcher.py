@@ -176,7 +176,8 @@ class VllmServer:
         assert self.process is not None, "launched first"
         deadline = started + self.startup_timeout
         with httpx.Client(timeout=2.0, trust_env=False) as http:
-            while time.monotonic() < deadline:
+            # Checked at least once: a server launched ahead of its first use may be waited for after its deadline.
+            while True:
                 if self.process.poll() is not None:
                     if self.process.returncode == NO_VLLM:
                         said = self.log_tail().strip().splitlines() or ["vLLM cannot be imported"]
@@ -192,6 +193,8 @@ class VllmServer:
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get(f"{self.url}/health").status_code == 200:
                         return
+                if time.monotonic() >= deadline:
+                    break
                 time.sleep(0.5)
         raise LaunchError(
             f"vllm serve {self.model} was not healthy after {self.startup_timeout:g} s; "

@@ -20,3 +20,39 @@ def test_a_name_given_by_the_user_wins(tmp_path):
     assert _served_name(VllmServer(tmp_path / "m", ("--served-model-name", "canary"))) == ["canary"]
     assert _served_name(VllmServer(tmp_path / "m", ("--served-model-name=canary",))) == ["canary"]
     assert VllmServer(tmp_path / "m", ("--served-model-name", "canary", "alias")).served_model == "canary"
+
+
+def test_a_server_launched_ahead_is_ready_when_waited_for_after_its_deadline(tmp_path):
+    # The pool launches a server ahead of its first use and waits for it later, maybe past its start-up deadline:
+    # a server that answers /health then is ready, not "not healthy after N s" without a single look.
+    import sys
+    import time
+
+    import httpx
+
+    fake = tmp_path / "python"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import http.server, sys\n"
+        "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+        "class Health(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers()\n"
+        "    def log_message(self, *args):\n"
+        "        pass\n"
+        "http.server.HTTPServer(('127.0.0.1', port), Health).serve_forever()\n"
+    )
+    fake.chmod(0o755)
+    server = VllmServer(tmp_path / "m", python=fake, startup_timeout=1.0, log_path=tmp_path / "serve.log").launch()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{server.url}/health", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        time.sleep(1.2)  # past the start-up deadline, counted from the launch
+        assert server.wait_ready() is server
+    finally:
+        server.stop()
