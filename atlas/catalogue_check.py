@@ -41,6 +41,28 @@ PREDICTIONS = (
         "agent_loops.messages_tool_use_round_trips",
         lambda stop_reason: "passed" if stop_reason == "tool_use" else "failed",
     ),
+    # Before 0.32 custom tools are dropped without a word: no custom_tool_call, no refusal.
+    *(
+        Prediction(
+            "responses_custom_tools",
+            "generation",
+            contract,
+            lambda custom: "passed" if custom["free_form"] == "served" else "failed",
+        )
+        for contract in (
+            "agent_loops.responses_custom_tool_round_trips",
+            "agent_loops.responses_stream_custom_call_is_the_answer",
+        )
+    ),
+    *(
+        Prediction(
+            "responses_custom_tools",
+            flag_set,
+            "agent_loops.responses_custom_tool_formats",
+            lambda custom: "failed" if custom["grammar"]["handling"] == "dropped" else "passed",
+        )
+        for flag_set in ("plain", "generation")
+    ),
     # The production profile declares the gate closed: a release that serves the routes without a flag fails.
     Prediction(
         "scale_out_default",

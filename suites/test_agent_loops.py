@@ -17,6 +17,7 @@ from pytest_vllm_conformance.features.agent_loops import TOOL_RESULT, fed_back, 
 
 # The suite's fixtures, from its feature room (and the tool_calls suite's cut-call judgement).
 from pytest_vllm_conformance.features.agent_loops import chat_turn as chat_turn
+from pytest_vllm_conformance.features.agent_loops import custom_tools as custom_tools
 from pytest_vllm_conformance.features.agent_loops import error_envelopes as error_envelopes
 from pytest_vllm_conformance.features.agent_loops import item_prefixes as item_prefixes
 from pytest_vllm_conformance.features.agent_loops import messages_answer as messages_answer
@@ -154,6 +155,84 @@ def test_responses_tool_choice_forms(responses_turn, vllm_facts, vllm_evidence):
     call = _forced_call(required, "tool_choice required")
     assert call.get("name") in ("get_weather", "get_time"), f"tool_choice required called {call.get('name')!r}"
     vllm_evidence.judged(2, "tool_choice forms")
+
+
+def _streamed_custom_call(stream, what: str, prefixes: dict[str, str], custom_tools: dict) -> dict:
+    """The stream's one custom_tool_call. The forced tool's name is known from the request, so a server that
+    forces it opens the item at once: a stream without one answered as if the tool were never sent."""
+    output = [item for item in responses.final_output(stream) or [] if isinstance(item, dict)]
+    kinds = [item.get("type") for item in output]
+    if not output and responses.stream_cut(stream):
+        undecided(f"{what}: the answer was cut at max_output_tokens before any item")
+    calls = [item for item in output if item.get("type") == "custom_tool_call"]
+    assert len(calls) == 1, (
+        f"{what}: expected one custom_tool_call item, got the items {kinds}: answered as if the custom tool "
+        f"was never sent (this release's facts: {custom_tools['why']})"
+    )
+    call = calls[0]
+    assert isinstance(call.get("call_id"), str) and call["call_id"], f"{what}: a custom call without call_id: {call}"
+    assert call.get("name") == responses.SHELL["name"] and isinstance(call.get("input"), str), (
+        f"{what}: not a call of {responses.SHELL['name']} with a text input: {call}"
+    )
+    prefix = prefixes.get("custom_tool_call", "")
+    assert str(call.get("id", "")).startswith(prefix), f"{what}: a custom call id {call.get('id')!r}, not {prefix}…"
+    return call
+
+
+@contract("agent_loops.responses_stream_custom_call_is_the_answer")
+def test_responses_stream_custom_call_is_the_answer(
+    responses_stream, item_prefixes, custom_tools, vllm_facts, vllm_evidence
+):
+    stream = responses_stream(responses.custom_call_request(vllm_facts.model))
+    problems = responses.stream_problems(stream, item_prefixes)
+    assert not problems, "the streamed custom tool call is not the final answer's:\n  " + "\n  ".join(problems)
+    _streamed_custom_call(stream, "the streamed custom tool", item_prefixes, custom_tools)
+    vllm_evidence.judged(1, "streamed custom tool calls")
+
+
+@contract("agent_loops.responses_custom_tool_round_trips")
+def test_responses_custom_tool_round_trips(
+    responses_stream, responses_turn, vllm_facts, item_prefixes, custom_tools, vllm_record, vllm_evidence
+):
+    model = vllm_facts.model
+    first = responses_stream(loop.custom_turn_request(model))
+    given = _streamed_custom_call(first, "the loop's forced custom tool", item_prefixes, custom_tools)
+    history = loop.fed_back_output(responses.final_output(first) or [])
+    after = "the turn after the custom tool's output"
+    second = responses_turn(loop.turn_request(model, loop.named("get_time"), history, tools=loop.WITH_CUSTOM), after)
+    answered = _forced_call(second, after, "get_time")
+    assert answered["call_id"] != given["call_id"], (
+        f"the function call after the custom tool's output repeats its call_id {given['call_id']!r}, which the "
+        "client echoed back: a client keying outputs by call_id cannot tell the calls apart"
+    )
+    vllm_record("custom_tool_input", repr(given["input"])[:200])
+    vllm_evidence.judged(1, "custom tool loops")
+
+
+@contract("agent_loops.responses_custom_tool_formats")
+def test_responses_custom_tool_formats(vllm_client, vllm_facts, custom_tools, vllm_record, vllm_evidence):
+    expected = custom_tools["grammar"]
+    body = responses.custom_call_request(vllm_facts.model, responses.SHELL_BY_GRAMMAR)
+    answer = vllm_client.post(loop.RESPONSES, body)
+    kinds = [item.get("type") for item in (answer.json_or_none() or {}).get("output") or [] if isinstance(item, dict)]
+    assert not (answer.status == 200 and "custom_tool_call" not in kinds), (
+        f"a grammar-format custom tool was answered as if never sent (200 with only {kinds}), neither served nor "
+        f"refused (this release's facts: {custom_tools['why']})"
+    )
+    if expected["handling"] == "refused":
+        problem = loop.error_problem(answer)
+        param = ((answer.json_or_none() or {}).get("error") or {}).get("param")
+        assert answer.status == expected["status"] and problem is None and param == expected["parameter"], (
+            f"a grammar-format custom tool: expected {expected['status']} in OpenAI's error envelope naming "
+            f"{expected['parameter']}, got {answer.describe()} {answer.text[:300]!r} {problem or ''}"
+        )
+    else:
+        assert answer.status == 200 and "custom_tool_call" in kinds, (
+            f"a grammar-format custom tool: expected it {expected['handling']} as this release's facts say, got "
+            f"{answer.describe()} with the items {kinds} {answer.text[:200]!r}"
+        )
+    vllm_record("custom_tool_grammar", f"{expected['handling']}: {custom_tools['why']}")
+    vllm_evidence.judged(1, "grammar-format custom tools")
 
 
 @contract("agent_loops.responses_previous_response_continues")

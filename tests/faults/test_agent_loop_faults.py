@@ -6,12 +6,17 @@ keeps the real ones (vllm issue 56285), call ids renumbered per answer from
 call_0 (the loop's second call takes the first's id), Anthropic errors
 rewritten into OpenAI's envelope, and message_delta without its stop_reason,
 in one run, each breaking one contract or two of its own; then
-response.function_call_arguments.done dropped, which breaks only the call's.
+response.function_call_arguments.done dropped, which breaks only the call's;
+custom tools dropped from the request as vLLM before 0.32 drops them, which
+breaks the three custom-tool contracts, and
+response.custom_tool_call_input.done dropped, which breaks only the custom
+call's stream.
 """
 
 import pytest
 
 from fixtures.fault_proxy import (
+    DropToolsOfType,
     ErrorsInOpenAIEnvelope,
     FaultProxy,
     Respond,
@@ -39,6 +44,7 @@ def run_through(pytester, served, rules, *args):
     failed={
         "agent_loops.responses_stream_is_the_answer",
         "agent_loops.responses_stream_call_is_the_answer",
+        "agent_loops.responses_stream_custom_call_is_the_answer",
         "agent_loops.chat_tool_loop_round_trips",
         "agent_loops.messages_errors_in_anthropic_envelope",
         "agent_loops.messages_stream_is_the_answer",
@@ -57,6 +63,7 @@ def test_each_broken_loop_fails_its_contract(pytester, served):
         agent_loop_verdicts(
             "agent_loops.responses_stream_is_the_answer",
             "agent_loops.responses_stream_call_is_the_answer",
+            "agent_loops.responses_stream_custom_call_is_the_answer",
             "agent_loops.chat_tool_loop_round_trips",
             "agent_loops.messages_errors_in_anthropic_envelope",
             "agent_loops.messages_stream_is_the_answer",
@@ -66,6 +73,7 @@ def test_each_broken_loop_fails_its_contract(pytester, served):
     renamed = failed["agent_loops.responses_stream_is_the_answer"]
     assert "the streamed items are not the final answer's" in renamed and "output[0].id: streamed '" in renamed
     assert "output[0].id: streamed '" in failed["agent_loops.responses_stream_call_is_the_answer"]
+    assert "output[0].id: streamed '" in failed["agent_loops.responses_stream_custom_call_is_the_answer"]
     assert (
         "the second call's id 'call_0' is one the loop already gave" in failed["agent_loops.chat_tool_loop_round_trips"]
     )
@@ -88,6 +96,7 @@ def test_a_dropped_function_call_arguments_done_fails_the_call_only(pytester, se
         {
             "agent_loops.responses_stream_is_the_answer": "passed",
             "agent_loops.responses_stream_call_is_the_answer": "failed",
+            "agent_loops.responses_stream_custom_call_is_the_answer": "passed",
         },
     )
     message = failed_checks(junit)["agent_loops.responses_stream_call_is_the_answer"]
@@ -164,3 +173,39 @@ def test_flattened_errors_and_unfinished_items_fail_the_responses_shapes(pyteste
         "has status 'in_progress' in a response of status 'incomplete'"
         in failed["agent_loops.responses_item_status_consistent"]
     )
+
+
+CUSTOM = (
+    "agent_loops.responses_custom_tool_round_trips",
+    "agent_loops.responses_stream_custom_call_is_the_answer",
+    "agent_loops.responses_custom_tool_formats",
+)
+
+
+@pytest.mark.pins(failed=set(CUSTOM))
+def test_custom_tools_dropped_as_before_0_32_fail_every_custom_contract(pytester, served):
+    # What vLLM 0.28-0.31 do (fact responses_custom_tools): the custom tools and a tool_choice naming one vanish.
+    rule = DropToolsOfType("custom", path=RESPONSES)
+    junit = run_through(pytester, served, [rule], "-k", "custom")
+    assert_verdicts(junit, dict.fromkeys(CUSTOM, "failed"))
+    failed = failed_checks(junit)
+    expected = "expected one custom_tool_call item, got the items ['message']: answered as if the custom tool"
+    assert f"the loop's forced custom tool: {expected}" in failed[CUSTOM[0]], failed[CUSTOM[0]]
+    assert f"the streamed custom tool: {expected}" in failed[CUSTOM[1]], failed[CUSTOM[1]]
+    assert "a grammar-format custom tool was answered as if never sent" in failed[CUSTOM[2]], failed[CUSTOM[2]]
+
+
+@pytest.mark.pins(failed={"agent_loops.responses_stream_custom_call_is_the_answer"})
+def test_a_dropped_custom_tool_call_input_done_fails_the_custom_stream_only(pytester, served):
+    rule = RewriteStream(path=RESPONSES, edit="drop_custom_tool_call_input_done")
+    junit = run_through(pytester, served, [rule], "-k", "responses_stream")
+    assert_verdicts(
+        junit,
+        {
+            "agent_loops.responses_stream_is_the_answer": "passed",
+            "agent_loops.responses_stream_call_is_the_answer": "passed",
+            "agent_loops.responses_stream_custom_call_is_the_answer": "failed",
+        },
+    )
+    message = failed_checks(junit)["agent_loops.responses_stream_custom_call_is_the_answer"]
+    assert "0 response.custom_tool_call_input.done events, expected 1" in message, message

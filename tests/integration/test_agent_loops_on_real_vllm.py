@@ -7,7 +7,10 @@ loop round-trips with new call ids, and /v1/messages answers, streams and errs
 as Anthropic's API does, its one refusal in OpenAI's envelope reported by the
 release's fact; the Responses tool loop round-trips its call ids (a call
 output naming no call accepted, as 0.32's fact says), tool_choice required
-and none hold, and without a store previous_response_id is refused.
+and none hold, and without a store previous_response_id is refused; a forced custom tool
+streams a custom_tool_call (its input the tiny model's digits, cut at 64
+tokens) that the loop feeds back, and a grammar-format one is refused, as
+0.32's fact says.
 tests/faults/test_agent_loop_faults.py breaks each of them.
 """
 
@@ -40,5 +43,10 @@ def test_agent_loops_hold_behind_the_hermes_parser(pytester, served):
     assert runs["agent_loops.responses_request_shapes"]["vllm_evidence"] == "judged: 3 request shapes"
     status = runs["agent_loops.responses_item_status_consistent"]["vllm_incomplete_item_status"]
     assert status.startswith("completed in an incomplete response")
+    custom = runs["agent_loops.responses_stream_custom_call_is_the_answer"]
+    assert custom["vllm_evidence"] == "judged: 1 streamed custom tool call"
+    assert runs["agent_loops.responses_custom_tool_round_trips"]["vllm_evidence"] == "judged: 1 custom tool loop"
+    grammar = runs["agent_loops.responses_custom_tool_formats"]["vllm_custom_tool_grammar"]
+    assert grammar.startswith("refused: a free-form custom tool is served as a function"), grammar
     stored = runs["agent_loops.responses_previous_response_continues"]
     assert stored["vllm_previous_response_id"] == "refused without a store: 404"

@@ -138,6 +138,8 @@ AGENT_LOOPS_WITH_PARSER = (
     "agent_loops.responses_tool_loop_round_trips",
     "agent_loops.responses_tool_choice_forms",
     "agent_loops.messages_tool_use_round_trips",
+    "agent_loops.responses_custom_tool_round_trips",
+    "agent_loops.responses_stream_custom_call_is_the_answer",
 )
 AGENT_LOOPS_ALWAYS = (
     "agent_loops.responses_stream_is_the_answer",
@@ -147,6 +149,7 @@ AGENT_LOOPS_ALWAYS = (
     "agent_loops.responses_previous_response_continues",
     "agent_loops.responses_request_shapes",
     "agent_loops.responses_item_status_consistent",
+    "agent_loops.responses_custom_tool_formats",
 )
 
 

@@ -1,6 +1,7 @@
 """The agent_loops judges on streams shaped as vLLM 0.32 sends them, and on the fault proxy's edits of them."""
 
 import json
+from pathlib import Path
 
 from fixtures.fault_proxy.answer_rules import ErrorsInOpenAIEnvelope
 from fixtures.fault_proxy.rules import JsonResponseDraft
@@ -51,6 +52,41 @@ def test_renamed_streamed_ids_and_a_dropped_arguments_done_are_named():
     assert any("the deltas under item 'msg_1' append to ''" in problem for problem in renamed), renamed
     dropped = responses.stream_problems(_stream(_responses_events(), "drop_function_call_arguments_done"), PREFIXES)
     assert dropped == ["output[1] (function_call 'fc_1'): 0 response.function_call_arguments.done events, expected 1"]
+
+
+def _custom_call_events():
+    call = {"id": "ctc_1", "type": "custom_tool_call", "call_id": "call_1", "name": "run_shell", "input": "ls"}
+    events = [
+        {"type": "response.created", "response": {"output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**call, "input": ""}},
+        {"type": "response.custom_tool_call_input.delta", "item_id": "ctc_1", "output_index": 0, "delta": "l"},
+        {"type": "response.custom_tool_call_input.delta", "item_id": "ctc_1", "output_index": 0, "delta": "s"},
+        {"type": "response.custom_tool_call_input.done", "item_id": "ctc_1", "output_index": 0, "input": "ls"},
+        {"type": "response.output_item.done", "output_index": 0, "item": call},
+        {"type": "response.completed", "response": {"status": "completed", "output": [call]}},
+    ]
+    return [{**event, "sequence_number": number} for number, event in enumerate(events)]
+
+
+def test_a_custom_tool_call_is_judged_by_its_input_events():
+    prefixes = {**PREFIXES, "custom_tool_call": "ctc_"}
+    assert responses.stream_problems(_stream(_custom_call_events()), prefixes) == []
+    dropped = responses.stream_problems(_stream(_custom_call_events(), "drop_custom_tool_call_input_done"), prefixes)
+    assert dropped == [
+        "output[0] (custom_tool_call 'ctc_1'): 0 response.custom_tool_call_input.done events, expected 1"
+    ]
+    events = _custom_call_events()
+    events[3]["delta"] = "x"
+    assert responses.stream_problems(_stream(events), prefixes) == ["output[0].input 'ls': the deltas append to 'lx'"]
+
+
+def test_a_custom_tool_streamed_by_vllm_0_32_is_its_final_answer():
+    # Recorded behind hermes: the tiny model's input is cut at 64 tokens, the item and its events still agree.
+    body = (Path(__file__).parents[1] / "data/wire_samples/agent_loops/responses_custom_call_stream.sse").read_bytes()
+    stream = sse.parse(body, named_events=True)
+    assert responses.stream_problems(stream, {**PREFIXES, "custom_tool_call": "ctc_"}) == []
+    assert [item["type"] for item in responses.items_of(stream, "custom_tool_call")] == ["custom_tool_call"]
+    assert responses.stream_cut(stream)
 
 
 def _messages_events():

@@ -16,6 +16,7 @@ from fixtures.fault_proxy import (
     AmplifyErrors,
     AnswersFromKey,
     CacheIgnoringField,
+    DropToolsOfType,
     FaultProxy,
     InjectAuth,
     LeakInternals,
@@ -193,6 +194,17 @@ def test_strip_message_field_drops_it_from_every_message_of_the_role_only(upstre
     assert json.loads(stripped["body"])["messages"] == [messages[0], {"role": "assistant", "content": "a"}, messages[2]]
     assert header_values(stripped, "content-length") == [str(len(stripped["body"]))]
     assert json.loads(untouched["body"]) == {"messages": []}
+
+
+def test_drop_tools_of_type_removes_them_and_a_tool_choice_naming_one(upstream: Upstream) -> None:
+    function, custom = {"type": "function", "name": "f"}, {"type": "custom", "name": "c"}
+    forced = {"tools": [function, custom], "tool_choice": {"type": "custom", "name": "c"}}
+    with FaultProxy(upstream.url, rules=[DropToolsOfType("custom", path="/v1/responses")]) as proxy:
+        dropped = httpx.post(proxy.url + "/v1/responses", json=forced, timeout=TIMEOUT).json()
+        untouched = httpx.post(proxy.url + "/v1/responses", json={"tools": [function]}, timeout=TIMEOUT).json()
+        assert proxy.hits == [1]
+    assert json.loads(dropped["body"]) == {"tools": [function], "tool_choice": "auto"}
+    assert json.loads(untouched["body"]) == {"tools": [function]}
 
 
 def test_rewrite_json_response_advertises_another_max_model_len(upstream: Upstream) -> None:

@@ -209,10 +209,11 @@ EDITED_SAMPLES = {
     "drop_mid_stream_usage": "chat_stream_continuous_usage.sse",
     "unknown_event": "responses_stream.sse",
     "reasoning_into_content": "chat_reasoning_stream.sse",
-    # Recorded from vLLM 0.32 behind hermes: a forced call streamed on /v1/responses, and a /v1/messages stream
-    # (apart: the wire schemas judge every sample at the top as OpenAI's).
+    # Recorded from vLLM 0.32 behind hermes: a forced call and a forced custom tool streamed on /v1/responses, and
+    # a /v1/messages stream (apart: the wire schemas judge every sample at the top as OpenAI's).
     "rename_streamed_item_ids": "agent_loops/responses_call_stream.sse",
     "drop_function_call_arguments_done": "agent_loops/responses_call_stream.sse",
+    "drop_custom_tool_call_input_done": "agent_loops/responses_custom_call_stream.sse",
     "drop_message_delta_stop_reason": "agent_loops/messages_stream.sse",
     "drop_message_start": "agent_loops/messages_stream.sse",
     "drop_every_other_text": "completion_stream.sse",

@@ -119,3 +119,8 @@ def unknown_call_output(vllm_expect):
 @pytest.fixture(scope="module")
 def store_routes(vllm_expect):
     return vllm_expect.fact("responses_store_routes")
+
+
+@pytest.fixture(scope="module")
+def custom_tools(vllm_expect):
+    return vllm_expect.fact("responses_custom_tools")

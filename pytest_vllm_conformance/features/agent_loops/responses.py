@@ -18,12 +18,24 @@ from pytest_vllm_conformance.protocol.sse import TERMINAL, Stream
 from pytest_vllm_conformance.protocol.tools import responses_tool
 
 # The fields of an item an agent reads (absent on a type are compared as absent on both).
-ITEM_FIELDS = ("id", "type", "status", "call_id", "name", "arguments", "content")
+ITEM_FIELDS = ("id", "type", "status", "call_id", "name", "arguments", "input", "content")
 RESPONSES = generation_routes.RESPONSES.path
 MAX_OUTPUT_TOKENS = 16
 # Room for the hermes envelope and the function's name: the streamed call item opens once the name is parsed.
 CALL_MAX_OUTPUT_TOKENS = 64
 WEATHER = responses_tool(tools.WEATHER)
+# A custom tool as Codex declares apply_patch: its input is free text, not JSON arguments.
+SHELL: dict[str, Any] = {"type": "custom", "name": "run_shell", "description": "Runs one shell command."}
+# The same tool with its input constrained by a grammar (Lark, OpenAI's syntax for custom tools).
+SHELL_BY_GRAMMAR: dict[str, Any] = {
+    **SHELL,
+    "format": {"type": "grammar", "syntax": "lark", "definition": 'start: "ls" | "pwd"'},
+}
+# A call's two streamed forms: its text field on the item, and the event family that streams it.
+CALL_STREAMS = {
+    "function_call": ("arguments", "response.function_call_arguments"),
+    "custom_tool_call": ("input", "response.custom_tool_call_input"),
+}
 
 
 def text_request(model: str) -> dict[str, Any]:
@@ -38,6 +50,16 @@ def call_request(model: str) -> dict[str, Any]:
         "tool_choice": {"type": "function", "name": "get_weather"},
         "max_output_tokens": CALL_MAX_OUTPUT_TOKENS,
         "temperature": 0,
+    }
+
+
+def custom_call_request(model: str, tool: dict[str, Any] = SHELL) -> dict[str, Any]:
+    """A forced custom tool, beside a function tool (as agents declare both)."""
+    return {
+        **call_request(model),
+        "input": "List the files.",
+        "tools": [WEATHER, tool],
+        "tool_choice": {"type": "custom", "name": tool["name"]},
     }
 
 
@@ -123,24 +145,20 @@ def _text_problems(events: list[dict[str, Any]], output: list[Any]) -> list[str]
 def _call_problems(events: list[dict[str, Any]], output: list[Any]) -> list[str]:
     problems = []
     for index, item in enumerate(output):
-        if not isinstance(item, dict) or item.get("type") != "function_call":
+        if not isinstance(item, dict) or item.get("type") not in CALL_STREAMS:
             continue
-        ends = [e for e in _of(events, "response.function_call_arguments.done") if e.get("item_id") == item.get("id")]
+        field, family = CALL_STREAMS[item["type"]]
+        label = f"output[{index}] ({item['type']} {item.get('id')!r})"
+        ends = [e for e in _of(events, f"{family}.done") if e.get("item_id") == item.get("id")]
         if len(ends) != 1:
+            problems.append(f"{label}: {len(ends)} {family}.done events, expected 1")
+        elif ends[0].get(field) != item.get(field):
             problems.append(
-                f"output[{index}] (function_call {item.get('id')!r}): {len(ends)} "
-                "response.function_call_arguments.done events, expected 1"
+                f"output[{index}].{field} {_short(item.get(field))}: {family}.done says {_short(ends[0].get(field))}"
             )
-        elif ends[0].get("arguments") != item.get("arguments"):
-            problems.append(
-                f"output[{index}].arguments {_short(item.get('arguments'))}: "
-                f"response.function_call_arguments.done says {_short(ends[0].get('arguments'))}"
-            )
-        joined = _appended(events, "response.function_call_arguments.delta", item.get("id"))
-        if joined != item.get("arguments"):
-            problems.append(
-                f"output[{index}].arguments {_short(item.get('arguments'))}: the deltas append to {_short(joined)}"
-            )
+        joined = _appended(events, f"{family}.delta", item.get("id"))
+        if joined != item.get(field):
+            problems.append(f"output[{index}].{field} {_short(item.get(field))}: the deltas append to {_short(joined)}")
     return problems
 
 
@@ -156,6 +174,16 @@ def stream_problems(stream: Stream, prefixes: dict[str, str]) -> list[str]:
         *_text_problems(events, output),
         *_call_problems(events, output),
     ]
+
+
+def stream_cut(stream: Stream) -> bool:
+    """The terminal response stopped at max_output_tokens: a call it lacks may just not be written yet."""
+    terminal = [event for event in _events(stream) if event.get("type") in TERMINAL]
+    response = terminal[-1].get("response") if terminal else None
+    if not isinstance(response, dict):
+        return False
+    details = response.get("incomplete_details") or {}
+    return response.get("status") == "incomplete" and details.get("reason") == "max_output_tokens"
 
 
 def items_of(stream: Stream, kind: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.agent_loops.responses import RESPONSES, WEATHER
+from pytest_vllm_conformance.features.agent_loops.responses import CALL_MAX_OUTPUT_TOKENS, RESPONSES, SHELL, WEATHER
 from pytest_vllm_conformance.protocol import tools
 
 # Room for the hermes envelope, the name and the arguments: the chat loop's 256 (a call cut short is undecided).
@@ -20,21 +20,25 @@ LOOP_MAX_OUTPUT_TOKENS = 256
 QUESTION = "What is the weather, and what time is it?"
 CLOCK = tools.responses_tool(tools.CLOCK)
 TOOLS = [WEATHER, CLOCK]
+# The loop's tools and a free-form custom one, as Codex declares apply_patch beside its functions.
+WITH_CUSTOM = [*TOOLS, SHELL]
 # What the tool answers a call with: any text a real tool would return.
 TOOL_OUTPUT = '{"celsius": 21}'
 # A call id no turn of the loop gave: what a client that lost its history echoes.
 UNKNOWN_CALL_ID = "call_never_given_by_the_server"
 
 
-def named(function: str) -> dict[str, Any]:
-    return {"type": "function", "name": function}
+def named(function: str, kind: str = "function") -> dict[str, Any]:
+    return {"type": kind, "name": function}
 
 
-def turn_request(model: str, tool_choice: Any, history: list[Any] | None = None, **extra: Any) -> dict[str, Any]:
+def turn_request(
+    model: str, tool_choice: Any, history: list[Any] | None = None, tools: list[Any] = TOOLS, **extra: Any
+) -> dict[str, Any]:
     return {
         "model": model,
         "input": history if history is not None else [{"role": "user", "content": QUESTION}],
-        "tools": TOOLS,
+        "tools": tools,
         "tool_choice": tool_choice,
         "max_output_tokens": LOOP_MAX_OUTPUT_TOKENS,
         "temperature": 0,
@@ -81,10 +85,17 @@ def read_turn(response: Response, what: str) -> Turn:
 
 def fed_back(turn: Turn, history: list[Any] | None = None) -> list[Any]:
     """The history, the turn's output items as the client got them, and one output per call under its call_id."""
+    return fed_back_output(turn.output, history)
+
+
+def fed_back_output(output: list[dict[str, Any]], history: list[Any] | None = None) -> list[Any]:
+    """The history, an answer's output items, and one output per call under its call_id (a custom tool's as a
+    custom_tool_call_output)."""
+    calls = [item for item in output if item.get("type") in ("function_call", "custom_tool_call")]
     outputs = [
-        {"type": "function_call_output", "call_id": call.get("call_id"), "output": TOOL_OUTPUT} for call in turn.calls
+        {"type": f"{call['type']}_output", "call_id": call.get("call_id"), "output": TOOL_OUTPUT} for call in calls
     ]
-    return [*(history or [{"role": "user", "content": QUESTION}]), *turn.output, *outputs]
+    return [*(history or [{"role": "user", "content": QUESTION}]), *output, *outputs]
 
 
 def orphan_output_history() -> list[Any]:
@@ -93,6 +104,14 @@ def orphan_output_history() -> list[Any]:
         {"role": "user", "content": QUESTION},
         {"type": "function_call_output", "call_id": UNKNOWN_CALL_ID, "output": TOOL_OUTPUT},
     ]
+
+
+def custom_turn_request(model: str) -> dict[str, Any]:
+    """The loop's first turn, streamed as Codex streams it: the custom tool forced. Short: the item opens as soon
+    as the forced name is parsed, and its input is free text the model may never end."""
+    return turn_request(
+        model, named(SHELL["name"], "custom"), tools=WITH_CUSTOM, max_output_tokens=CALL_MAX_OUTPUT_TOKENS
+    )
 
 
 def stored_path(response_id: Any) -> str:
