@@ -24,7 +24,8 @@ from pytest_vllm_conformance.connection.secrets import Secret
 REPO = Path(__file__).resolve().parents[1]
 # Where a failure's text says where it happened: the first line that is not a traceback frame.
 _EXCEPTION_NAME = re.compile(r"^[\w.]*(Error|Exception|Timeout|Failed): ")
-_GENERATED = re.compile(r"'[^']{40,}'")
+# A repr'd string: its opening quote follows no letter, so the apostrophes of prose ("the loop's") open none.
+_GENERATED = re.compile(r"(?<![\w'])'[^']{40,}'(?![\w'])")
 _NOISE_PREFIXES = ("Traceback", "File ", "  ", "assert ", "E ", "AssertionError")
 
 

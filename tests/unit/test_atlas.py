@@ -76,6 +76,10 @@ def test_a_contract_outcome_is_its_most_telling_case():
 def test_one_line_skips_the_traceback_and_cuts_long_lines():
     assert one_line("Traceback (most recent call last):\n  File x\nE   the status was 500") == "the status was 500"
     assert len(one_line("x" * 500)) == 220
+    generated = "E   the answer " + repr("w" * 50) + " is cut"
+    assert one_line(generated) == "the answer '…' is cut"
+    prose = "E   the loop's forced custom tool: expected one item, got the items ['message'] (this release's facts)"
+    assert one_line(prose) == prose[4:]
 
 
 def test_capture_differences_name_what_was_added_removed_and_changed():
