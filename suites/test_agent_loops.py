@@ -214,14 +214,16 @@ def test_responses_custom_tool_formats(vllm_client, vllm_facts, custom_tools, vl
     expected = custom_tools["grammar"]
     body = responses.custom_call_request(vllm_facts.model, responses.SHELL_BY_GRAMMAR)
     answer = vllm_client.post(loop.RESPONSES, body)
-    kinds = [item.get("type") for item in (answer.json_or_none() or {}).get("output") or [] if isinstance(item, dict)]
+    read = answer.json_or_none() if isinstance(answer.json_or_none(), dict) else {}
+    kinds = [item.get("type") for item in read.get("output") or [] if isinstance(item, dict)]
     assert not (answer.status == 200 and "custom_tool_call" not in kinds), (
         f"a grammar-format custom tool was answered as if never sent (200 with only {kinds}), neither served nor "
         f"refused (this release's facts: {custom_tools['why']})"
     )
     if expected["handling"] == "refused":
         problem = loop.error_problem(answer)
-        param = ((answer.json_or_none() or {}).get("error") or {}).get("param")
+        error = read.get("error")
+        param = error.get("param") if isinstance(error, dict) else None
         assert answer.status == expected["status"] and problem is None and param == expected["parameter"], (
             f"a grammar-format custom tool: expected {expected['status']} in OpenAI's error envelope naming "
             f"{expected['parameter']}, got {answer.describe()} {answer.text[:300]!r} {problem or ''}"
