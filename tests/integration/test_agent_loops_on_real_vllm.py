@@ -12,6 +12,11 @@ streams a custom_tool_call (its input the tiny model's digits, cut at 64
 tokens) that the loop feeds back, and a grammar-format one is refused, as
 0.32's fact says.
 tests/faults/test_agent_loop_faults.py breaks each of them.
+
+On the other-seed model ("padding"), which pads every constrained call with
+JSON whitespace until its token limit, the four loops that need a whole
+function call are undecided and the rest pass: a conformant server is never
+failed for its model.
 """
 
 import pytest
@@ -19,6 +24,14 @@ import pytest
 from fixtures.verdicts import assert_verdicts, contract_runs
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import GENERATION_PROFILE, agent_loop_verdicts
+
+# The loops that need a whole function call, which the other-seed model pads past its token limit.
+NEED_A_WHOLE_CALL = (
+    "agent_loops.chat_tool_loop_round_trips",
+    "agent_loops.responses_tool_loop_round_trips",
+    "agent_loops.responses_tool_choice_forms",
+    "agent_loops.messages_tool_use_round_trips",
+)
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("generation")]
 
@@ -50,3 +63,18 @@ def test_agent_loops_hold_behind_the_hermes_parser(pytester, served):
     assert grammar.startswith("refused: a free-form custom tool is served as a function"), grammar
     stored = runs["agent_loops.responses_previous_response_continues"]
     assert stored["vllm_previous_response_id"] == "refused without a store: 404"
+
+
+@pytest.mark.servers("padding")
+@pytest.mark.pins(healthy=set(agent_loop_verdicts()))
+def test_a_model_padding_its_calls_leaves_the_loops_undecided_never_failed(pytester, served):
+    result = run_suites(pytester, "-m", "agent_loops", url=served("padding").url, profile=GENERATION_PROFILE)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, {**agent_loop_verdicts(), **dict.fromkeys(NEED_A_WHOLE_CALL, "undecided")})
+    assert result.ret == 0
+    for run in contract_runs(junit):
+        if run.verdict == "undecided":
+            assert "cut" in run.message and ("max_tokens" in run.message or "max_output_tokens" in run.message), (
+                run.key,
+                run.message,
+            )
