@@ -214,7 +214,8 @@ def test_responses_custom_tool_formats(vllm_client, vllm_facts, custom_tools, vl
     expected = custom_tools["grammar"]
     body = responses.custom_call_request(vllm_facts.model, responses.SHELL_BY_GRAMMAR)
     answer = vllm_client.post(loop.RESPONSES, body)
-    read = answer.json_or_none() if isinstance(answer.json_or_none(), dict) else {}
+    parsed = answer.json_or_none()
+    read = parsed if isinstance(parsed, dict) else {}
     kinds = [item.get("type") for item in read.get("output") or [] if isinstance(item, dict)]
     assert not (answer.status == 200 and "custom_tool_call" not in kinds), (
         f"a grammar-format custom tool was answered as if never sent (200 with only {kinds}), neither served nor "

@@ -36,6 +36,8 @@ CALL_STREAMS = {
     "function_call": ("arguments", "response.function_call_arguments"),
     "custom_tool_call": ("input", "response.custom_tool_call_input"),
 }
+# The item types of a call: each is answered with an item of its type and "_output".
+CALL_TYPES = tuple(CALL_STREAMS)
 
 
 def text_request(model: str) -> dict[str, Any]:
@@ -67,12 +69,23 @@ def _events(stream: Stream) -> list[dict[str, Any]]:
     return [event.payload for event in stream.events if isinstance(event.payload, dict)]
 
 
-def final_output(stream: Stream) -> list[Any] | None:
-    """The output of the response the terminal event carries, or None without one."""
+def _terminal_response(stream: Stream) -> dict[str, Any] | None:
+    """The response the terminal event carries, or None without one."""
     terminal = [event for event in _events(stream) if event.get("type") in TERMINAL]
     response = terminal[-1].get("response") if terminal else None
-    output = response.get("output") if isinstance(response, dict) else None
+    return response if isinstance(response, dict) else None
+
+
+def final_output(stream: Stream) -> list[Any] | None:
+    """The output of the response the terminal event carries, or None without one."""
+    output = (_terminal_response(stream) or {}).get("output")
     return output if isinstance(output, list) else None
+
+
+def cut_at_max_output_tokens(response: dict[str, Any]) -> bool:
+    """A Responses answer stopped at max_output_tokens: a call it lacks may just not be written yet."""
+    details = response.get("incomplete_details") or {}
+    return response.get("status") == "incomplete" and details.get("reason") == "max_output_tokens"
 
 
 def _of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -177,13 +190,9 @@ def stream_problems(stream: Stream, prefixes: dict[str, str]) -> list[str]:
 
 
 def stream_cut(stream: Stream) -> bool:
-    """The terminal response stopped at max_output_tokens: a call it lacks may just not be written yet."""
-    terminal = [event for event in _events(stream) if event.get("type") in TERMINAL]
-    response = terminal[-1].get("response") if terminal else None
-    if not isinstance(response, dict):
-        return False
-    details = response.get("incomplete_details") or {}
-    return response.get("status") == "incomplete" and details.get("reason") == "max_output_tokens"
+    """The stream's terminal response stopped at max_output_tokens."""
+    response = _terminal_response(stream)
+    return response is not None and cut_at_max_output_tokens(response)
 
 
 def items_of(stream: Stream, kind: str) -> list[dict[str, Any]]:

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.agent_loops.responses import CALL_MAX_OUTPUT_TOKENS, RESPONSES, SHELL, WEATHER
+from pytest_vllm_conformance.features.agent_loops.responses import (
+    CALL_MAX_OUTPUT_TOKENS,
+    CALL_TYPES,
+    RESPONSES,
+    SHELL,
+    WEATHER,
+    cut_at_max_output_tokens,
+)
 from pytest_vllm_conformance.protocol import tools
 
 # Room for the hermes envelope, the name and the arguments: the chat loop's 256 (a call cut short is undecided).
@@ -66,8 +73,7 @@ class Turn:
     @property
     def cut(self) -> bool:
         """The answer stopped at max_output_tokens: a call it lacks may just not be written yet."""
-        details = self.body.get("incomplete_details") or {}
-        return self.body.get("status") == "incomplete" and details.get("reason") == "max_output_tokens"
+        return cut_at_max_output_tokens(self.body)
 
     def input_tokens(self) -> Any:
         return (self.body.get("usage") or {}).get("input_tokens")
@@ -91,7 +97,7 @@ def fed_back(turn: Turn, history: list[Any] | None = None) -> list[Any]:
 def fed_back_output(output: list[dict[str, Any]], history: list[Any] | None = None) -> list[Any]:
     """The history, an answer's output items, and one output per call under its call_id (a custom tool's as a
     custom_tool_call_output)."""
-    calls = [item for item in output if item.get("type") in ("function_call", "custom_tool_call")]
+    calls = [item for item in output if item.get("type") in CALL_TYPES]
     outputs = [
         {"type": f"{call['type']}_output", "call_id": call.get("call_id"), "output": TOOL_OUTPUT} for call in calls
     ]
