@@ -7,7 +7,7 @@ from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, vali
 from pytest_vllm_conformance.features.serving import figures, same_server
 from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round, SseReader, token_prompts
 from pytest_vllm_conformance.features.serving.rounds import Gauges
-from pytest_vllm_conformance.features.serving.stats import compare_medians
+from pytest_vllm_conformance.features.serving.stats import Design, compare_pairs, t_quantile
 
 
 def _event(payload: str) -> bytes:
@@ -46,42 +46,60 @@ def test_a_short_usage_count_is_a_load_failure():
     ]
 
 
-def test_the_same_distribution_is_not_worse_and_a_fifth_of_its_speed_is_worse():
+DESIGN = Design(max_slowdown=0.2, confidence=0.95, pairs_per_look=8, looks=5)
+
+
+def _pairs(log_ratios):
+    return [(float(np.exp(r)), 1.0) for r in log_ratios]
+
+
+def test_the_boundary_lies_halfway_between_no_loss_and_the_loss_to_find():
+    assert DESIGN.boundary == pytest.approx(0.8944, abs=1e-4)
+    assert [n for n in range(1, 60) if DESIGN.is_look(n)] == [8, 16, 24, 32, 40]
+    assert DESIGN.one_sided_error == pytest.approx(0.01)
+
+
+def test_t_quantiles_match_students_within_a_fraction_of_a_percent():
+    t = pytest.importorskip("scipy.stats").t
+    for df in (4, 5, 8, 15, 40):
+        for p in (0.95, 0.99, 0.995):
+            assert t_quantile(p, df) == pytest.approx(t.ppf(p, df), rel=3e-3)
+
+
+def test_equal_pairs_are_not_worse_and_a_fifth_of_the_speed_is_worse():
     rng = np.random.default_rng(1)
-    same = rng.normal(100, 5, 48)
-    assert compare_medians(same, rng.normal(100, 5, 48), confidence=0.95, max_slowdown=0.2).verdict == "not worse"
-    slow = compare_medians(same / 5, same, confidence=0.95, max_slowdown=0.2)
-    assert slow.verdict == "worse" and slow.high < 0.8
+    assert compare_pairs("rate", _pairs(rng.normal(0, 0.1, 16)), DESIGN).verdict == "not worse"
+    slow = compare_pairs("rate", _pairs(rng.normal(np.log(0.2), 0.1, 8)), DESIGN)
+    assert slow.verdict == "worse" and slow.interval[1] < 0.3
+    assert "target/baseline 0.2" in slow.describe() and "over 8 round pairs" in slow.describe()
 
 
-def test_a_slowdown_one_round_pair_does_not_show_is_undecided_never_worse():
-    rng = np.random.default_rng(3)
-    fast, slow = rng.normal(100, 5, 16), rng.normal(30, 2, 16)
-    # The target's first round ran while the machine was busy elsewhere; its second matches the baseline.
-    pooled = compare_medians(
-        np.concatenate([slow, slow, fast]),
-        np.concatenate([fast, fast, fast]),
-        confidence=0.95,
-        max_slowdown=0.2,
-        round_pairs=[(slow, fast), (slow, fast), (fast, fast)],
-    )
-    assert pooled.high < 0.8 and pooled.rounds_disagree and pooled.verdict == "undecided"
-    assert "per round pair 0." in pooled.describe()
-    consistent = compare_medians(
-        np.concatenate([slow, slow]),
-        np.concatenate([fast, fast]),
-        confidence=0.95,
-        max_slowdown=0.2,
-        round_pairs=[(slow, fast), (slow, fast)],
-    )
-    assert consistent.verdict == "worse"
-
-
-def test_too_few_or_too_noisy_requests_are_undecided_never_a_verdict():
-    assert compare_medians([1.0], [1.0, 2.0], confidence=0.95, max_slowdown=0.2) is None
+def test_a_loss_at_the_boundary_or_too_few_pairs_is_undecided():
     rng = np.random.default_rng(2)
-    noisy = compare_medians(rng.uniform(1, 100, 6), rng.uniform(1, 100, 6), confidence=0.95, max_slowdown=0.2)
-    assert noisy.verdict == "undecided"
+    at_boundary = compare_pairs("rate", _pairs(rng.normal(np.log(0.894), 0.1, 40)), DESIGN)
+    assert at_boundary.verdict == "undecided"
+    assert compare_pairs("rate", _pairs([-1.0, -1.0]), DESIGN).verdict == "undecided"
+    # A pair missing a side (no completed request) is left out, not counted as equal.
+    assert compare_pairs("rate", [(1.0, None), (None, 1.0), (0.5, 1.0)], DESIGN).pairs == 1
+
+
+def test_the_sequential_error_holds_over_every_look():
+    """Simulated gates: no loss failed, and a loss of max_slowdown passed, each at most 5 % over all looks."""
+    rng = np.random.default_rng(3)
+
+    def first_decision(mean):
+        ratios = rng.normal(mean, 0.15, DESIGN.max_pairs)
+        for pairs in range(1, DESIGN.max_pairs + 1):
+            if DESIGN.is_look(pairs):
+                verdict = compare_pairs("rate", _pairs(ratios[:pairs]), DESIGN).verdict
+                if verdict != "undecided":
+                    return verdict
+        return "undecided"
+
+    equal = [first_decision(0.0) for _ in range(400)]
+    lost = [first_decision(np.log(0.8)) for _ in range(400)]
+    assert equal.count("worse") <= 20 and lost.count("not worse") <= 20
+    assert lost.count("worse") >= 380  # a spread of 0.15 a pair: 40 pairs find a 20 % loss
 
 
 def test_occupancy_names_running_and_waiting_at_the_peak_and_queued_is_not_undecided():
@@ -169,6 +187,6 @@ def test_a_concurrency_above_the_requests_of_a_round_is_refused_when_the_profile
     profile = {"profile": 1, "name": "p", "serving": {"concurrency": 8, "requests": 4}}
     with pytest.raises(ProfileError, match=r"serving\.concurrency 8 is above serving\.requests 4: a round"):
         validate(profile, "p.yaml")
-    with pytest.raises(ProfileError, match=r"serving\.requests 32 \(the default\)"):
+    with pytest.raises(ProfileError, match=r"serving\.requests 16 \(the default\)"):
         validate({**profile, "serving": {"concurrency": 64}}, "p.yaml")
     validate({**profile, "serving": {"concurrency": 8}}, "p.yaml")

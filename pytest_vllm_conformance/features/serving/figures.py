@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round
-from pytest_vllm_conformance.features.serving.rounds import Gauges
-from pytest_vllm_conformance.features.serving.stats import percentile
+from pytest_vllm_conformance.features.serving.rounds import Gauges, ServingRun
+from pytest_vllm_conformance.features.serving.stats import Design, PairedComparison, compare_pairs, percentile
 
 
 def load_failures(timings: Sequence[RequestTiming], prompt_tokens: int, output_tokens: int) -> list[str]:
@@ -37,14 +37,15 @@ def load_failures(timings: Sequence[RequestTiming], prompt_tokens: int, output_t
 class Latency:
     ttft_p50: float
     ttft_p99: float
-    itl_p99: float | None
+    itl_p99: float | None  # of each request's time per output token (decode time over the tokens after the first)
     output_tokens_per_second: float  # the slowest round's, all requests together
     requests: int
 
     def line(self) -> str:
         itl = f"{self.itl_p99 * 1000:.1f} ms" if self.itl_p99 is not None else "none"
         return (
-            f"TTFT p50 {self.ttft_p50 * 1000:.1f} ms, p99 {self.ttft_p99 * 1000:.1f} ms, inter-token p99 {itl}, "
+            f"TTFT p50 {self.ttft_p50 * 1000:.1f} ms, p99 {self.ttft_p99 * 1000:.1f} ms, "
+            f"time per output token p99 {itl}, "
             f"{self.output_tokens_per_second:.1f} output tokens/s (slowest round), {self.requests} requests"
         )
 
@@ -62,6 +63,48 @@ def output_rates(timings: Sequence[RequestTiming]) -> list[float]:
     return [t.output_rate for t in timings if not t.error and t.output_rate]
 
 
+def _median(values: Sequence[float | None]) -> float | None:
+    present = sorted(v for v in values if v is not None)
+    return percentile(present, 50) if present else None
+
+
+def round_output_rate(measured: Round) -> float | None:
+    """A round's speed for throughput: the median output rate of its completed requests (queueing included)."""
+    return _median(output_rates(measured.timings))
+
+
+RoundSpeed = Callable[[Round], float | None]
+
+
+def _round_median(value: Callable[[RequestTiming], float | None]) -> RoundSpeed:
+    """A round's speed from one figure of its completed requests: the inverse of their median (higher is faster)."""
+
+    def speed(measured: Round) -> float | None:
+        middle = _median([value(t) for t in measured.timings if not t.error])
+        return 1 / middle if middle else None
+
+    return speed
+
+
+def _paired(what: str, run: ServingRun, speed: RoundSpeed, design: Design) -> PairedComparison:
+    return compare_pairs(what, [(speed(a), speed(b)) for a, b in zip(run.target, run.baseline, strict=False)], design)
+
+
+def throughput(run: ServingRun, design: Design) -> PairedComparison:
+    """Target against baseline, round pair by round pair: what the sequential run stops on."""
+    return _paired("output rate (median of a round)", run, round_output_rate, design)
+
+
+def latencies(run: ServingRun, design: Design) -> tuple[PairedComparison, PairedComparison]:
+    """Time per output token, then time to first token, against the baseline, judged as throughput is."""
+    per_token = _round_median(lambda t: t.time_per_output_token)
+    first_token = _round_median(lambda t: t.ttft)
+    return (
+        _paired("time per output token (median of a round)", run, per_token, design),
+        _paired("time to first token (median of a round)", run, first_token, design),
+    )
+
+
 def min_completed(requests_per_round: int, rounds: int) -> int:
     """The completed requests each side needs for a throughput verdict: half of what its rounds sent (at least 2).
 
@@ -76,11 +119,11 @@ def latency(rounds: Sequence[Round]) -> Latency | None:
     ttfts = [t.ttft for t in timings if t.ttft is not None]
     if not ttfts:
         return None
-    gaps = [gap for t in timings for gap in t.inter_token]
+    per_token = [v for v in (t.time_per_output_token for t in timings) if v is not None]
     return Latency(
         percentile(ttfts, 50),
         percentile(ttfts, 99),
-        percentile(gaps, 99) if gaps else None,
+        percentile(per_token, 99) if per_token else None,
         min(r.output_tokens_per_second for r in rounds),
         len(ttfts),
     )
@@ -88,8 +131,8 @@ def latency(rounds: Sequence[Round]) -> Latency | None:
 
 # Why an objective's figure could not be measured (the others always can, once a first token came).
 UNMEASURED = {
-    "itl_p99_seconds": "no chunk gaps to measure inter-token latency on (one chunk per request: "
-    "an ingress that buffers the stream?)",
+    "itl_p99_seconds": "no request's tokens came in more than one chunk, so no decode time to measure "
+    "inter-token latency on (an ingress that buffers the stream?)",
 }
 
 

@@ -67,6 +67,16 @@ class RequestTiming:
         return [later - earlier for earlier, later in zip(self.token_times, self.token_times[1:], strict=False)]
 
     @property
+    def time_per_output_token(self) -> float | None:
+        """Decode time over the tokens after the first: the first token's arrival to the last's, divided by the
+        tokens that came after the first. Not the gaps between events: vLLM and the network fold several tokens
+        into one read, so half of those gaps are a few microseconds and the other half hold several tokens."""
+        tokens = self.completion_tokens or self.tokens_received
+        if len(self.token_times) < 2 or not tokens or tokens < 2:
+            return None
+        return (self.token_times[-1] - self.token_times[0]) / (tokens - 1)
+
+    @property
     def output_rate(self) -> float | None:
         """Output tokens per second of this request, queueing included (what a caller gets)."""
         seconds = self.ended - self.started

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -99,8 +99,11 @@ def measure(
     warm_up_requests: int,
     metrics_path: str,
     gauge_names: Sequence[str],
+    enough: Callable[[ServingRun], bool] | None = None,
 ) -> ServingRun:
-    """Warm up each side, then ``rounds`` rounds each, interleaved target, baseline, baseline, target..."""
+    """Warm up each side, then rounds interleaved target, baseline, baseline, target... until ``enough(run)``
+    says so after a pair (by default: after ``rounds`` of them). Through an ingress, ``rounds`` more rounds go
+    straight to the server, one after each of the first pairs."""
     run = ServingRun()
     sides: list[tuple[BoundedClient, Workload]] = [(target, target_workload)]
     if baseline is not None and baseline_workload is not None:
@@ -120,10 +123,12 @@ def measure(
             warmed = _round(generator, client, fresh(workload, warm_up_requests)).timings
             if client is target:  # the target's warm-up counts for load success; every side's is discarded
                 run.warm_up += warmed
+    enough = enough or (lambda measured: len(measured.target) >= rounds)
     # The gauges are read on clients of their own (the loaded ones are busy), on both sides alike: a scrape
     # costs the server time, so a side sampled alone would be the slower one.
     with server.twin() as reader, (baseline or server).twin() as baseline_reader:
-        for number in range(rounds):
+        number = 0
+        while True:
             target_round = (target, fresh(target_workload), reader, run.gauges, run.target)
             pairs = [target_round]
             if baseline is not None and baseline_workload is not None:
@@ -133,13 +138,15 @@ def measure(
                 rounds_of.append(
                     _sampled_round(generator, client, workload, gauges_from, metrics_path, gauge_names, gauges)
                 )
-            if direct is not None:
+            if direct is not None and len(run.direct) < rounds:
                 run.direct.append(
                     _sampled_round(
                         generator, direct, target_workload, reader, metrics_path, gauge_names, run.direct_gauges
                     )
                 )
-    return run
+            number += 1
+            if enough(run):
+                return run
 
 
 def _round(generator: LoadGenerator, client: BoundedClient, workload: Workload) -> Round:

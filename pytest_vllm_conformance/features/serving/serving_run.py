@@ -9,6 +9,7 @@ target's own contracts are still judged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.serving import picture, rounds, same_server
+from pytest_vllm_conformance.features.serving import figures, picture, rounds, same_server
 from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, LoadGenerator, Workload
 from pytest_vllm_conformance.features.serving.saved_rounds import (
     MIN_ROUNDS,
@@ -25,6 +26,7 @@ from pytest_vllm_conformance.features.serving.saved_rounds import (
     recording,
     refusal,
 )
+from pytest_vllm_conformance.features.serving.stats import Design
 from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, LiveBaseline, connect_baseline
 
 # The profile's serving keys (catalogue defaults for all but concurrency).
@@ -35,6 +37,8 @@ KEYS = (
     "requests",
     "warm_up_requests",
     "rounds",
+    "looks",
+    "load_seconds",
     "max_slowdown",
     "confidence",
     "slo",
@@ -53,6 +57,32 @@ class Served:
     saved_to: str | None = None
     picture: str | None = None  # the latency picture's file name, beside the report
     picture_not_drawn: str | None = None  # why a report has no picture
+
+
+def design(values: dict[str, Any]) -> Design:
+    """How the comparisons with the baseline decide (stats.py): the declared loss, error, and looks."""
+    return Design(values["max_slowdown"], values["confidence"], values["rounds"], values["looks"])
+
+
+def enough(values: dict[str, Any]) -> Callable[[rounds.ServingRun], bool]:
+    """When a run with a live baseline has measured enough: at a look where throughput and time per output token
+    both decide,
+    after the planned looks, or once either side has been loaded for ``load_seconds``."""
+    planned = design(values)
+
+    def decided(run: rounds.ServingRun) -> bool:
+        pairs = min(len(run.target), len(run.baseline))
+        if pairs >= planned.max_pairs:
+            return True
+        if planned.is_look(pairs) and all(
+            compared.verdict != "undecided"
+            for compared in (figures.throughput(run, planned), figures.latencies(run, planned)[0])
+        ):
+            return True
+        spent = max(sum(r.seconds for r in run.target), sum(r.seconds for r in run.baseline))
+        return spent >= values["load_seconds"]
+
+    return decided
 
 
 def open_baseline(settings: Settings, facts: ServerFacts) -> LiveBaseline | PerfRecording | str | None:
@@ -147,6 +177,7 @@ def serve(
         warm_up_requests=values["warm_up_requests"],
         metrics_path=expect.release.metrics_path,
         gauge_names=expect.fact("serving_gauges"),
+        enough=enough(values) if live else None,
     )
     served = Served(run, target_workload, unusable=baseline if isinstance(baseline, str) else None)
     workload = {key: values[key] for key in WORKLOAD}

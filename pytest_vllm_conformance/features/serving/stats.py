@@ -1,100 +1,123 @@
-"""The serving figures' statistics: percentiles, and the ratio of medians with a bootstrap interval.
+"""The serving comparisons' statistics: paired log ratios of interleaved round pairs, decided sequentially.
 
-Throughput is compared as the ratio of the medians of per-request output
-rates (tokens over the request's whole time, queueing included), target over
-baseline, from rounds interleaved A, B, A, B so that a drift of the machine
-lands on both sides. The interval is a percentile bootstrap: both samples
-resampled independently, the ratio of their medians taken each time. A
-comparison fails only when the whole interval lies below ``1 - max_slowdown``
-and every pair of interleaved rounds shows the slowdown on its own, passes
-when the whole interval lies above, and is undecided otherwise: too few
-requests, or too much noise, to tell. The bootstrap treats a round's requests
-as independent, but a moment of load elsewhere on the machine slows a whole
-round (seen: one false failure in 10 same-versus-same runs on a loaded 2-core
-box, the interval [0.36, 0.58] from one slow round), so a slowdown one round
-pair does not show is the machine's, not the server's.
+The independent unit is a **round pair**, not a request: the requests of one round share that round's machine
+state (a moment of load elsewhere slows them all), so resampling requests as if independent gave intervals too
+narrow to trust (one false failure in ten same-against-same runs on a loaded 2-core box, 2026-12-02). Target
+and baseline rounds run back to back, A B then B A, so a drift of the machine lands on both halves of a pair;
+each pair gives one log ratio, target over baseline, and the pairs' mean is judged with a t interval.
+
+The gate is **sequential**: pairs are added ``pairs_per_look`` at a time, and at each look the interval is
+compared with the boundary halfway (in log space) between no loss and the loss the gate is built to find
+(``max_slowdown``: 0.2 puts it at ratio 0.894). ``worse`` when the whole interval lies below it, ``not worse``
+when above, else another look, until ``looks`` looks or the load budget are spent: then ``undecided``. Each
+look spends an equal share of the error (Bonferroni over the planned looks), so stopping at the first decisive
+look holds the false-alarm rate over all of them: a server as fast as its baseline is failed, and one slower
+by ``max_slowdown`` is passed, each at most ``1 - confidence`` of the time.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from statistics import NormalDist, fmean, stdev
 
 from pytest_vllm_conformance.protocol.sample_stats import percentile
 
-__all__ = ["Comparison", "compare_medians", "percentile"]
+# The fewest round pairs that decide: the t quantile's expansion holds from four degrees of freedom.
+MIN_PAIRS = 5
 
-RESAMPLES = 2000
-SEED = 20261202  # a fixed seed: the same figures give the same interval, run after run
+__all__ = ["Design", "PairedComparison", "compare_pairs", "percentile", "t_quantile"]
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile by the Cornish-Fisher expansion around the normal's (within 0.3 % for df >= 4)."""
+    z = NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
 
 
 @dataclass(frozen=True)
-class Comparison:
-    ratio: float  # median(target) / median(baseline)
-    low: float
-    high: float
-    confidence: float
-    floor: float  # 1 - max_slowdown
-    target_n: int
-    baseline_n: int
-    # Each interleaved pair of rounds' own ratio of median rates, target over baseline.
-    round_ratios: tuple[float, ...] = ()
+class Design:
+    """How a comparison decides: the loss it must find, its error per decision, and when it looks."""
+
+    max_slowdown: float  # the loss the gate is built to find, as a share: 0.2 is a target at 0.8 of its baseline
+    confidence: float  # 1 - the chance of each wrong decision (failing an equal server, passing a lost one)
+    pairs_per_look: int  # round pairs added between two looks (the first look comes after this many)
+    looks: int  # planned looks: the error is split evenly over them
 
     @property
-    def rounds_disagree(self) -> bool:
-        """Some round pair shows no slowdown past the floor, though the pooled interval does."""
-        return any(ratio >= self.floor for ratio in self.round_ratios)
+    def floor(self) -> float:
+        return 1 - self.max_slowdown
+
+    @property
+    def boundary(self) -> float:
+        """The ratio that separates ``worse`` from ``not worse``: halfway between 1 and the floor, in log space."""
+        return math.sqrt(self.floor)
+
+    @property
+    def max_pairs(self) -> int:
+        return self.pairs_per_look * self.looks
+
+    def is_look(self, pairs: int) -> bool:
+        return pairs > 0 and pairs % self.pairs_per_look == 0 and pairs <= self.max_pairs
+
+    @property
+    def one_sided_error(self) -> float:
+        return (1 - self.confidence) / self.looks
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    what: str  # "output rate", "time to first token"...
+    log_ratios: tuple[float, ...]  # one per round pair, log(target / baseline) of the speed measured
+    design: Design
+
+    @property
+    def pairs(self) -> int:
+        return len(self.log_ratios)
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(fmean(self.log_ratios))
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The interval at one look's share of the error on each side (the one every look is judged by)."""
+        mean = fmean(self.log_ratios)
+        if self.pairs < 2:
+            return (0.0, math.inf)
+        half = (
+            t_quantile(1 - self.design.one_sided_error, self.pairs - 1) * stdev(self.log_ratios) / math.sqrt(self.pairs)
+        )
+        return (math.exp(mean - half), math.exp(mean + half))
 
     @property
     def verdict(self) -> str:
-        """``worse`` (the interval and every round pair below the floor), ``not worse`` (the interval above it)
-        or ``undecided``."""
-        if self.high < self.floor:
-            return "undecided" if self.rounds_disagree else "worse"
-        if self.low >= self.floor:
+        """``worse``, ``not worse`` or ``undecided`` (fewer than MIN_PAIRS pairs decide nothing)."""
+        if self.pairs < MIN_PAIRS:
+            return "undecided"
+        low, high = self.interval
+        if high < self.design.boundary:
+            return "worse"
+        if low > self.design.boundary:
             return "not worse"
         return "undecided"
 
     def describe(self) -> str:
+        low, high = self.interval
+        spread = stdev(self.log_ratios) if self.pairs > 1 else 0.0
         return (
-            f"target/baseline ratio of median output rates {self.ratio:.3f}, {self.confidence:.0%} interval "
-            f"[{self.low:.3f}, {self.high:.3f}] ({self.target_n} vs {self.baseline_n} requests), "
-            f"floor {self.floor:.2f}"
-            + (f"; per round pair {', '.join(f'{r:.3f}' for r in self.round_ratios)}" if self.round_ratios else "")
+            f"{self.what}, target/baseline {self.ratio:.3f}, interval [{low:.3f}, {high:.3f}] over {self.pairs} "
+            f"round pairs (each pair's log ratio spread {spread:.3f}), boundary {self.design.boundary:.3f} "
+            f"between no loss and the {self.design.max_slowdown:.0%} loss the gate must find"
         )
 
 
-def compare_medians(
-    target: Sequence[float],
-    baseline: Sequence[float],
-    *,
-    confidence: float,
-    max_slowdown: float,
-    round_pairs: Sequence[tuple[Sequence[float], Sequence[float]]] = (),
-) -> Comparison | None:
-    """The ratio of medians and its bootstrap interval; None when either side has fewer than two values.
-
-    ``round_pairs``: each interleaved pair of rounds' values (target, baseline), for the per-round check.
-    """
-    if len(target) < 2 or len(baseline) < 2:
-        return None
-    a, b = np.asarray(target, dtype=float), np.asarray(baseline, dtype=float)
-    rng = np.random.default_rng(SEED)
-    ratios = np.median(rng.choice(a, (RESAMPLES, a.size)), axis=1) / np.median(
-        rng.choice(b, (RESAMPLES, b.size)), axis=1
-    )
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    per_round = tuple(float(np.median(t) / np.median(b)) for t, b in round_pairs if len(t) and len(b))
-    return Comparison(
-        float(np.median(a) / np.median(b)),
-        float(low),
-        float(high),
-        confidence,
-        1 - max_slowdown,
-        a.size,
-        b.size,
-        per_round,
-    )
+def compare_pairs(what: str, pairs: Sequence[tuple[float | None, float | None]], design: Design) -> PairedComparison:
+    """Each pair's (target, baseline) speed (higher is faster); a pair missing either side is left out."""
+    ratios = tuple(math.log(a / b) for a, b in pairs if a and b and a > 0 and b > 0)
+    return PairedComparison(what, ratios, design)
