@@ -114,6 +114,18 @@ def _values(declared):
     return {key: declared[key].value for key in serving_run.KEYS}
 
 
+def _client_kept_time(run, vllm_record, line):
+    lag = figures.client_lag(run)
+    if lag is not None:
+        vllm_record("serving_client_lag_ms", f"{lag * 1000:.1f}")
+    if lag is not None and lag > figures.CLIENT_LAG_BOUND:
+        undecided(
+            f"the client's own event loop woke {lag * 1000:.0f} ms late (90th percentile of the median round; "
+            f"bound {figures.CLIENT_LAG_BOUND * 1000:.0f} ms): the client fights the servers for the cores (vLLM's "
+            f"CPU defaults bind its threads to every core), so the figures are the fight's; {line}"
+        )
+
+
 def _comparable(serving):
     if serving.unusable:
         pytest.fail(f"the baseline cannot be compared with: {serving.unusable}", pytrace=False)
@@ -142,6 +154,7 @@ def test_throughput_not_worse(serving, declared, vllm_record, vllm_evidence):
     vllm_record("figures", line)
     if serving.too_few_rounds:
         undecided(f"{serving.too_few_rounds}: {line}")
+    _client_kept_time(run, vllm_record, line)
     if compared.verdict == "undecided":
         undecided(f"the interval holds the boundary after every look the load budget allowed: {line}")
     assert compared.verdict == "not worse", f"the target is slower than the baseline: {line}"
@@ -154,6 +167,7 @@ def test_latency_not_worse(serving, declared, vllm_record, vllm_evidence):
     per_token, first_token = figures.latencies(serving.run, serving_run.design(_values(declared)))
     lines = f"{per_token.describe()}; {first_token.describe()}"
     vllm_record("figures", f"{lines}; against {serving.baseline}")
+    _client_kept_time(serving.run, vllm_record, lines)
     worse = [c.describe() for c in (per_token, first_token) if c.verdict == "worse"]
     assert not worse, f"the target keeps callers waiting longer than the baseline: {'; '.join(worse)}"
     if serving.too_few_rounds:

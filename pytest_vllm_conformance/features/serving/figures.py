@@ -90,6 +90,16 @@ def _paired(what: str, run: ServingRun, speed: RoundSpeed, design: Design) -> Pa
     return compare_pairs(what, [(speed(a), speed(b)) for a, b in zip(run.target, run.baseline, strict=False)], design)
 
 
+# A client whose own event loop wakes this late (90th percentile of a round, the median round) stamps
+# arrivals late and sends late: its rates measure the fight for the cores, not the server.
+CLIENT_LAG_BOUND = 0.02
+
+
+def client_lag(run: ServingRun) -> float | None:
+    """The median over every compared round of the client's event-loop lag (90th percentile of the round)."""
+    return _median([r.client_lag_p90 for r in (*run.target, *run.baseline)])
+
+
 def throughput(run: ServingRun, design: Design) -> PairedComparison:
     """Target against baseline, round pair by round pair: what the sequential run stops on."""
     return _paired("output rate (median of a round)", run, round_output_rate, design)

@@ -90,6 +90,9 @@ class Round:
     timings: tuple[RequestTiming, ...]
     started: float
     ended: float
+    # How late the client's own event loop woke, 90th percentile over the round, in seconds (None: not probed): a
+    # client starved of CPU stamps arrivals late, and its figures are then its own, not the server's.
+    client_lag_p90: float | None = None
 
     @property
     def seconds(self) -> float:
@@ -160,8 +163,26 @@ class ClosedLoop:
                 timings.append(await _one(client, workload, index))
 
         started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(min(workload.concurrency, workload.requests))))
-        return Round(tuple(timings), started, time.perf_counter())
+        lags: list[float] = []
+        probe = asyncio.ensure_future(_probe_lag(lags))
+        try:
+            await asyncio.gather(*(worker() for _ in range(min(workload.concurrency, workload.requests))))
+        finally:
+            probe.cancel()
+        ended = time.perf_counter()
+        lags.sort()
+        return Round(tuple(timings), started, ended, lags[int(0.9 * (len(lags) - 1))] if lags else None)
+
+
+LAG_PROBE_EVERY = 0.005
+
+
+async def _probe_lag(into: list[float]) -> None:
+    """How much later than asked the loop wakes a sleeper, every few milliseconds, until cancelled."""
+    while True:
+        asked = time.perf_counter()
+        await asyncio.sleep(LAG_PROBE_EVERY)
+        into.append(max(0.0, time.perf_counter() - asked - LAG_PROBE_EVERY))
 
 
 async def _one(client: AsyncBoundedClient, workload: Workload, index: int) -> RequestTiming:
