@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, validate
-from pytest_vllm_conformance.features.serving import figures, same_server
+from pytest_vllm_conformance.features.serving import figures, loadgen, same_server
 from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round, SseReader, token_prompts
-from pytest_vllm_conformance.features.serving.rounds import Gauges
+from pytest_vllm_conformance.features.serving.rounds import Gauges, ServingRun
 from pytest_vllm_conformance.features.serving.stats import Design, compare_pairs, t_quantile
 
 
@@ -190,3 +190,25 @@ def test_a_concurrency_above_the_requests_of_a_round_is_refused_when_the_profile
     with pytest.raises(ProfileError, match=r"serving\.requests 16 \(the default\)"):
         validate({**profile, "serving": {"concurrency": 64}}, "p.yaml")
     validate({**profile, "serving": {"concurrency": 8}}, "p.yaml")
+
+
+def test_a_round_probes_how_late_the_clients_own_loop_wakes():
+    import asyncio
+
+    from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, Workload
+
+    class Instant:
+        async def request(self, method, path, **kw):
+            await asyncio.sleep(0.02)
+            raise loadgen.TransportFailure("no server")
+
+    workload = Workload("/v1/completions", "m", ((1, 2),), 2, 2, 4)
+    measured = asyncio.run(ClosedLoop().run(Instant(), workload))
+    assert measured.client_lag_p90 is not None and 0 <= measured.client_lag_p90 < 0.02
+
+
+def test_a_client_that_could_not_keep_time_is_named():
+    late = Round((), 0.0, 1.0, client_lag_p90=0.05)
+    run = ServingRun(target=[late, late], baseline=[late, Round((), 0.0, 1.0, client_lag_p90=0.001)])
+    assert figures.client_lag(run) == pytest.approx(0.05)
+    assert figures.client_lag(run) > figures.CLIENT_LAG_BOUND
