@@ -1,7 +1,7 @@
 """The serving run's latency distributions, target and baseline side by side, as a PNG beside the report.
 
 People compare distributions by looking: one panel for time to first token,
-one for inter-token latency, each a box plot with the points over it, target
+one for time per output token (per request), each a box plot with the points over it, target
 and baseline (live or saved) next to each other. matplotlib is optional (the
 ``serving`` extra); without it the picture is not drawn and the report says
 why, and nothing else changes.
@@ -42,10 +42,14 @@ def draw(path: Path, target: Sequence[Round], baseline: Sequence[Round], baselin
         return f"matplotlib is not installed ({INSTALL_HINT})"
     sides = [("target", _latencies(target))]
     if baseline:
-        sides.append((f"baseline\n{baseline_label}"[:60], _latencies(baseline)))
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4.5), constrained_layout=True)
+        sides.append(("baseline", _latencies(baseline)))
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.8), constrained_layout=True)
     try:
-        for panel, (title, which) in enumerate((("time to first token", 0), ("time per output token", 1))):
+        if baseline:
+            # The baseline's name (a URL, a saved file) under the panels, not in a tick label it would overlap.
+            figure.supxlabel(f"baseline: {baseline_label}", fontsize=9)
+        panels = (("time to first token", 0), ("time per output token (decode time over tokens after the first)", 1))
+        for panel, (title, which) in enumerate(panels):
             axis = axes[panel]
             values = [side[1][which] or [0.0] for side in sides]
             axis.boxplot(values, showfliers=False)
@@ -53,10 +57,10 @@ def draw(path: Path, target: Sequence[Round], baseline: Sequence[Round], baselin
                 # Spread the points sideways, evenly, so a dense distribution still shows its mass.
                 offsets = [position - 0.15 + 0.3 * i / max(len(points) - 1, 1) for i in range(len(points))]
                 axis.scatter(offsets, points, s=6, alpha=0.35)
-            axis.set_xticks(range(1, len(sides) + 1), [f"{name}\n({len(side[which])})" for name, side in sides])
-            axis.set_title(title)
-            if which == 1 and all(v > 0 for points in values for v in points):
-                # Gaps of a few ms under a tail of stalls hundreds of ms long: a linear axis flattens the box.
+            axis.set_xticks(range(1, len(sides) + 1), [f"{name} ({len(side[which])})" for name, side in sides])
+            axis.set_title(title, fontsize=10)
+            if all(v > 0 for points in values for v in points) and max(map(max, values)) > 20 * min(map(min, values)):
+                # A few ms under a tail of stalls hundreds of ms long: a linear axis flattens the box.
                 axis.set_yscale("log")
             axis.set_ylabel("milliseconds")
             axis.grid(axis="y", alpha=0.3)
