@@ -142,7 +142,10 @@ def test_throughput_not_worse(serving, declared, vllm_record, vllm_evidence):
     )
     vllm_record("serving_round_pairs", str(compared.pairs))
     if compared.pairs < MIN_PAIRS:
-        undecided(f"{compared.pairs} round pair(s) with completed requests on both sides: {MIN_PAIRS} decide")
+        undecided(
+            f"{compared.pairs} round pair(s) in which at least half the requests completed on both sides, "
+            f"{MIN_PAIRS} decide (see serving.load_success)"
+        )
     vllm_record("serving_throughput_ratio", f"{compared.ratio:.3f}")
     vllm_record("serving_throughput_ratio_interval", "{:.3f}..{:.3f}".format(*compared.interval))
     seconds = sum(r.seconds for r in run.target)

@@ -166,10 +166,11 @@ def test_an_objective_that_cannot_be_measured_is_named_never_met():
     assert (nothing.missed, nothing.unmeasured, nothing.judged) == ([], [], 0)
 
 
-def test_a_throughput_verdict_needs_half_the_requests_the_rounds_sent():
-    assert figures.min_completed(32, 4) == 64
-    assert figures.min_completed(64, 2) == 64  # 2 of 128 give no verdict
-    assert figures.min_completed(2, 1) == 2
+def test_a_round_counts_only_when_half_its_requests_completed():
+    done = RequestTiming(started=0.0, ended=1.0, completion_tokens=16, token_times=[0.1, 0.9])
+    failed = RequestTiming(started=0.0, ended=1.0, error="HTTP 503")
+    assert figures.round_output_rate(Round((done, failed), 0.0, 1.0)) == 16.0
+    assert figures.round_output_rate(Round((done, failed, failed), 0.0, 1.0)) is None  # 1 of 3 says nothing
 
 
 def test_a_baseline_under_the_target_s_url_or_counting_its_requests_is_the_target():

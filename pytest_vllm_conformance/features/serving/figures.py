@@ -68,9 +68,15 @@ def _median(values: Sequence[float | None]) -> float | None:
     return percentile(present, 50) if present else None
 
 
+def _mostly_completed(measured: Round) -> bool:
+    """At least half the round's requests completed: the median of the few that did says nothing of the many."""
+    return 2 * len(output_rates(measured.timings)) >= max(len(measured.timings), 1)
+
+
 def round_output_rate(measured: Round) -> float | None:
-    """A round's speed for throughput: the median output rate of its completed requests (queueing included)."""
-    return _median(output_rates(measured.timings))
+    """A round's speed for throughput: the median output rate of its completed requests (queueing included);
+    None for a round in which fewer than half completed."""
+    return _median(output_rates(measured.timings)) if _mostly_completed(measured) else None
 
 
 RoundSpeed = Callable[[Round], float | None]
@@ -80,6 +86,8 @@ def _round_median(value: Callable[[RequestTiming], float | None]) -> RoundSpeed:
     """A round's speed from one figure of its completed requests: the inverse of their median (higher is faster)."""
 
     def speed(measured: Round) -> float | None:
+        if not _mostly_completed(measured):
+            return None
         middle = _median([value(t) for t in measured.timings if not t.error])
         return 1 / middle if middle else None
 
@@ -113,14 +121,6 @@ def latencies(run: ServingRun, design: Design) -> tuple[PairedComparison, Paired
         _paired("time per output token (median of a round)", run, per_token, design),
         _paired("time to first token (median of a round)", run, first_token, design),
     )
-
-
-def min_completed(requests_per_round: int, rounds: int) -> int:
-    """The completed requests each side needs for a throughput verdict: half of what its rounds sent (at least 2).
-
-    The medians of the few requests that completed out of many say nothing of the many: 2 of 128 give no verdict.
-    """
-    return max(2, (requests_per_round * rounds + 1) // 2)
 
 
 def latency(rounds: Sequence[Round]) -> Latency | None:
