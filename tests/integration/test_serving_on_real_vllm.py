@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import cpu_share
-from fixtures.fault_proxy import Delay, FaultProxy
+from fixtures.fault_proxy import Delay, FaultProxy, Stretch
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from tests.conftest import requires_vllm, run_suites
 from tests.support.processes import engine_core
@@ -130,6 +130,31 @@ def test_a_server_given_three_quarters_of_its_baselines_cpu_fails_throughput_and
     )
     assert ratio and float(ratio.group(1)) < 0.85, failed["serving.throughput_not_worse"]
     assert "time per output token" in failed["serving.latency_not_worse"], failed["serving.latency_not_worse"]
+
+
+@pytest.mark.servers("plain", "plain_twin")
+@pytest.mark.pins(failed={"serving.throughput_not_worse", "serving.latency_not_worse"})
+def test_a_relay_stretching_the_targets_streams_by_half_fails_throughput_and_latency(pytester, served):
+    """The slowdown an ingress adds on the client's side: each chunk leaves 1.5 times as long after the answer
+    began as it came, the baseline behind the same relay code unstretched."""
+    plain, twin = served.together("plain", "plain_twin")
+    rule = Stretch(factor=1.5, path="/v1/completions")
+    with FaultProxy(plain.url, rules=[rule]) as stretched, FaultProxy(twin.url) as relayed:
+        with held((plain, 1.0), (twin, 1.0)):
+            _, junit = _serving(
+                pytester,
+                stretched.url,
+                f"--vllm-baseline-url={relayed.url}",
+                "-k",
+                "not_worse",
+                slo=GENEROUS_SLO,
+                profile=DEFAULTS,
+            )
+        assert stretched.hits[0] > 0
+    compared = {"serving.throughput_not_worse": "passed", "serving.latency_not_worse": "passed"}
+    assert_verdicts(junit, compared, failed=set(compared))
+    ratio = re.search(r"target/baseline ([0-9.]+)", failed_checks(junit)["serving.throughput_not_worse"])
+    assert ratio and float(ratio.group(1)) < 0.8, failed_checks(junit)["serving.throughput_not_worse"]
 
 
 ONE_SEQ_FAILS = {"serving.throughput_not_worse", "serving.occupancy", "serving.latency_not_worse"}

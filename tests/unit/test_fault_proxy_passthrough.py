@@ -12,13 +12,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from fixtures.fault_proxy import FaultProxy, InjectAuth, StripJsonField
+from fixtures.fault_proxy import FaultProxy, InjectAuth, Stretch, StripJsonField
 from fixtures.hostile_server import HostileServer
 from tests.support.waiting import wait_until
 from tests.unit.echo_upstream import (
@@ -234,3 +235,20 @@ def test_nothing_secret_reaches_logs_or_output(
     captured = capfd.readouterr()
     assert SECRET not in caplog.text
     assert SECRET not in captured.out + captured.err
+
+
+def test_a_stretched_stream_arrives_factor_times_as_slowly_and_whole(upstream: Upstream) -> None:
+    """The upstream holds its second event back about 0.3 s; stretched by 2, it leaves about 0.6 s in."""
+    upstream.release_stream.clear()
+    timer = threading.Timer(0.3, upstream.release_stream.set)
+    with (
+        FaultProxy(upstream.url, rules=[Stretch(factor=2.0, path="/sse")]) as proxy,
+        httpx.Client(timeout=TIMEOUT) as client,
+    ):
+        started = time.monotonic()
+        timer.start()
+        with client.stream("POST", proxy.url + "/sse", json={"stream": True}) as response:
+            lines = [line for line in response.iter_lines() if line]
+        took = time.monotonic() - started
+    assert lines == ['data: {"n":0}', 'data: {"n":1}', "data: [DONE]"]
+    assert 0.5 <= took < 2.0, took
