@@ -140,7 +140,10 @@ def _state_the_loop_scope(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    _state_the_loop_scope(config)  # before any plugin's pytest_configure, where pytest-asyncio warns
+    if options.given(config):
+        # Before any plugin's pytest_configure, where pytest-asyncio warns. Only in a run of ours: a guest's run
+        # keeps its own loop scope (and its warning), as it would without the plugin installed.
+        _state_the_loop_scope(config)
     if config.getoption("vllm_list_contracts"):
         print(contracts.render_catalogue(contracts.load()))
         return 0
@@ -347,14 +350,17 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    state = run_state(item.config)
     if _contract_id(item) is not None:
         verdicts.judge(item, call, report)
-    scrub_report(run_state(item.config).redactor, report)
+    elif not state.options_given:
+        return report  # a guest's test, in a run that knows no secret: pytest's report as pytest made it
+    scrub_report(state.redactor, report)
     return report
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+def pytest_report_teststatus(report: pytest.TestReport | pytest.CollectReport) -> tuple[str, str, str] | None:
     return verdicts.test_status(report)
 
 
@@ -363,7 +369,9 @@ def pytest_make_collect_report(
     collector: pytest.Collector,
 ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     report = yield
-    scrub_report(run_state(collector.config).redactor, report)
+    state = run_state(collector.config)
+    if state.options_given:  # a run that sets no option knows no secret: a guest's collection is left alone
+        scrub_report(state.redactor, report)
     return report
 
 

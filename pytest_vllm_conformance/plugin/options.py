@@ -134,6 +134,20 @@ def resolved_alone(config: pytest.Config, key: str, environ: Mapping[str, str] |
         return None
 
 
+def given(config: pytest.Config, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the run sets any of the plugin's options (command line, environment or ini), however wrongly: a run
+    that sets none is a guest's run (the plugin is installed in its venv), which the plugin leaves as it found it."""
+    environ = os.environ if environ is None else environ
+    for option in OPTIONS:
+        if config.getoption(option.dest, None) not in (None, False):
+            return True
+        if option.env and environ.get(option.env):
+            return True
+        if option.has_ini and config.getini(option.dest):
+            return True
+    return False
+
+
 def report_path(config: pytest.Config, environ: Mapping[str, str] | None = None) -> Path | None:
     """--vllm-report's file alone, for a run whose other options are wrong (its report names the error)."""
     path = resolved_alone(config, "report", environ)

@@ -67,7 +67,14 @@ class ConformanceReporter:
         self.written: tuple[Path, Path] | None = None
         self.write_error: str | None = None
         self.log_redaction = LogRecordRedaction(self.redactor)
-        self.log_redaction.install()
+        if state.options_given:  # a guest's run (no option of ours) knows no secret: its log records stay its own
+            self.log_redaction.install()
+
+    @property
+    def ours(self) -> bool:
+        """A run of the plugin's: it sets one of its options, or ran one of its contract tests. Any other run is a
+        guest's, in a venv where the plugin is installed: its output, files and exit status are left alone."""
+        return self.state.options_given or bool(self.collector.tests)
 
     @staticmethod
     def _report_path(path: Path | None) -> Path | None:
@@ -91,12 +98,16 @@ class ConformanceReporter:
     @pytest.hookimpl(wrapper=True)
     def pytest_report_header(self, config: pytest.Config, start_path: Path) -> Any:
         lines = yield
+        if not self.state.options_given:
+            return lines
         return [
             self.redactor(item) if isinstance(item, str) else [self.redactor(line) for line in item] for item in lines
         ]
 
     @pytest.hookimpl(trylast=True)
     def pytest_warning_recorded(self) -> None:
+        if not self.state.options_given:
+            return
         # The terminal reporter has just stored the warning's text for its summary.
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         for warning in getattr(terminal, "stats", {}).get("warnings", []):
@@ -110,7 +121,7 @@ class ConformanceReporter:
 
     @pytest.hookimpl(trylast=True)  # after pytest's own JUnit writer has written its file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.controls_run:
+        if not self.controls_run or not self.ours:
             return
         self.results = feature_results(self.state.catalogue.statements(), self.collector.finished())
         failed_anyway = any(result.problem for result in self.results)
