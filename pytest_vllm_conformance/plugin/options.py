@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from packaging.version import Version
 
-from pytest_vllm_conformance.connection.secrets import Secret
+from pytest_vllm_conformance.connection.secrets import Secret, key_line
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.plugin.option_table import OPTIONS, Option
 
@@ -235,6 +235,8 @@ def _convert(option: Option, raw: Any, source: Source) -> Any:
             # Each item may itself be a comma separated list (an ini line, a CI variable).
             items = [part for item in raw for part in str(item).replace(",", " ").split()]
             return tuple(server_url(item) for item in items)
+        if option.secret:
+            raw = key_line(str(raw))
     except ValueError as exc:
         shown = "***" if option.secret else repr(_masked_url(str(raw)) if option.kind == "url" else raw)
         if option.kind == "urls":

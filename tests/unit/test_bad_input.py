@@ -157,3 +157,62 @@ def test_https_with_a_private_ca_names_the_option_and_works_with_it(pytester, cl
     assert line.startswith(f"ERROR: cannot reach vLLM at {server.url}: GET /health: ")
     assert "CERTIFICATE_VERIFY_FAILED" in line and "give --vllm-ca-bundle=PATH with the CA that signed it" in line
     trusted.assert_outcomes(passed=1)
+
+
+# ---- a key as a secret file holds it ------------------------------------------------------
+
+FILE_KEY = "sk-from-a-secret-file-5e1b"
+USES_THE_KEY = (
+    "def test_key(vllm_settings, vllm_facts):\n"
+    f"    assert vllm_settings.api_key.reveal() == {FILE_KEY!r}\n"
+    "    assert vllm_facts.max_model_len == 512\n"
+)
+
+
+def everything_written(pytester: pytest.Pytester, result: pytest.RunResult) -> str:
+    files = [path.read_text() for path in pytester.path.iterdir() if path.suffix in (".yaml", ".md", ".xml")]
+    return "\n".join([result.stdout.str(), result.stderr.str(), *files])
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"], ids=["LF", "CRLF"])
+@pytest.mark.parametrize("given", ["env", "cli"])
+def test_a_key_from_a_secret_file_loses_its_one_trailing_newline(pytester, clean_env, hostile, ending, given):
+    pytester.makepyfile(USES_THE_KEY)
+    key = ["--vllm-api-key", FILE_KEY + ending] if given == "cli" else []
+    if given == "env":
+        clean_env.setenv("VLLM_API_KEY", FILE_KEY + ending)
+    with broken_vllm(hostile.url) as server:
+        result = pytester.runpytest(
+            *QUIET, *key, f"--vllm-url={server.url}", "--vllm-report=report.yaml", "--junitxml=junit.xml"
+        )
+    result.assert_outcomes(passed=1)
+    assert FILE_KEY not in everything_written(pytester, result)
+
+
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        (FILE_KEY + "\r", "character 27 of 27 is a control character (U+000D)"),
+        (FILE_KEY + "\n\n", "character 27 of 27 is a control character (U+000A)"),
+        ("sk-from-a\tsecret-file", "character 10 of 21 is a control character (U+0009)"),
+        ("sk-from-a-secret-\x1bfile", "character 18 of 22 is a control character (U+001B)"),
+        (FILE_KEY + "é", "character 27 of 27 is not ASCII (U+00E9)"),
+    ],
+    ids=["CR", "two-LF", "tab", "ESC", "non-ASCII"],
+)
+@pytest.mark.parametrize("given", ["env", "cli"])
+def test_a_key_no_header_can_carry_is_one_line_that_never_shows_it(pytester, clean_env, key, said, given):
+    pytester.makepyfile(USES_THE_KEY)
+    cli = [f"--vllm-api-key={key}"] if given == "cli" else []
+    if given == "env":
+        clean_env.setenv("VLLM_API_KEY", key)
+    result = pytester.runpytest(*QUIET, *cli, "--vllm-url=http://127.0.0.1:1", "--vllm-report=report.yaml")
+    where = "--vllm-api-key" if given == "cli" else "env VLLM_API_KEY"
+    assert one_error_line(result) == f"ERROR: --vllm-api-key (from {where}): *** is not valid: {said}: " + (
+        "an HTTP header carries printable ASCII only, so no server can be sent this key"
+        if "ASCII" in said
+        else "a key is one line of printable ASCII (one trailing newline, as a secret file ends, is dropped)"
+    )
+    written = everything_written(pytester, result)
+    assert "exit_status: 4" in written
+    assert "sk-from-a" not in written

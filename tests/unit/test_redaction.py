@@ -45,6 +45,37 @@ def test_redactor_masks_secrets_and_header_values(text, shown):
     assert Redactor([KEY])(text) == shown
 
 
+@pytest.mark.parametrize(
+    ("secret", "text"),
+    [
+        # httpx's refusal of a key read with its newline: the header value as a bytes repr.
+        (f"{KEY}\n", f"Illegal header value b'Bearer {KEY}\\n'"),
+        (f"{KEY}\r\n", f"LocalProtocolError(\"Illegal header value b'Bearer {KEY}\\r\\n'\")"),
+        (f"{KEY}\r", f"('Bearer {KEY}\\r',)"),
+        (f"{KEY}\u00e9", f"'ascii' codec can't encode: 'Bearer {KEY}\\xe9'"),
+        (f"{KEY}\u00e9", f"b'Bearer {KEY}\\xc3\\xa9'"),
+        (f"{KEY}\t!", f"b'\\x00{KEY}\\t!\\x00'"),
+        (f"it's-{KEY}", f'"Bearer it\'s-{KEY}"'),
+        (f"it's-\"{KEY}", f"'Bearer it\\'s-\"{KEY}'"),
+        (f"back\\slash-{KEY}", f"'Bearer back\\\\slash-{KEY}'"),
+    ],
+    ids=[
+        "LF-bytes",
+        "CRLF-exception",
+        "CR-tuple",
+        "non-ASCII-str",
+        "non-ASCII-bytes",
+        "controls",
+        "quote",
+        "both-quotes",
+        "backslash",
+    ],
+)
+def test_a_secret_is_masked_whatever_a_repr_makes_of_it(secret, text):
+    shown = Redactor([secret])(text)
+    assert KEY not in shown and MASK in shown, shown
+
+
 def test_url_password_is_a_secret():
     assert url_password("http://ops:pa55-word@canary:8000") == "pa55-word"
     assert url_password("http://canary:8000") is None
