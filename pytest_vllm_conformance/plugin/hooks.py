@@ -12,6 +12,7 @@ import itertools
 import shutil
 from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
 from pytest_vllm_conformance.connection.connect import NO_TARGET, configured, establish
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.plugin import options, targets, verdicts
+from pytest_vllm_conformance.plugin.option_table import OPTIONS
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
 from pytest_vllm_conformance.plugin.run import (
@@ -87,7 +89,7 @@ def _report_usage_error(config: pytest.Config, error: str) -> None:
     if hasattr(config, "workerinput"):
         return
     path = options.report_path(config)
-    if path is None:
+    if path is None or report_files.output_problem(path) is not None or _names_an_input(config, path):
         return
     run = report_files.RunInfo(started=datetime.now(UTC), plugin_version=__version__, exit_status=4)
     # A shard's report keeps its place in the set, so that the merge names the shard its inputs stopped.
@@ -106,6 +108,19 @@ def _report_usage_error(config: pytest.Config, error: str) -> None:
         report_files.write(path, report_files.refused(run, error, Redactor()))
     except OSError:
         pass  # the usage error is what the run says; an unwritable report would only hide it
+
+
+def _names_an_input(config: pytest.Config, path: Path) -> bool:
+    """Whether the report (or its twin) is another file the run was given: the report of a refused run is never
+    written over the profile whose error it would name."""
+    twins = (path, report_files.markdown_path(path))
+    for option in OPTIONS:
+        if option.kind != "path" or option.key == "report":
+            continue
+        given = options.resolved_alone(config, option.key)
+        if isinstance(given, Path) and any(report_files.same_file(twin, given) for twin in twins):
+            return True
+    return False
 
 
 def _group_replicas(config: pytest.Config, state: RunState) -> None:

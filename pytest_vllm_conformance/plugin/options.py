@@ -153,7 +153,7 @@ def report_path(config: pytest.Config, environ: Mapping[str, str] | None = None)
     path = resolved_alone(config, "report", environ)
     if not isinstance(path, Path) or path.suffix.lower() == ".md":
         return None
-    return path.expanduser().resolve()
+    return Path(os.path.abspath(path.expanduser()))  # not resolved: a link is written through, never replaced
 
 
 def _resolve_one(option: Option, config: pytest.Config, environ: Mapping[str, str]) -> Setting:

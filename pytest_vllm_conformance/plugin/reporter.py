@@ -60,11 +60,13 @@ class ConformanceReporter:
         self.collector = OutcomeCollector()
         self.started = datetime.now(UTC)
         self.controls_run = not hasattr(config, "workerinput")
-        self.report_path = self._report_path(state.settings.report)
         # Resolved now, as pytest's JUnit writer does: a test may change the working directory.
         self.junit_path = self._junit_path(config)
+        self.report_path = self._report_path(state.settings.report)
+        if self.controls_run and self.report_path is not None and not config.option.collectonly:
+            self._check_report_path(self.report_path)
         self.results: list[FeatureResult] = []
-        self.written: tuple[Path, Path] | None = None
+        self.written: tuple[Path, Path | None] | None = None
         self.write_error: str | None = None
         self.log_redaction = LogRecordRedaction(self.redactor)
         if state.options_given:  # a guest's run (no option of ours) knows no secret: its log records stay its own
@@ -84,7 +86,38 @@ class ConformanceReporter:
             raise pytest.UsageError(
                 f"--vllm-report {path}: name the YAML file (e.g. report.yaml); its Markdown twin is written beside it"
             )
-        return path.expanduser().resolve()
+        # Absolute, not resolved: a link (/dev/stdout) is written through, never replaced by a file.
+        return Path(os.path.abspath(path.expanduser()))
+
+    def _check_report_path(self, path: Path) -> None:
+        """Before any test runs: a report path that cannot be written, or that names another file of the run (its
+        profile, its JUnit file...), is a usage error, not a line after the last test."""
+        twins = [path, report_files.markdown_path(path)] if report_files.is_file_or_new(path) else [path]
+        for twin in twins:
+            problem = report_files.output_problem(twin)
+            if problem is not None:
+                which = "" if twin == path else f"its Markdown twin {twin} "
+                raise pytest.UsageError(f"--vllm-report {path}: {which}{problem}")
+        others = {f"--{option.replace('_', '-')}": value for option, value in self._other_paths().items()}
+        if self.junit_path is not None:
+            others["--junitxml"] = self.junit_path
+        for twin in twins:
+            for flag, other in others.items():
+                if report_files.same_file(twin, other):
+                    which = "it" if twin == path else f"its Markdown twin {twin}"
+                    raise pytest.UsageError(
+                        f"--vllm-report {path}: {which} is also {flag}: the report would overwrite it; "
+                        "give another path"
+                    )
+
+    def _other_paths(self) -> dict[str, Path]:
+        settings = self.state.settings
+        paths = {
+            f"vllm_{field.name}": value
+            for field in dataclasses.fields(settings)
+            if field.name != "report" and isinstance(value := getattr(settings, field.name), Path)
+        }
+        return paths
 
     @staticmethod
     def _junit_path(config: pytest.Config) -> Path | None:
@@ -278,7 +311,8 @@ class ConformanceReporter:
             names = ", ".join(f"{result.name} ({result.coverage})" for result in failing)
             lines.append(f"--vllm-gate=strict: partial feature(s) fail the run: {names}")
         if self.written is not None:
-            lines.append(f"report: {self.written[0]} and {self.written[1]}")
+            yaml_path, md_path = self.written
+            lines.append(f"report: {yaml_path} and {md_path}" if md_path else f"report: {yaml_path}")
         if self.write_error is not None:
             lines.append(f"report NOT written: {self.write_error}")
         return lines

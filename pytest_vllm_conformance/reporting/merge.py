@@ -250,6 +250,25 @@ def _shard_line(shard: Shard) -> dict[str, Any]:
 # ---- the command ----------------------------------------------------------------------
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Before anything is read: each output can be written, and none is one of the inputs (``-o a.yaml`` given
+    a.yaml to merge would overwrite a shard without a word)."""
+    outputs = {"-o": args.output}
+    if report_files.is_file_or_new(args.output):
+        outputs["-o (its Markdown twin)"] = report_files.markdown_path(args.output)
+    if args.junit_out is not None:
+        outputs["--junit-out"] = args.junit_out
+    for flag, output in outputs.items():
+        problem = report_files.output_problem(output)
+        if problem is not None:
+            raise MergeRefused(f"{flag} {output}: {problem}")
+        for given in [*args.reports, *args.junit]:
+            if report_files.same_file(output, given):
+                raise MergeRefused(f"{flag} {output} is also one of the inputs ({given}): give the merge another path")
+    if args.junit_out is not None and report_files.same_file(args.junit_out, args.output):
+        raise MergeRefused(f"--junit-out {args.junit_out} is also -o: give each its own path")
+
+
 def main(argv: list[str] | None = None, compare: JudgeFleet | None = None) -> int:
     """The command; ``compare`` judges replicas' observations (the plugin's command hands in the fleet's)."""
     parser = argparse.ArgumentParser(
@@ -266,6 +285,7 @@ def main(argv: list[str] | None = None, compare: JudgeFleet | None = None) -> in
     if bool(args.junit) != bool(args.junit_out):
         parser.error("--junit and --junit-out go together")
     try:
+        _check_outputs(args)
         merged = merge([load(path) for path in args.reports], compare)
         if args.junit:
             junit_merge.merge_files(args.junit, args.junit_out)
@@ -278,6 +298,7 @@ def main(argv: list[str] | None = None, compare: JudgeFleet | None = None) -> in
         print(f"vllm-conformance merge: refused: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     counts = merged["counts"]
-    print(f"merged {len(args.reports)} report(s): {merged['result']}, {counts} -> {yaml_path} and {md_path}")
+    where = f"{yaml_path} and {md_path}" if md_path else str(yaml_path)
+    print(f"merged {len(args.reports)} report(s): {merged['result']}, {counts} -> {where}")
     # The exit status the one run would have had (its shards' worst), so a pipeline gates on the merge.
     return int(merged["exit_status"] or 0)

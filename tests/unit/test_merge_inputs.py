@@ -98,7 +98,7 @@ def test_an_unwritable_output_is_one_line(small_shard, capsys):
     blocked = small_shard.with_name("a-file")
     blocked.write_text("")
     line = refusal([small_shard, "-o", blocked / "merged.yaml"], capsys)
-    assert line == f"vllm-conformance merge: refused: cannot write {blocked}: File exists"
+    assert line == f"vllm-conformance merge: refused: -o {blocked / 'merged.yaml'}: {blocked} is not a directory"
 
 
 @pytest.fixture
