@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import signal
+import threading
 from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,6 +84,31 @@ def pytest_configure(config: pytest.Config) -> None:
     _group_replicas(config, state)
     # Report files, the JUnit finish, the summary, and scrubbing of log records, warnings and headers.
     config.pluginmanager.register(ConformanceReporter(config, state), REPORTER_NAME)
+    _interrupt_on_sigterm(config, state)
+
+
+def _interrupt_on_sigterm(config: pytest.Config, state: RunState) -> None:
+    """SIGTERM (a CI job's deadline, Kubernetes stopping the pod) ends a run of ours as Ctrl-C does: pytest's
+    KeyboardInterrupt, so the report, the JUnit file and the summary are written, saying ``interrupted``, before
+    the embedded server is stopped. Only where SIGTERM still kills outright: a handler the user set is theirs."""
+    if hasattr(config, "workerinput") or not state.options_given:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        state.interrupted_by = "SIGTERM"
+        raise KeyboardInterrupt("SIGTERM")
+
+    def restore() -> None:
+        if signal.getsignal(signal.SIGTERM) is interrupt:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    signal.signal(signal.SIGTERM, interrupt)
+    config.add_cleanup(restore)
 
 
 def _report_usage_error(config: pytest.Config, error: str) -> None:

@@ -66,6 +66,8 @@ class ConformanceReporter:
         if self.controls_run and self.report_path is not None and not config.option.collectonly:
             self._check_report_path(self.report_path)
         self.results: list[FeatureResult] = []
+        # Cut short (Ctrl-C, SIGTERM, pytest's "Interrupted"): its result says so, whatever the tests that ran say.
+        self.interrupted = False
         self.written: tuple[Path, Path | None] | None = None
         self.write_error: str | None = None
         self.log_redaction = LogRecordRedaction(self.redactor)
@@ -156,6 +158,7 @@ class ConformanceReporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.controls_run or not self.ours:
             return
+        self.interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         self.results = feature_results(self.state.catalogue.statements(), self.collector.finished())
         failed_anyway = any(result.problem for result in self.results)
         if (
@@ -187,6 +190,10 @@ class ConformanceReporter:
             self.written = report_files.write(self.report_path, report_files.refused(run, error, self.redactor))
         except OSError:
             pass  # the usage error is what the run says; an unwritable report would only hide it
+
+    def overall(self) -> str:
+        """The run's one word, as its report and its JUnit file say it."""
+        return report_files.INTERRUPTED if self.interrupted else overall_result(self.results)
 
     def nothing_claimed(self) -> bool:
         return overall_result(self.results) == NOT_CLAIMED
@@ -256,7 +263,7 @@ class ConformanceReporter:
     def _suite_properties(self) -> dict[str, str]:
         """Run-wide facts as testsuite properties, valid in every JUnit family."""
         facts = self.state.facts
-        values = {"vllm_conformance_result": overall_result(self.results)}
+        values = {"vllm_conformance_result": self.overall()}
         if facts is not None:
             values.update(
                 vllm_version=facts.version or "unknown", vllm_model=facts.model, vllm_url=display_url(facts.url)
@@ -274,9 +281,9 @@ class ConformanceReporter:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         ran = any(result.counts[o] for result in self.results for o in OUTCOMES)
-        if not self.controls_run or not (ran or self.write_error):
+        if not self.controls_run or not (ran or self.write_error or (self.interrupted and self.ours)):
             return
-        terminalreporter.write_sep("-", f"{SUMMARY_TITLE}: {overall_result(self.results)}")
+        terminalreporter.write_sep("-", f"{SUMMARY_TITLE}: {self.overall()}")
         for line in self.summary_lines():
             terminalreporter.write_line(self.redactor(line))
 
@@ -301,6 +308,11 @@ class ConformanceReporter:
             if result.problem:
                 lines.append(f"  {'':<{width}}  {result.problem}")
         lines += self.undecided_lines()
+        if self.interrupted:
+            by = f" by {self.state.interrupted_by}" if self.state.interrupted_by else ""
+            lines.append(
+                f"the run was interrupted{by}: the verdicts above cover only the tests that ran, not the selection"
+            )
         if self.nothing_claimed():
             lines.append(
                 "nothing was claimed: no contract of this run applies to this server and profile, "

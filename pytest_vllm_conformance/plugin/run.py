@@ -137,6 +137,8 @@ class RunState:
     # Whether the run sets any option of the plugin: a run that sets none and runs none of its contract tests
     # is a guest's (the plugin is installed in its venv), and leaves as it would without the plugin.
     options_given: bool = False
+    # What cut the run short, when a signal did ("SIGTERM"); Ctrl-C is pytest's own KeyboardInterrupt.
+    interrupted_by: str | None = None
 
     def expectations(self, target: TargetState | None = None) -> Expectations:
         facts = (target or self.primary).facts

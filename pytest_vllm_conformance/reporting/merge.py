@@ -226,10 +226,13 @@ def _agreed(shards: Sequence[Shard], key: str) -> Any:
 
 
 def _exit_status(statuses: list[Any]) -> int | None:
-    """As one run ends: failed if any shard failed, else the worst of those that ran tests (5 = none ran)."""
+    """As one run ends: interrupted if any shard was (its verdicts cover part of its tests), else failed if any shard
+    failed, else the worst of those that ran tests (5 = none ran)."""
     known = [int(status) for status in statuses if status is not None]
     if not known:
         return None
+    if report_files.INTERRUPTED_EXIT_STATUS in known:
+        return report_files.INTERRUPTED_EXIT_STATUS
     if 1 in known:
         return 1
     ran = [status for status in known if status != 5]

@@ -111,7 +111,7 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         report["selection"] = dict(run.selection)
     if run.shard is not None:
         report["shard"] = {**run.shard, **({"fleet": dict(run.fleet_rules)} if run.fleet_rules else {})}
-    report["result"] = overall_result(features)
+    report["result"] = result_of(run, features)
     report["gate"] = run.gate
     report["exit_status"] = run.exit_status
     report["counts"] = totals
@@ -122,6 +122,15 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
 
 # The result of a run stopped before any test by a usage error (exit 4): an input to fix, named in ``error``.
 USAGE_ERROR = "usage error"
+# The result of a run cut short (Ctrl-C, SIGTERM, pytest's "Interrupted": exit 2): its verdicts cover only the tests
+# that ran, so no feature's "success" stands for the run.
+INTERRUPTED = "interrupted"
+INTERRUPTED_EXIT_STATUS = 2
+
+
+def result_of(run: RunInfo, features: list[FeatureResult]) -> str:
+    """The run's one word: ``interrupted`` for a run cut short, else the worst of its features'."""
+    return INTERRUPTED if run.exit_status == INTERRUPTED_EXIT_STATUS else overall_result(features)
 
 
 def refused(run: RunInfo, error: str, redactor: Redactor) -> dict[str, Any]:
