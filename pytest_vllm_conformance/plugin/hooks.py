@@ -24,7 +24,7 @@ from pytest_vllm_conformance.catalogue import cases, contracts
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
 from pytest_vllm_conformance.connection.connect import NO_TARGET, configured, establish
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.plugin import options, targets, verdicts
+from pytest_vllm_conformance.plugin import options, selection, targets, verdicts
 from pytest_vllm_conformance.plugin.option_table import OPTIONS
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
@@ -200,6 +200,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if handed_over:
         targets.take_over(state, handed_over)
         return
+    if not hasattr(config, "workerinput") and state.options_given:
+        _check_selection(config)
     if hasattr(config, "workerinput") or not configured(state.settings) or config.option.collectonly:
         return
     # Looked up here, not in targets: a test may stand in for the server the plugin would start.
@@ -295,8 +297,22 @@ def _parametrize_per_replica(
     metafunc.parametrize(argnames, combos, indirect=[TARGET_PARAMETER])
 
 
+def _check_selection(config: pytest.Config, used: set[str] | None = None) -> None:
+    """-m naming a word that is no marker: a usage error (its report says so), in a run of ours only."""
+    try:
+        selection.check(config, used or ())
+    except pytest.UsageError as exc:
+        reporter = config.pluginmanager.get_plugin(REPORTER_NAME)
+        if isinstance(reporter, ConformanceReporter):
+            reporter.write_refused(str(exc))
+        raise
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m deselects what a mistyped word would
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = run_state(config)
+    if not hasattr(config, "workerinput") and any(_contract_id(item) for item in items):
+        _check_selection(config, {mark.name for item in items for mark in item.iter_markers()})
     for item in items:
         contract_id = _contract_id(item)
         if contract_id is None:
