@@ -123,6 +123,7 @@ def _report_usage_error(config: pytest.Config, error: str) -> None:
     urls: tuple[str, ...] = tuple(options.resolved_alone(config, "url") or ())
     run.url = urls[0] if len(urls) == 1 else None
     partial = Settings(
+        report=path,
         url=tuple(urls),
         shard=options.resolved_alone(config, "shard"),
         shard_replicas=options.resolved_alone(config, "shard_replicas") or (),

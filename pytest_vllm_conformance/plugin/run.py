@@ -232,6 +232,12 @@ def shard_declaration(settings: Settings) -> dict[str, Any] | None:
     """The set of shards the run belongs to: ``{index, total}`` or ``{replica, replicas}``; else a usage error."""
     if settings.shard and settings.shard_replicas:
         raise pytest.UsageError("--vllm-shard and --vllm-shard-replicas: give one, the index or the replicas")
+    if (settings.shard or settings.shard_replicas) and settings.report is None:
+        flag = "--vllm-shard" if settings.shard else "--vllm-shard-replicas"
+        raise pytest.UsageError(
+            f"{flag} needs --vllm-report=PATH: a shard's report is what `vllm-conformance merge` reads; without it "
+            "the shard's verdicts are lost"
+        )
     if settings.shard:
         index, slash, total = settings.shard.strip().partition("/")
         if not (slash and index.isdigit() and total.isdigit() and 1 <= int(index) <= int(total) <= MAX_SHARDS):

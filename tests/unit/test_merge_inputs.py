@@ -241,3 +241,12 @@ def test_a_shard_its_options_stopped_keeps_its_place_and_the_merge_names_it(spli
         f"vllm-conformance merge: refused: {stopped}: the shard stopped before any test: --vllm-timeout (from "
         "--vllm-timeout): 'nan' is not valid: must be a finite number"
     )
+
+
+@pytest.mark.parametrize("declared", ["--vllm-shard=1/2", f"--vllm-shard-replicas={A},{B}"])
+def test_a_shard_without_a_report_is_a_usage_error(pytester, clean_env, declared):
+    pytester.makepyfile(test_small=SMALL)
+    result = pytester.runpytest("-p", "no:cacheprovider", declared, f"--vllm-url={A}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    flag = declared.split("=")[0]
+    result.stderr.fnmatch_lines([f"ERROR: {flag} needs --vllm-report=PATH: a shard's report is what *"])
