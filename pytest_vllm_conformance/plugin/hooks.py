@@ -127,6 +127,7 @@ def _report_usage_error(config: pytest.Config, error: str) -> None:
         url=tuple(urls),
         shard=options.resolved_alone(config, "shard"),
         shard_replicas=options.resolved_alone(config, "shard_replicas") or (),
+        shard_run=options.resolved_alone(config, "shard_run"),
     )
     try:
         run.shard = shard_declaration(partial)

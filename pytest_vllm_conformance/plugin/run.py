@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,33 @@ def shard_declaration(settings: Settings) -> dict[str, Any] | None:
             f"{flag} needs --vllm-report=PATH: a shard's report is what `vllm-conformance merge` reads; without it "
             "the shard's verdicts are lost"
         )
+    declaration = _shard_set(settings)
+    run = settings.shard_run.strip() if settings.shard_run else ci_run_id(os.environ)
+    if declaration is not None and run:
+        declaration["run"] = run[:200]
+    return declaration
+
+
+# The CI's id of the run (pipeline, workflow) its jobs share: the shards of one run are the jobs of one such run.
+CI_RUN_IDS = (
+    ("GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT"),
+    ("CI_PIPELINE_ID", None),
+    ("BUILDKITE_BUILD_ID", None),
+    ("CIRCLE_WORKFLOW_ID", None),
+    ("BUILD_TAG", None),
+)
+
+
+def ci_run_id(environ: Mapping[str, str]) -> str | None:
+    """``github:123-1``: which CI run this process is a job of, if a known CI says."""
+    for variable, attempt in CI_RUN_IDS:
+        if environ.get(variable):
+            suffix = f"-{environ[attempt]}" if attempt and environ.get(attempt) else ""
+            return f"{variable}={environ[variable]}{suffix}"
+    return None
+
+
+def _shard_set(settings: Settings) -> dict[str, Any] | None:
     if settings.shard:
         index, slash, total = settings.shard.strip().partition("/")
         if not (slash and index.isdigit() and total.isdigit() and 1 <= int(index) <= int(total) <= MAX_SHARDS):

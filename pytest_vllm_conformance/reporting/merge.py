@@ -42,6 +42,8 @@ _SAME = (
     ("serving profile", ("target", "profile")),
     ("serving profile's content", ("target", "profile_sha256")),
     ("gate", ("gate",)),
+    # --vllm-shard-run, or the CI's run id: shard 2/2 of another run minutes later is not this run's.
+    ("run", ("shard", "run")),
 )
 # The target fields that name the server a shard ran against.
 _TARGET_IDENTITY = ("url", "vllm_version", "model", "server")
