@@ -64,6 +64,12 @@ def server_url(text: str) -> str:
         raise ValueError(f"{exc}; give a server's base URL, e.g. http://[::1]:8000") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("give a server's base URL, e.g. http://host:8000")
+    if "@" in parts.netloc:
+        # httpx would send user:password as Basic auth in place of the API key, on every request: not echoed.
+        raise ValueError(
+            "a server's base URL takes no user:password@ (it would replace the API key on every request); give "
+            "the key with --vllm-api-key"
+        )
     if parts.query or parts.fragment:
         # Not echoed: a token may hide there.
         raise ValueError(

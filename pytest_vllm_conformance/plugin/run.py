@@ -20,9 +20,9 @@ import pytest
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
-from pytest_vllm_conformance.connection import fleet
+from pytest_vllm_conformance.connection import fleet, transport
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.connection.connect import Target, ingress_key
+from pytest_vllm_conformance.connection.connect import Target, connection_for, ingress_key
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.run_lock import RunLock
 from pytest_vllm_conformance.connection.secrets import Redactor, Secret, url_password
@@ -197,6 +197,10 @@ def configure_run(config: pytest.Config) -> RunState:
     except ProfileError as exc:
         raise pytest.UsageError(str(exc)) from None
     _check_checkpoint(settings.checkpoint)
+    _check_serve(settings.serve)
+    tls = transport.tls_problem(connection_for(settings))
+    if tls is not None:
+        raise pytest.UsageError(tls)
     baseline = _load_baseline(settings.baseline) if settings.baseline else None
     redactor = Redactor(settings.secrets())
     watermark_key = _watermark_key(settings, profile)
@@ -218,6 +222,13 @@ def configure_run(config: pytest.Config) -> RunState:
         redactor.add(url_password(target.given_url))
     config.stash[STATE] = state
     return state
+
+
+def _check_serve(path: Path | None) -> None:
+    """--vllm-serve on a folder that is not there: refused now, not by vLLM after a start of a minute and a GB."""
+    if path is not None and not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise pytest.UsageError(f"--vllm-serve: {path} {what}: give the model's directory (config.json, weights)")
 
 
 def _check_checkpoint(path: Path | None) -> None:

@@ -216,3 +216,53 @@ def test_a_key_no_header_can_carry_is_one_line_that_never_shows_it(pytester, cle
     written = everything_written(pytester, result)
     assert "exit_status: 4" in written
     assert "sk-from-a" not in written
+
+
+# ---- transport settings, each in one line ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def encrypted_key(private_ca, tmp_path_factory):
+    _, _, key = private_ca
+    encrypted = tmp_path_factory.mktemp("encrypted") / "key.pem"
+    subprocess.run(
+        ["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:secret-pass", "-out", str(encrypted)],
+        check=True,
+        capture_output=True,
+    )
+    return encrypted
+
+
+def test_each_bad_transport_setting_is_one_line_naming_its_file(pytester, clean_env, private_ca, encrypted_key):
+    ca, cert, key = private_ca
+    garbage = pytester.path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    missing = pytester.path / "missing-cert.pem"
+    pytester.makepyfile("def test_needs_server(vllm_facts):\n    pass\n")
+    url = "--vllm-url=http://127.0.0.1:1"
+    cases = {
+        (f"--vllm-ca-bundle={garbage}",): f"ERROR: --vllm-ca-bundle {garbage}: not a PEM bundle of CA certificates (",
+        (f"--vllm-client-cert={missing}",): f"ERROR: --vllm-client-cert {missing}: no such file: give a PEM file",
+        (f"--vllm-client-cert={cert}", f"--vllm-client-key={encrypted_key}"): (
+            f"ERROR: --vllm-client-key {encrypted_key}: the key is encrypted (it asks for a passphrase); give an "
+            "unencrypted copy"
+        ),
+        (f"--vllm-client-cert={ca}", f"--vllm-client-key={key}"): (
+            f"ERROR: --vllm-client-cert {ca} with --vllm-client-key {key}: not a PEM certificate and its private key "
+            "that match ("
+        ),
+    }
+    for args, said in cases.items():
+        result = pytester.runpytest(*QUIET, url, *args)
+        line = one_error_line(result)
+        assert line.startswith(said), line
+
+
+def test_serve_on_a_folder_that_is_not_there_is_refused_before_vllm_starts(pytester, clean_env):
+    pytester.makepyfile("def test_needs_server(vllm_facts):\n    pass\n")
+    result = pytester.runpytest(*QUIET, f"--vllm-serve={pytester.path / 'no-such-model'}")
+    assert one_error_line(result) == (
+        f"ERROR: --vllm-serve: {pytester.path / 'no-such-model'} does not exist: give the model's directory "
+        "(config.json, weights)"
+    )
+    assert result.duration < 30

@@ -250,12 +250,19 @@ def test_no_artifact_of_a_leaky_run_holds_the_key(pytester, clean_env, key_from,
         assert STRANGER not in text, f"an Authorization value is in {name}"
 
 
-def test_header_masks_the_password_of_a_url(pytester, clean_env):
+def test_a_url_with_a_password_is_refused_without_showing_it(pytester, clean_env):
+    """httpx would send user:password as Basic auth in place of the API key: refused, the password never shown."""
     pytester.makepyfile("def test_nothing():\n    pass\n")
     result = pytester.runpytest(
         "-p", "no:cacheprovider", "--collect-only", "--vllm-url=http://ops:pa55-word@127.0.0.1:1"
     )
-    result.stdout.fnmatch_lines(["vllm option --vllm-url: http://ops:***@127.0.0.1:1 (from cli)"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --vllm-url (from --vllm-url): 'http://***@127.0.0.1:1' is not valid: a server's base URL takes no "
+            "user:password@ (it would replace the API key on every request); give the key with --vllm-api-key"
+        ]
+    )
     assert "pa55-word" not in result.stdout.str() + result.stderr.str()
 
 
