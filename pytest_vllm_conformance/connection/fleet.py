@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import jsonschema
 
 from pytest_vllm_conformance.connection import user_files
+from pytest_vllm_conformance.connection.response import display_url
 
 NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 
@@ -140,12 +141,32 @@ def _is_address(host: str) -> bool:
 
 
 def unique_names(replicas: Sequence[Replica]) -> list[Replica]:
-    """Names must tell replicas apart: two replicas under one name is a usage error."""
+    """Names must tell replicas apart, and URLs servers: two replicas under one name, or one server listed twice
+    under two names (it would pass as two replicas that agree), is a usage error."""
     seen: dict[str, str] = {}
+    servers: dict[str, str] = {}
     for replica in replicas:
         if replica.name in seen:
             raise FleetError(
                 f"two replicas are named {replica.name!r} ({seen[replica.name]} and {replica.url}): name them"
             )
         seen[replica.name] = replica.url
+        server = same_server_key(replica.url)
+        if server in servers:
+            raise FleetError(
+                f"replicas {servers[server]!r} and {replica.name!r} are one server ({display_url(replica.url)}): "
+                "a fleet lists each replica once"
+            )
+        servers[server] = replica.name
     return list(replicas)
+
+
+def same_server_key(url: str) -> str:
+    """What tells servers apart in a URL: its scheme, host (any case) and port (the scheme's default spelled out),
+    and its path prefix."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:
+        return url
+    return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"

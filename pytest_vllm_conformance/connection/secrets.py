@@ -62,6 +62,36 @@ _HEADER_VALUE = re.compile(
 )
 
 
+def key_line(text: str) -> str:
+    """A key as a secret file holds it: one trailing newline (``\\n`` or ``\\r\\n``) is the file's, not the key's,
+    and is dropped, as every CLI that reads a secret file does. Any other control character, and any character
+    outside ASCII, cannot travel in an HTTP header: a ValueError that says which one and where, never the key."""
+    if text.endswith("\r\n"):
+        text = text[:-2]
+    elif text.endswith("\n"):
+        text = text[:-1]
+    for position, character in enumerate(text, 1):
+        if ord(character) < 0x20 or ord(character) == 0x7F:
+            raise ValueError(
+                f"character {position} of {len(text)} is a control character (U+{ord(character):04X}): a key is "
+                "one line of printable ASCII (one trailing newline, as a secret file ends, is dropped)"
+            )
+        if ord(character) > 0x7E:
+            raise ValueError(
+                f"character {position} of {len(text)} is not ASCII (U+{ord(character):04X}): an HTTP header "
+                "carries printable ASCII only, so no server can be sent this key"
+            )
+    return text
+
+
+def spellings(secret: str) -> list[str]:
+    """How a secret may be written in text: itself, and as a repr shows it inside a str or a bytes value
+    (``b'Bearer KEY\\n'`` in an "Illegal header value" message holds ``KEY\\n`` with a backslash)."""
+    found = [secret, repr(secret)[1:-1], repr(secret.encode("utf-8", "backslashreplace"))[2:-1]]
+    found += [secret.encode("unicode_escape").decode("ascii")]
+    return list(dict.fromkeys(spelling for spelling in found if spelling))
+
+
 def url_password(url: str | None) -> str | None:
     """The password of ``scheme://user:password@host``, if the URL has one."""
     if not url:
@@ -80,7 +110,12 @@ class Redactor:
             self.add(secret)
 
     def add(self, secret: str | None) -> None:
-        if secret and secret not in self.secrets:
+        """Mask ``secret`` from now on, in each spelling a repr may give it."""
+        for spelling in spellings(secret) if secret else ():
+            self._add(spelling)
+
+    def _add(self, secret: str) -> None:
+        if secret not in self.secrets:
             self.secrets = sorted([*self.secrets, secret], key=len, reverse=True)
             alternatives = "|".join(re.escape(known) for known in self.secrets)
             self._pattern = re.compile(f"{_BEFORE}(?:{alternatives}){_AFTER}")

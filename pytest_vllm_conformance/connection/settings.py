@@ -49,6 +49,7 @@ class Settings:
     # the shard set this run belongs to, for `vllm-conformance merge`: "I/N", or every replica's URL
     shard: str | None = None
     shard_replicas: tuple[str, ...] = ()
+    shard_run: str | None = None
     capture_profile: Path | None = None
     baseline: Path | None = None
     diff_report: Path | None = None

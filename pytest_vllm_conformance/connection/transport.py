@@ -45,8 +45,55 @@ def tls_context(connection: Connection = DIRECT) -> ssl.SSLContext:
         context.load_verify_locations(cafile=str(connection.ca_bundle))
     if connection.client_cert is not None:
         key = str(connection.client_key) if connection.client_key else None
-        context.load_cert_chain(str(connection.client_cert), keyfile=key)
+        # Never OpenSSL's passphrase prompt on the terminal: an encrypted key is refused (tls_problem).
+        context.load_cert_chain(str(connection.client_cert), keyfile=key, password=_no_passphrase)
     return context
+
+
+class EncryptedKey(Exception):
+    """The client key asks for a passphrase, which a test run has no way to type."""
+
+
+def _no_passphrase() -> str:
+    raise EncryptedKey
+
+
+def tls_problem(connection: Connection) -> str | None:
+    """The TLS settings' problem in one line naming the option and the file (None: they load), asked before a run."""
+    named = (
+        ("--vllm-ca-bundle", connection.ca_bundle),
+        ("--vllm-client-cert", connection.client_cert),
+        ("--vllm-client-key", connection.client_key),
+    )
+    for flag, path in named:
+        if path is not None and not path.is_file():
+            return f"{flag} {path}: {'is a directory' if path.is_dir() else 'no such file'}: give a PEM file"
+    if connection.client_key is not None and connection.client_cert is None:
+        return f"--vllm-client-key {connection.client_key}: give its certificate with --vllm-client-cert too"
+    try:
+        if connection.ca_bundle is not None:
+            httpx.create_ssl_context().load_verify_locations(cafile=str(connection.ca_bundle))
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        return f"--vllm-ca-bundle {connection.ca_bundle}: not a PEM bundle of CA certificates ({_reason(exc)})"
+    try:
+        tls_context(connection)
+    except EncryptedKey:
+        key = connection.client_key or connection.client_cert
+        return (
+            f"--vllm-client-key {key}: the key is encrypted (it asks for a passphrase); give an unencrypted copy "
+            "(openssl pkey -in KEY -out plain-key.pem) kept as a secret"
+        )
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        with_key = f" with --vllm-client-key {connection.client_key}" if connection.client_key else ""
+        return (
+            f"--vllm-client-cert {connection.client_cert}{with_key}: not a PEM certificate and its private key that "
+            f"match ({_reason(exc)})"
+        )
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    return str(getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc).splitlines()[0][:120]
 
 
 class ResponseTooLarge(httpx.ReadError):

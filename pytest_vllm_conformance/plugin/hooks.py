@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import signal
+import threading
 from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +24,8 @@ from pytest_vllm_conformance.catalogue import cases, contracts
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
 from pytest_vllm_conformance.connection.connect import NO_TARGET, configured, establish
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.plugin import options, targets, verdicts
+from pytest_vllm_conformance.plugin import options, selection, targets, verdicts
+from pytest_vllm_conformance.plugin.option_table import OPTIONS
 from pytest_vllm_conformance.plugin.reporter import PLUGIN_NAME as REPORTER_NAME
 from pytest_vllm_conformance.plugin.reporter import ConformanceReporter
 from pytest_vllm_conformance.plugin.run import (
@@ -80,6 +84,31 @@ def pytest_configure(config: pytest.Config) -> None:
     _group_replicas(config, state)
     # Report files, the JUnit finish, the summary, and scrubbing of log records, warnings and headers.
     config.pluginmanager.register(ConformanceReporter(config, state), REPORTER_NAME)
+    _interrupt_on_sigterm(config, state)
+
+
+def _interrupt_on_sigterm(config: pytest.Config, state: RunState) -> None:
+    """SIGTERM (a CI job's deadline, Kubernetes stopping the pod) ends a run of ours as Ctrl-C does: pytest's
+    KeyboardInterrupt, so the report, the JUnit file and the summary are written, saying ``interrupted``, before
+    the embedded server is stopped. Only where SIGTERM still kills outright: a handler the user set is theirs."""
+    if hasattr(config, "workerinput") or not state.options_given:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        state.interrupted_by = "SIGTERM"
+        raise KeyboardInterrupt("SIGTERM")
+
+    def restore() -> None:
+        if signal.getsignal(signal.SIGTERM) is interrupt:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    signal.signal(signal.SIGTERM, interrupt)
+    config.add_cleanup(restore)
 
 
 def _report_usage_error(config: pytest.Config, error: str) -> None:
@@ -87,16 +116,18 @@ def _report_usage_error(config: pytest.Config, error: str) -> None:
     if hasattr(config, "workerinput"):
         return
     path = options.report_path(config)
-    if path is None:
+    if path is None or report_files.output_problem(path) is not None or _names_an_input(config, path):
         return
     run = report_files.RunInfo(started=datetime.now(UTC), plugin_version=__version__, exit_status=4)
     # A shard's report keeps its place in the set, so that the merge names the shard its inputs stopped.
     urls: tuple[str, ...] = tuple(options.resolved_alone(config, "url") or ())
     run.url = urls[0] if len(urls) == 1 else None
     partial = Settings(
+        report=path,
         url=tuple(urls),
         shard=options.resolved_alone(config, "shard"),
         shard_replicas=options.resolved_alone(config, "shard_replicas") or (),
+        shard_run=options.resolved_alone(config, "shard_run"),
     )
     try:
         run.shard = shard_declaration(partial)
@@ -106,6 +137,19 @@ def _report_usage_error(config: pytest.Config, error: str) -> None:
         report_files.write(path, report_files.refused(run, error, Redactor()))
     except OSError:
         pass  # the usage error is what the run says; an unwritable report would only hide it
+
+
+def _names_an_input(config: pytest.Config, path: Path) -> bool:
+    """Whether the report (or its twin) is another file the run was given: the report of a refused run is never
+    written over the profile whose error it would name."""
+    twins = (path, report_files.markdown_path(path))
+    for option in OPTIONS:
+        if option.kind != "path" or option.key == "report":
+            continue
+        given = options.resolved_alone(config, option.key)
+        if isinstance(given, Path) and any(report_files.same_file(twin, given) for twin in twins):
+            return True
+    return False
 
 
 def _group_replicas(config: pytest.Config, state: RunState) -> None:
@@ -140,7 +184,10 @@ def _state_the_loop_scope(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    _state_the_loop_scope(config)  # before any plugin's pytest_configure, where pytest-asyncio warns
+    if options.given(config):
+        # Before any plugin's pytest_configure, where pytest-asyncio warns. Only in a run of ours: a guest's run
+        # keeps its own loop scope (and its warning), as it would without the plugin installed.
+        _state_the_loop_scope(config)
     if config.getoption("vllm_list_contracts"):
         print(contracts.render_catalogue(contracts.load()))
         return 0
@@ -155,6 +202,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if handed_over:
         targets.take_over(state, handed_over)
         return
+    if not hasattr(config, "workerinput") and state.options_given:
+        _check_selection(config)
     if hasattr(config, "workerinput") or not configured(state.settings) or config.option.collectonly:
         return
     # Looked up here, not in targets: a test may stand in for the server the plugin would start.
@@ -250,8 +299,22 @@ def _parametrize_per_replica(
     metafunc.parametrize(argnames, combos, indirect=[TARGET_PARAMETER])
 
 
+def _check_selection(config: pytest.Config, used: set[str] | None = None) -> None:
+    """-m naming a word that is no marker: a usage error (its report says so), in a run of ours only."""
+    try:
+        selection.check(config, used or ())
+    except pytest.UsageError as exc:
+        reporter = config.pluginmanager.get_plugin(REPORTER_NAME)
+        if isinstance(reporter, ConformanceReporter):
+            reporter.write_refused(str(exc))
+        raise
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m deselects what a mistyped word would
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = run_state(config)
+    if not hasattr(config, "workerinput") and any(_contract_id(item) for item in items):
+        _check_selection(config, {mark.name for item in items for mark in item.iter_markers()})
     for item in items:
         contract_id = _contract_id(item)
         if contract_id is None:
@@ -347,14 +410,17 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    state = run_state(item.config)
     if _contract_id(item) is not None:
         verdicts.judge(item, call, report)
-    scrub_report(run_state(item.config).redactor, report)
+    elif not state.options_given:
+        return report  # a guest's test, in a run that knows no secret: pytest's report as pytest made it
+    scrub_report(state.redactor, report)
     return report
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+def pytest_report_teststatus(report: pytest.TestReport | pytest.CollectReport) -> tuple[str, str, str] | None:
     return verdicts.test_status(report)
 
 
@@ -363,7 +429,9 @@ def pytest_make_collect_report(
     collector: pytest.Collector,
 ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     report = yield
-    scrub_report(run_state(collector.config).redactor, report)
+    state = run_state(collector.config)
+    if state.options_given:  # a run that sets no option knows no secret: a guest's collection is left alone
+        scrub_report(state.redactor, report)
     return report
 
 

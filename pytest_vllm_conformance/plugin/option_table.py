@@ -240,6 +240,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="URL",
     ),
     Option(
+        "vllm-shard-run",
+        "The run this shard belongs to (any word every shard of the run is given alike; default: the CI's run id, "
+        "from GITHUB_RUN_ID and GITHUB_RUN_ATTEMPT, CI_PIPELINE_ID, BUILDKITE_BUILD_ID, CIRCLE_WORKFLOW_ID or "
+        "BUILD_TAG): the merge refuses shards of different runs.",
+        env="VLLM_CONFORMANCE_SHARD_RUN",
+        metavar="ID",
+    ),
+    Option(
         "vllm-log",
         "A vLLM server's log for the startup_log suite (default: the embedded server's log).",
         kind="path",

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from packaging.version import Version
 
-from pytest_vllm_conformance.connection.secrets import Secret
+from pytest_vllm_conformance.connection.secrets import Secret, key_line
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.plugin.option_table import OPTIONS, Option
 
@@ -64,6 +64,12 @@ def server_url(text: str) -> str:
         raise ValueError(f"{exc}; give a server's base URL, e.g. http://[::1]:8000") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("give a server's base URL, e.g. http://host:8000")
+    if "@" in parts.netloc:
+        # httpx would send user:password as Basic auth in place of the API key, on every request: not echoed.
+        raise ValueError(
+            "a server's base URL takes no user:password@ (it would replace the API key on every request); give "
+            "the key with --vllm-api-key"
+        )
     if parts.query or parts.fragment:
         # Not echoed: a token may hide there.
         raise ValueError(
@@ -134,12 +140,26 @@ def resolved_alone(config: pytest.Config, key: str, environ: Mapping[str, str] |
         return None
 
 
+def given(config: pytest.Config, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the run sets any of the plugin's options (command line, environment or ini), however wrongly: a run
+    that sets none is a guest's run (the plugin is installed in its venv), which the plugin leaves as it found it."""
+    environ = os.environ if environ is None else environ
+    for option in OPTIONS:
+        if config.getoption(option.dest, None) not in (None, False):
+            return True
+        if option.env and environ.get(option.env):
+            return True
+        if option.has_ini and config.getini(option.dest):
+            return True
+    return False
+
+
 def report_path(config: pytest.Config, environ: Mapping[str, str] | None = None) -> Path | None:
     """--vllm-report's file alone, for a run whose other options are wrong (its report names the error)."""
     path = resolved_alone(config, "report", environ)
     if not isinstance(path, Path) or path.suffix.lower() == ".md":
         return None
-    return path.expanduser().resolve()
+    return Path(os.path.abspath(path.expanduser()))  # not resolved: a link is written through, never replaced
 
 
 def _resolve_one(option: Option, config: pytest.Config, environ: Mapping[str, str]) -> Setting:
@@ -221,6 +241,8 @@ def _convert(option: Option, raw: Any, source: Source) -> Any:
             # Each item may itself be a comma separated list (an ini line, a CI variable).
             items = [part for item in raw for part in str(item).replace(",", " ").split()]
             return tuple(server_url(item) for item in items)
+        if option.secret:
+            raw = key_line(str(raw))
     except ValueError as exc:
         shown = "***" if option.secret else repr(_masked_url(str(raw)) if option.kind == "url" else raw)
         if option.kind == "urls":

@@ -60,14 +60,25 @@ class ConformanceReporter:
         self.collector = OutcomeCollector()
         self.started = datetime.now(UTC)
         self.controls_run = not hasattr(config, "workerinput")
-        self.report_path = self._report_path(state.settings.report)
         # Resolved now, as pytest's JUnit writer does: a test may change the working directory.
         self.junit_path = self._junit_path(config)
+        self.report_path = self._report_path(state.settings.report)
+        if self.controls_run and self.report_path is not None and not config.option.collectonly:
+            self._check_report_path(self.report_path)
         self.results: list[FeatureResult] = []
-        self.written: tuple[Path, Path] | None = None
+        # Cut short (Ctrl-C, SIGTERM, pytest's "Interrupted"): its result says so, whatever the tests that ran say.
+        self.interrupted = False
+        self.written: tuple[Path, Path | None] | None = None
         self.write_error: str | None = None
         self.log_redaction = LogRecordRedaction(self.redactor)
-        self.log_redaction.install()
+        if state.options_given:  # a guest's run (no option of ours) knows no secret: its log records stay its own
+            self.log_redaction.install()
+
+    @property
+    def ours(self) -> bool:
+        """A run of the plugin's: it sets one of its options, or ran one of its contract tests. Any other run is a
+        guest's, in a venv where the plugin is installed: its output, files and exit status are left alone."""
+        return self.state.options_given or bool(self.collector.tests)
 
     @staticmethod
     def _report_path(path: Path | None) -> Path | None:
@@ -77,7 +88,38 @@ class ConformanceReporter:
             raise pytest.UsageError(
                 f"--vllm-report {path}: name the YAML file (e.g. report.yaml); its Markdown twin is written beside it"
             )
-        return path.expanduser().resolve()
+        # Absolute, not resolved: a link (/dev/stdout) is written through, never replaced by a file.
+        return Path(os.path.abspath(path.expanduser()))
+
+    def _check_report_path(self, path: Path) -> None:
+        """Before any test runs: a report path that cannot be written, or that names another file of the run (its
+        profile, its JUnit file...), is a usage error, not a line after the last test."""
+        twins = [path, report_files.markdown_path(path)] if report_files.is_file_or_new(path) else [path]
+        for twin in twins:
+            problem = report_files.output_problem(twin)
+            if problem is not None:
+                which = "" if twin == path else f"its Markdown twin {twin} "
+                raise pytest.UsageError(f"--vllm-report {path}: {which}{problem}")
+        others = {f"--{option.replace('_', '-')}": value for option, value in self._other_paths().items()}
+        if self.junit_path is not None:
+            others["--junitxml"] = self.junit_path
+        for twin in twins:
+            for flag, other in others.items():
+                if report_files.same_file(twin, other):
+                    which = "it" if twin == path else f"its Markdown twin {twin}"
+                    raise pytest.UsageError(
+                        f"--vllm-report {path}: {which} is also {flag}: the report would overwrite it; "
+                        "give another path"
+                    )
+
+    def _other_paths(self) -> dict[str, Path]:
+        settings = self.state.settings
+        paths = {
+            f"vllm_{field.name}": value
+            for field in dataclasses.fields(settings)
+            if field.name != "report" and isinstance(value := getattr(settings, field.name), Path)
+        }
+        return paths
 
     @staticmethod
     def _junit_path(config: pytest.Config) -> Path | None:
@@ -91,12 +133,16 @@ class ConformanceReporter:
     @pytest.hookimpl(wrapper=True)
     def pytest_report_header(self, config: pytest.Config, start_path: Path) -> Any:
         lines = yield
+        if not self.state.options_given:
+            return lines
         return [
             self.redactor(item) if isinstance(item, str) else [self.redactor(line) for line in item] for item in lines
         ]
 
     @pytest.hookimpl(trylast=True)
     def pytest_warning_recorded(self) -> None:
+        if not self.state.options_given:
+            return
         # The terminal reporter has just stored the warning's text for its summary.
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         for warning in getattr(terminal, "stats", {}).get("warnings", []):
@@ -110,8 +156,9 @@ class ConformanceReporter:
 
     @pytest.hookimpl(trylast=True)  # after pytest's own JUnit writer has written its file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.controls_run:
+        if not self.controls_run or not self.ours:
             return
+        self.interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         self.results = feature_results(self.state.catalogue.statements(), self.collector.finished())
         failed_anyway = any(result.problem for result in self.results)
         if (
@@ -143,6 +190,10 @@ class ConformanceReporter:
             self.written = report_files.write(self.report_path, report_files.refused(run, error, self.redactor))
         except OSError:
             pass  # the usage error is what the run says; an unwritable report would only hide it
+
+    def overall(self) -> str:
+        """The run's one word, as its report and its JUnit file say it."""
+        return report_files.INTERRUPTED if self.interrupted else overall_result(self.results)
 
     def nothing_claimed(self) -> bool:
         return overall_result(self.results) == NOT_CLAIMED
@@ -212,7 +263,7 @@ class ConformanceReporter:
     def _suite_properties(self) -> dict[str, str]:
         """Run-wide facts as testsuite properties, valid in every JUnit family."""
         facts = self.state.facts
-        values = {"vllm_conformance_result": overall_result(self.results)}
+        values = {"vllm_conformance_result": self.overall()}
         if facts is not None:
             values.update(
                 vllm_version=facts.version or "unknown", vllm_model=facts.model, vllm_url=display_url(facts.url)
@@ -230,9 +281,9 @@ class ConformanceReporter:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         ran = any(result.counts[o] for result in self.results for o in OUTCOMES)
-        if not self.controls_run or not (ran or self.write_error):
+        if not self.controls_run or not (ran or self.write_error or (self.interrupted and self.ours)):
             return
-        terminalreporter.write_sep("-", f"{SUMMARY_TITLE}: {overall_result(self.results)}")
+        terminalreporter.write_sep("-", f"{SUMMARY_TITLE}: {self.overall()}")
         for line in self.summary_lines():
             terminalreporter.write_line(self.redactor(line))
 
@@ -257,6 +308,11 @@ class ConformanceReporter:
             if result.problem:
                 lines.append(f"  {'':<{width}}  {result.problem}")
         lines += self.undecided_lines()
+        if self.interrupted:
+            by = f" by {self.state.interrupted_by}" if self.state.interrupted_by else ""
+            lines.append(
+                f"the run was interrupted{by}: the verdicts above cover only the tests that ran, not the selection"
+            )
         if self.nothing_claimed():
             lines.append(
                 "nothing was claimed: no contract of this run applies to this server and profile, "
@@ -267,7 +323,8 @@ class ConformanceReporter:
             names = ", ".join(f"{result.name} ({result.coverage})" for result in failing)
             lines.append(f"--vllm-gate=strict: partial feature(s) fail the run: {names}")
         if self.written is not None:
-            lines.append(f"report: {self.written[0]} and {self.written[1]}")
+            yaml_path, md_path = self.written
+            lines.append(f"report: {yaml_path} and {md_path}" if md_path else f"report: {yaml_path}")
         if self.write_error is not None:
             lines.append(f"report NOT written: {self.write_error}")
         return lines

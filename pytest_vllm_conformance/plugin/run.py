@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,9 @@ import pytest
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
-from pytest_vllm_conformance.connection import fleet
+from pytest_vllm_conformance.connection import fleet, transport
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.connection.connect import Target, ingress_key
+from pytest_vllm_conformance.connection.connect import Target, connection_for, ingress_key
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.run_lock import RunLock
 from pytest_vllm_conformance.connection.secrets import Redactor, Secret, url_password
@@ -134,6 +135,11 @@ class RunState:
     header_notes: list[str] = field(default_factory=list)
     # The shard set this run declares (--vllm-shard, --vllm-shard-replicas), as its report writes it.
     shard: dict[str, Any] | None = None
+    # Whether the run sets any option of the plugin: a run that sets none and runs none of its contract tests
+    # is a guest's (the plugin is installed in its venv), and leaves as it would without the plugin.
+    options_given: bool = False
+    # What cut the run short, when a signal did ("SIGTERM"); Ctrl-C is pytest's own KeyboardInterrupt.
+    interrupted_by: str | None = None
 
     def expectations(self, target: TargetState | None = None) -> Expectations:
         facts = (target or self.primary).facts
@@ -191,6 +197,10 @@ def configure_run(config: pytest.Config) -> RunState:
     except ProfileError as exc:
         raise pytest.UsageError(str(exc)) from None
     _check_checkpoint(settings.checkpoint)
+    _check_serve(settings.serve)
+    tls = transport.tls_problem(connection_for(settings))
+    if tls is not None:
+        raise pytest.UsageError(tls)
     baseline = _load_baseline(settings.baseline) if settings.baseline else None
     redactor = Redactor(settings.secrets())
     watermark_key = _watermark_key(settings, profile)
@@ -206,11 +216,19 @@ def configure_run(config: pytest.Config) -> RunState:
         watermark_key=watermark_key,
         baseline=baseline,
         shard=shard_declaration(settings),
+        options_given=options.given(config),
     )
     for target in state.targets:
         redactor.add(url_password(target.given_url))
     config.stash[STATE] = state
     return state
+
+
+def _check_serve(path: Path | None) -> None:
+    """--vllm-serve on a folder that is not there: refused now, not by vLLM after a start of a minute and a GB."""
+    if path is not None and not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise pytest.UsageError(f"--vllm-serve: {path} {what}: give the model's directory (config.json, weights)")
 
 
 def _check_checkpoint(path: Path | None) -> None:
@@ -226,6 +244,39 @@ def shard_declaration(settings: Settings) -> dict[str, Any] | None:
     """The set of shards the run belongs to: ``{index, total}`` or ``{replica, replicas}``; else a usage error."""
     if settings.shard and settings.shard_replicas:
         raise pytest.UsageError("--vllm-shard and --vllm-shard-replicas: give one, the index or the replicas")
+    if (settings.shard or settings.shard_replicas) and settings.report is None:
+        flag = "--vllm-shard" if settings.shard else "--vllm-shard-replicas"
+        raise pytest.UsageError(
+            f"{flag} needs --vllm-report=PATH: a shard's report is what `vllm-conformance merge` reads; without it "
+            "the shard's verdicts are lost"
+        )
+    declaration = _shard_set(settings)
+    run = settings.shard_run.strip() if settings.shard_run else ci_run_id(os.environ)
+    if declaration is not None and run:
+        declaration["run"] = run[:200]
+    return declaration
+
+
+# The CI's id of the run (pipeline, workflow) its jobs share: the shards of one run are the jobs of one such run.
+CI_RUN_IDS = (
+    ("GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT"),
+    ("CI_PIPELINE_ID", None),
+    ("BUILDKITE_BUILD_ID", None),
+    ("CIRCLE_WORKFLOW_ID", None),
+    ("BUILD_TAG", None),
+)
+
+
+def ci_run_id(environ: Mapping[str, str]) -> str | None:
+    """``github:123-1``: which CI run this process is a job of, if a known CI says."""
+    for variable, attempt in CI_RUN_IDS:
+        if environ.get(variable):
+            suffix = f"-{environ[attempt]}" if attempt and environ.get(attempt) else ""
+            return f"{variable}={environ[variable]}{suffix}"
+    return None
+
+
+def _shard_set(settings: Settings) -> dict[str, Any] | None:
     if settings.shard:
         index, slash, total = settings.shard.strip().partition("/")
         if not (slash and index.isdigit() and total.isdigit() and 1 <= int(index) <= int(total) <= MAX_SHARDS):

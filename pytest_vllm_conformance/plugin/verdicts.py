@@ -68,8 +68,12 @@ def _record(item: pytest.Item, report: pytest.TestReport, name: str, value: str)
     report.user_properties.append((name, value))
 
 
-def test_status(report: pytest.TestReport) -> tuple[str, str, str] | None:
-    """pytest's terminal: an undecided test is counted and lettered as its own outcome ("3 undecided", "U")."""
-    if report.skipped and (OUTCOME_PROPERTY, UNDECIDED) in report.user_properties:
+def test_status(report: pytest.TestReport | pytest.CollectReport) -> tuple[str, str, str] | None:
+    """pytest's terminal: an undecided test is counted and lettered as its own outcome ("3 undecided", "U").
+
+    pytest asks this of collection reports too (a module skipped at collection, under -ra), which carry no
+    user properties: those are never undecided, and are pytest's to word."""
+    properties = getattr(report, "user_properties", ())
+    if report.skipped and (OUTCOME_PROPERTY, UNDECIDED) in properties:
         return UNDECIDED, "U", UNDECIDED.upper()
     return None

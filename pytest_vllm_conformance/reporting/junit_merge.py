@@ -13,6 +13,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_vllm_conformance.reporting.report_files import write_output
+
 _VERDICTS = ("failure", "error", "skipped")
 
 
@@ -75,7 +77,5 @@ def merge_files(paths: Sequence[Path], output: Path) -> None:
         suite.append(case)
     root = ET.Element("testsuites")
     root.append(suite)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "w", encoding="utf-8") as stream:
-        stream.write('<?xml version="1.0" encoding="utf-8"?>')
-        stream.write(ET.tostring(root, encoding="unicode"))
+    # What -o names is written, never replaced: a device stays a device, a link stays a link.
+    write_output(output, '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(root, encoding="unicode"))

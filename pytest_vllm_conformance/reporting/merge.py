@@ -42,6 +42,8 @@ _SAME = (
     ("serving profile", ("target", "profile")),
     ("serving profile's content", ("target", "profile_sha256")),
     ("gate", ("gate",)),
+    # --vllm-shard-run, or the CI's run id: shard 2/2 of another run minutes later is not this run's.
+    ("run", ("shard", "run")),
 )
 # The target fields that name the server a shard ran against.
 _TARGET_IDENTITY = ("url", "vllm_version", "model", "server")
@@ -226,10 +228,13 @@ def _agreed(shards: Sequence[Shard], key: str) -> Any:
 
 
 def _exit_status(statuses: list[Any]) -> int | None:
-    """As one run ends: failed if any shard failed, else the worst of those that ran tests (5 = none ran)."""
+    """As one run ends: interrupted if any shard was (its verdicts cover part of its tests), else failed if any shard
+    failed, else the worst of those that ran tests (5 = none ran)."""
     known = [int(status) for status in statuses if status is not None]
     if not known:
         return None
+    if report_files.INTERRUPTED_EXIT_STATUS in known:
+        return report_files.INTERRUPTED_EXIT_STATUS
     if 1 in known:
         return 1
     ran = [status for status in known if status != 5]
@@ -250,6 +255,25 @@ def _shard_line(shard: Shard) -> dict[str, Any]:
 # ---- the command ----------------------------------------------------------------------
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Before anything is read: each output can be written, and none is one of the inputs (``-o a.yaml`` given
+    a.yaml to merge would overwrite a shard without a word)."""
+    outputs = {"-o": args.output}
+    if report_files.is_file_or_new(args.output):
+        outputs["-o (its Markdown twin)"] = report_files.markdown_path(args.output)
+    if args.junit_out is not None:
+        outputs["--junit-out"] = args.junit_out
+    for flag, output in outputs.items():
+        problem = report_files.output_problem(output)
+        if problem is not None:
+            raise MergeRefused(f"{flag} {output}: {problem}")
+        for given in [*args.reports, *args.junit]:
+            if report_files.same_file(output, given):
+                raise MergeRefused(f"{flag} {output} is also one of the inputs ({given}): give the merge another path")
+    if args.junit_out is not None and report_files.same_file(args.junit_out, args.output):
+        raise MergeRefused(f"--junit-out {args.junit_out} is also -o: give each its own path")
+
+
 def main(argv: list[str] | None = None, compare: JudgeFleet | None = None) -> int:
     """The command; ``compare`` judges replicas' observations (the plugin's command hands in the fleet's)."""
     parser = argparse.ArgumentParser(
@@ -266,6 +290,7 @@ def main(argv: list[str] | None = None, compare: JudgeFleet | None = None) -> in
     if bool(args.junit) != bool(args.junit_out):
         parser.error("--junit and --junit-out go together")
     try:
+        _check_outputs(args)
         merged = merge([load(path) for path in args.reports], compare)
         if args.junit:
             junit_merge.merge_files(args.junit, args.junit_out)
@@ -278,6 +303,7 @@ def main(argv: list[str] | None = None, compare: JudgeFleet | None = None) -> in
         print(f"vllm-conformance merge: refused: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     counts = merged["counts"]
-    print(f"merged {len(args.reports)} report(s): {merged['result']}, {counts} -> {yaml_path} and {md_path}")
+    where = f"{yaml_path} and {md_path}" if md_path else str(yaml_path)
+    print(f"merged {len(args.reports)} report(s): {merged['result']}, {counts} -> {where}")
     # The exit status the one run would have had (its shards' worst), so a pipeline gates on the merge.
     return int(merged["exit_status"] or 0)

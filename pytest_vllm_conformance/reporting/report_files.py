@@ -10,7 +10,9 @@ PATH`` writes PATH (YAML) and PATH with the suffix ``.md`` beside it.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -109,7 +111,7 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         report["selection"] = dict(run.selection)
     if run.shard is not None:
         report["shard"] = {**run.shard, **({"fleet": dict(run.fleet_rules)} if run.fleet_rules else {})}
-    report["result"] = overall_result(features)
+    report["result"] = result_of(run, features)
     report["gate"] = run.gate
     report["exit_status"] = run.exit_status
     report["counts"] = totals
@@ -120,6 +122,15 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
 
 # The result of a run stopped before any test by a usage error (exit 4): an input to fix, named in ``error``.
 USAGE_ERROR = "usage error"
+# The result of a run cut short (Ctrl-C, SIGTERM, pytest's "Interrupted": exit 2): its verdicts cover only the tests
+# that ran, so no feature's "success" stands for the run.
+INTERRUPTED = "interrupted"
+INTERRUPTED_EXIT_STATUS = 2
+
+
+def result_of(run: RunInfo, features: list[FeatureResult]) -> str:
+    """The run's one word: ``interrupted`` for a run cut short, else the worst of its features'."""
+    return INTERRUPTED if run.exit_status == INTERRUPTED_EXIT_STATUS else overall_result(features)
 
 
 def refused(run: RunInfo, error: str, redactor: Redactor) -> dict[str, Any]:
@@ -348,12 +359,82 @@ def _feature_details(feature: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write(report_path: Path, report: dict[str, Any]) -> tuple[Path, Path]:
-    """Write the YAML and its Markdown twin, each replaced whole (never half-written)."""
+def write(report_path: Path, report: dict[str, Any]) -> tuple[Path, Path | None]:
+    """Write the YAML and its Markdown twin, each replaced whole (never half-written).
+
+    What the path names is written, never replaced (``write_output``). A YAML sent to a device or a FIFO
+    (``/dev/null``, ``/dev/stdout``) has no twin beside it: no ``/dev/null.md`` is made; the twin is None then."""
+    write_output(report_path, render_yaml(report))
+    if not is_file_or_new(report_path):
+        return report_path, None
     md_path = markdown_path(report_path)
-    for path, text in ((report_path, render_yaml(report)), (md_path, render_markdown(report))):
-        _write_atomically(path, text)
+    write_output(md_path, render_markdown(report))
     return report_path, md_path
+
+
+def is_file_or_new(path: Path) -> bool:
+    """A regular file (or a link to one), or nothing yet: a path a report file is made at."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write ``text`` to what ``path`` names, never replacing the path itself.
+
+    A regular file (or a new one) is replaced whole, atomically, so a reader never sees half a report; through a
+    symbolic link, its target is, and the link stays. A device or a FIFO (``/dev/null``, ``/dev/stdout``, a pipe a
+    CI step reads) is written as it is: replacing it would put a regular file where the device node was (as root,
+    in /dev). A directory or a socket is an OSError, as every unwritable path is."""
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+    if mode is not None and stat.S_ISSOCK(mode):
+        raise OSError(errno.EINVAL, "Is a socket, not a file", str(path))
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        return
+    _write_atomically(Path(os.path.realpath(path)), text)
+
+
+def output_problem(path: Path) -> str | None:
+    """Why ``path`` cannot take an output file, asked before a run spends its time (None: it can)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        target = Path(os.path.realpath(path))
+        ancestor = next((parent for parent in target.parents if os.path.lexists(parent)), Path("/"))
+        if not ancestor.is_dir():
+            return f"{ancestor} is not a directory"
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            return f"cannot create files in {ancestor} (permission denied)"
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISDIR(mode):
+        return "is a directory: give a file's path"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a file"
+    if not os.access(path, os.W_OK):
+        return "is not writable (permission denied)"
+    if stat.S_ISREG(mode) and not os.access(Path(os.path.realpath(path)).parent, os.W_OK | os.X_OK):
+        return f"cannot replace it: its folder {Path(os.path.realpath(path)).parent} is not writable"
+    return None
+
+
+def same_file(one: Path, other: Path) -> bool:
+    """Whether two paths name one file (through links, ``..``, another spelling of the folder)."""
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return os.path.realpath(one) == os.path.realpath(other)
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -157,3 +157,112 @@ def test_https_with_a_private_ca_names_the_option_and_works_with_it(pytester, cl
     assert line.startswith(f"ERROR: cannot reach vLLM at {server.url}: GET /health: ")
     assert "CERTIFICATE_VERIFY_FAILED" in line and "give --vllm-ca-bundle=PATH with the CA that signed it" in line
     trusted.assert_outcomes(passed=1)
+
+
+# ---- a key as a secret file holds it ------------------------------------------------------
+
+FILE_KEY = "sk-from-a-secret-file-5e1b"
+USES_THE_KEY = (
+    "def test_key(vllm_settings, vllm_facts):\n"
+    f"    assert vllm_settings.api_key.reveal() == {FILE_KEY!r}\n"
+    "    assert vllm_facts.max_model_len == 512\n"
+)
+
+
+def everything_written(pytester: pytest.Pytester, result: pytest.RunResult) -> str:
+    files = [path.read_text() for path in pytester.path.iterdir() if path.suffix in (".yaml", ".md", ".xml")]
+    return "\n".join([result.stdout.str(), result.stderr.str(), *files])
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"], ids=["LF", "CRLF"])
+@pytest.mark.parametrize("given", ["env", "cli"])
+def test_a_key_from_a_secret_file_loses_its_one_trailing_newline(pytester, clean_env, hostile, ending, given):
+    pytester.makepyfile(USES_THE_KEY)
+    key = ["--vllm-api-key", FILE_KEY + ending] if given == "cli" else []
+    if given == "env":
+        clean_env.setenv("VLLM_API_KEY", FILE_KEY + ending)
+    with broken_vllm(hostile.url) as server:
+        result = pytester.runpytest(
+            *QUIET, *key, f"--vllm-url={server.url}", "--vllm-report=report.yaml", "--junitxml=junit.xml"
+        )
+    result.assert_outcomes(passed=1)
+    assert FILE_KEY not in everything_written(pytester, result)
+
+
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        (FILE_KEY + "\r", "character 27 of 27 is a control character (U+000D)"),
+        (FILE_KEY + "\n\n", "character 27 of 27 is a control character (U+000A)"),
+        ("sk-from-a\tsecret-file", "character 10 of 21 is a control character (U+0009)"),
+        ("sk-from-a-secret-\x1bfile", "character 18 of 22 is a control character (U+001B)"),
+        (FILE_KEY + "é", "character 27 of 27 is not ASCII (U+00E9)"),
+    ],
+    ids=["CR", "two-LF", "tab", "ESC", "non-ASCII"],
+)
+@pytest.mark.parametrize("given", ["env", "cli"])
+def test_a_key_no_header_can_carry_is_one_line_that_never_shows_it(pytester, clean_env, key, said, given):
+    pytester.makepyfile(USES_THE_KEY)
+    cli = [f"--vllm-api-key={key}"] if given == "cli" else []
+    if given == "env":
+        clean_env.setenv("VLLM_API_KEY", key)
+    result = pytester.runpytest(*QUIET, *cli, "--vllm-url=http://127.0.0.1:1", "--vllm-report=report.yaml")
+    where = "--vllm-api-key" if given == "cli" else "env VLLM_API_KEY"
+    assert one_error_line(result) == f"ERROR: --vllm-api-key (from {where}): *** is not valid: {said}: " + (
+        "an HTTP header carries printable ASCII only, so no server can be sent this key"
+        if "ASCII" in said
+        else "a key is one line of printable ASCII (one trailing newline, as a secret file ends, is dropped)"
+    )
+    written = everything_written(pytester, result)
+    assert "exit_status: 4" in written
+    assert "sk-from-a" not in written
+
+
+# ---- transport settings, each in one line ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def encrypted_key(private_ca, tmp_path_factory):
+    _, _, key = private_ca
+    encrypted = tmp_path_factory.mktemp("encrypted") / "key.pem"
+    subprocess.run(
+        ["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:secret-pass", "-out", str(encrypted)],
+        check=True,
+        capture_output=True,
+    )
+    return encrypted
+
+
+def test_each_bad_transport_setting_is_one_line_naming_its_file(pytester, clean_env, private_ca, encrypted_key):
+    ca, cert, key = private_ca
+    garbage = pytester.path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    missing = pytester.path / "missing-cert.pem"
+    pytester.makepyfile("def test_needs_server(vllm_facts):\n    pass\n")
+    url = "--vllm-url=http://127.0.0.1:1"
+    cases = {
+        (f"--vllm-ca-bundle={garbage}",): f"ERROR: --vllm-ca-bundle {garbage}: not a PEM bundle of CA certificates (",
+        (f"--vllm-client-cert={missing}",): f"ERROR: --vllm-client-cert {missing}: no such file: give a PEM file",
+        (f"--vllm-client-cert={cert}", f"--vllm-client-key={encrypted_key}"): (
+            f"ERROR: --vllm-client-key {encrypted_key}: the key is encrypted (it asks for a passphrase); give an "
+            "unencrypted copy"
+        ),
+        (f"--vllm-client-cert={ca}", f"--vllm-client-key={key}"): (
+            f"ERROR: --vllm-client-cert {ca} with --vllm-client-key {key}: not a PEM certificate and its private key "
+            "that match ("
+        ),
+    }
+    for args, said in cases.items():
+        result = pytester.runpytest(*QUIET, url, *args)
+        line = one_error_line(result)
+        assert line.startswith(said), line
+
+
+def test_serve_on_a_folder_that_is_not_there_is_refused_before_vllm_starts(pytester, clean_env):
+    pytester.makepyfile("def test_needs_server(vllm_facts):\n    pass\n")
+    result = pytester.runpytest(*QUIET, f"--vllm-serve={pytester.path / 'no-such-model'}")
+    assert one_error_line(result) == (
+        f"ERROR: --vllm-serve: {pytester.path / 'no-such-model'} does not exist: give the model's directory "
+        "(config.json, weights)"
+    )
+    assert result.duration < 30

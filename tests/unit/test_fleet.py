@@ -73,6 +73,34 @@ def test_two_replicas_under_one_name_are_refused():
         unique_names([Replica("a:80", "http://a"), Replica("a:80", "http://a")])
 
 
+@pytest.mark.parametrize(
+    "urls",
+    [
+        ("http://10.0.0.1:8000", "http://10.0.0.1:8000"),
+        ("http://VLLM-A:8000/v1", "http://vllm-a:8000/v1/"),
+        ("http://a", "HTTP://a:80"),
+        ("https://a:443", "https://a"),
+    ],
+)
+def test_one_server_listed_twice_under_two_names_is_refused(urls):
+    with pytest.raises(FleetError, match=r"replicas 'one' and 'two' are one server \(.*\): a fleet lists each replica"):
+        unique_names([Replica("one", urls[0]), Replica("two", urls[1])])
+    unique_names([Replica("one", "http://a:8000"), Replica("two", "http://a:8001"), Replica("three", "http://a/p")])
+
+
+def test_a_fleet_file_listing_one_url_twice_stops_the_run_as_the_url_twice_does(pytester, monkeypatch):
+    monkeypatch.delenv("VLLM_URL", raising=False)
+    fleet = pytester.path / "fleet.yaml"
+    fleet.write_text("replicas:\n  - {name: a, url: 'http://127.0.0.1:1'}\n  - {name: b, url: 'http://127.0.0.1:1/'}\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--vllm-fleet={fleet}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: replicas 'a' and 'b' are one server (http://127.0.0.1:1)*"])
+    twice = pytester.runpytest(
+        "-p", "no:cacheprovider", "--vllm-url=http://127.0.0.1:1", "--vllm-url=http://127.0.0.1:1"
+    )
+    assert twice.ret == pytest.ExitCode.USAGE_ERROR
+
+
 def test_a_name_resolving_to_several_addresses_is_expanded_only_when_asked():
     resolver = {"vllm-headless": ["10.0.0.1", "10.0.0.2"], "single": ["10.0.0.9"]}
     replicas = [Replica("pool", "http://user:pw@vllm-headless:8000/v1"), Replica("one", "http://single:8000")]

@@ -98,7 +98,7 @@ def test_an_unwritable_output_is_one_line(small_shard, capsys):
     blocked = small_shard.with_name("a-file")
     blocked.write_text("")
     line = refusal([small_shard, "-o", blocked / "merged.yaml"], capsys)
-    assert line == f"vllm-conformance merge: refused: cannot write {blocked}: File exists"
+    assert line == f"vllm-conformance merge: refused: -o {blocked / 'merged.yaml'}: {blocked} is not a directory"
 
 
 @pytest.fixture
@@ -240,4 +240,37 @@ def test_a_shard_its_options_stopped_keeps_its_place_and_the_merge_names_it(spli
     assert refusal([split[0], stopped, "-o", stopped.with_name("o.yaml")], capsys) == (
         f"vllm-conformance merge: refused: {stopped}: the shard stopped before any test: --vllm-timeout (from "
         "--vllm-timeout): 'nan' is not valid: must be a finite number"
+    )
+
+
+@pytest.mark.parametrize("declared", ["--vllm-shard=1/2", f"--vllm-shard-replicas={A},{B}"])
+def test_a_shard_without_a_report_is_a_usage_error(pytester, clean_env, declared):
+    pytester.makepyfile(test_small=SMALL)
+    result = pytester.runpytest("-p", "no:cacheprovider", declared, f"--vllm-url={A}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    flag = declared.split("=")[0]
+    result.stderr.fnmatch_lines([f"ERROR: {flag} needs --vllm-report=PATH: a shard's report is what *"])
+
+
+def test_shards_of_different_runs_are_refused(pytester, clean_env, capsys):
+    """Shard 1/2 of one run and shard 2/2 of another run minutes later: their run ids differ."""
+    pytester.makepyfile(test_small=SMALL)
+    clean_env.setenv("GITHUB_RUN_ID", "7001")
+    clean_env.setenv("GITHUB_RUN_ATTEMPT", "1")
+    paths = {}
+    for index, run in ((1, None), (2, None), (3, "nightly-2")):
+        path = pytester.path / f"shard-{index}.yaml"
+        keyword = "test_passes" if index == 1 else "test_fails"
+        run_option = [f"--vllm-shard-run={run}"] if run else []
+        pytester.runpytest(
+            "-p", "no:cacheprovider", f"--vllm-report={path}", "-k", keyword, f"--vllm-shard={min(index, 2)}/2",
+            *run_option,
+        )  # fmt: skip
+        paths[index] = path
+    assert read_report(paths[1])["shard"] == {"index": 1, "total": 2, "run": "GITHUB_RUN_ID=7001-1"}
+    assert cli.main(["merge", str(paths[1]), str(paths[2]), "-o", str(pytester.path / "m.yaml")]) == 1
+    capsys.readouterr()
+    assert refusal([paths[1], paths[3], "-o", pytester.path / "m.yaml"], capsys) == (
+        f"vllm-conformance merge: refused: {paths[3]}: run 'nightly-2' differs from 'GITHUB_RUN_ID=7001-1' in "
+        f"{paths[1]}; shards of one run share both"
     )

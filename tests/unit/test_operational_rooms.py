@@ -450,7 +450,7 @@ def run_on_embedded_log(pytester, text: str, *args: str):
         str(SUITES / "test_startup_log.py"),
         "-p",
         "fake_embedded",
-        "--vllm-serve=/models/unused",
+        f"--vllm-serve={pytester.path}",  # a folder that is there (the stand-in serves nothing from it)
         "-p",
         "no:cacheprovider",
         f"--junitxml={junit}",

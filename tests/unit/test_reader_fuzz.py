@@ -39,3 +39,10 @@ def test_a_reader_reads_or_refuses_in_one_line(name):
 def test_every_option_parser_reads_or_refuses_in_one_line(data):
     option = data.draw(st.sampled_from(reader_fuzz.VALUE_OPTIONS))
     reader_fuzz.parse(option, data.draw(reader_fuzz.option_values(option)))
+
+
+@SHORT
+@given(st.data())
+def test_a_key_is_read_as_one_header_line_or_refused_without_showing_it(data):
+    option = data.draw(st.sampled_from([option for option in reader_fuzz.VALUE_OPTIONS if option.secret]))
+    reader_fuzz.parse(option, data.draw(reader_fuzz.option_values(option)))

@@ -45,6 +45,37 @@ def test_redactor_masks_secrets_and_header_values(text, shown):
     assert Redactor([KEY])(text) == shown
 
 
+@pytest.mark.parametrize(
+    ("secret", "text"),
+    [
+        # httpx's refusal of a key read with its newline: the header value as a bytes repr.
+        (f"{KEY}\n", f"Illegal header value b'Bearer {KEY}\\n'"),
+        (f"{KEY}\r\n", f"LocalProtocolError(\"Illegal header value b'Bearer {KEY}\\r\\n'\")"),
+        (f"{KEY}\r", f"('Bearer {KEY}\\r',)"),
+        (f"{KEY}\u00e9", f"'ascii' codec can't encode: 'Bearer {KEY}\\xe9'"),
+        (f"{KEY}\u00e9", f"b'Bearer {KEY}\\xc3\\xa9'"),
+        (f"{KEY}\t!", f"b'\\x00{KEY}\\t!\\x00'"),
+        (f"it's-{KEY}", f'"Bearer it\'s-{KEY}"'),
+        (f"it's-\"{KEY}", f"'Bearer it\\'s-\"{KEY}'"),
+        (f"back\\slash-{KEY}", f"'Bearer back\\\\slash-{KEY}'"),
+    ],
+    ids=[
+        "LF-bytes",
+        "CRLF-exception",
+        "CR-tuple",
+        "non-ASCII-str",
+        "non-ASCII-bytes",
+        "controls",
+        "quote",
+        "both-quotes",
+        "backslash",
+    ],
+)
+def test_a_secret_is_masked_whatever_a_repr_makes_of_it(secret, text):
+    shown = Redactor([secret])(text)
+    assert KEY not in shown and MASK in shown, shown
+
+
 def test_url_password_is_a_secret():
     assert url_password("http://ops:pa55-word@canary:8000") == "pa55-word"
     assert url_password("http://canary:8000") is None
@@ -219,12 +250,19 @@ def test_no_artifact_of_a_leaky_run_holds_the_key(pytester, clean_env, key_from,
         assert STRANGER not in text, f"an Authorization value is in {name}"
 
 
-def test_header_masks_the_password_of_a_url(pytester, clean_env):
+def test_a_url_with_a_password_is_refused_without_showing_it(pytester, clean_env):
+    """httpx would send user:password as Basic auth in place of the API key: refused, the password never shown."""
     pytester.makepyfile("def test_nothing():\n    pass\n")
     result = pytester.runpytest(
         "-p", "no:cacheprovider", "--collect-only", "--vllm-url=http://ops:pa55-word@127.0.0.1:1"
     )
-    result.stdout.fnmatch_lines(["vllm option --vllm-url: http://ops:***@127.0.0.1:1 (from cli)"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --vllm-url (from --vllm-url): 'http://***@127.0.0.1:1' is not valid: a server's base URL takes no "
+            "user:password@ (it would replace the API key on every request); give the key with --vllm-api-key"
+        ]
+    )
     assert "pa55-word" not in result.stdout.str() + result.stderr.str()
 
 

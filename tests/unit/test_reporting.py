@@ -367,12 +367,14 @@ def test_a_feature_whose_every_ingress_check_was_not_exposed_fails_and_one_expos
 
 
 def test_a_report_that_cannot_be_written_fails_the_run(pytester, clean_env):
+    # The path could be written when the run started (tests/unit/test_output_paths.py: else a usage error before
+    # any test); a test blocks it meanwhile.
     pytester.makepyfile(
         test_passing="from pytest_vllm_conformance import contract\n\n"
         "@contract('discovery.max_model_len_published')\n"
         "def test_ok(vllm_evidence):\n    vllm_evidence.judged(1, 'checks')\n"
+        "    open('not-a-dir', 'w').close()\n"
     )
-    (pytester.path / "not-a-dir").write_text("")
     result = pytester.runpytest("-p", "no:cacheprovider", "--vllm-report=not-a-dir/report.yaml")
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
     result.stdout.fnmatch_lines(["report NOT written: *not-a-dir/report.yaml: *"])
