@@ -79,6 +79,11 @@ def test_an_unquantized_checkpoint_is_undecided_not_passed(pytester, tmp_path):
     result, junit = run_checkpoint_suite(pytester, model, "0.32.0")
     assert_verdicts(junit, {STARTS: "undecided", READ_AS_WRITTEN: "undecided"})
     result.stdout.fnmatch_lines(["*UNDECIDED*no quantization config: nothing in it is known to refuse*"])
+    # Nothing reached a verdict, so the run does not pass, and its summary names only the feature it ran.
+    result.stdout.fnmatch_lines(["*vLLM conformance: partial*", "  checkpoint *partial *0 of 2 checked*"])
+    result.stdout.fnmatch_lines(["nothing was judged: none of the 2 claimed check(s) of this run reached a verdict*"])
+    assert "not run" not in result.stdout.str()
+    assert result.ret == 1
 
 
 def test_an_unreadable_checkpoint_is_one_line_never_a_traceback(pytester, tmp_path):
