@@ -9,7 +9,8 @@ the server stores responses). Claude Code speaks Anthropic's
 Messages API to /v1/messages: its answer, its event sequence (which must add
 up to the unstreamed answer) and its errors are judged as Anthropic's
 protocol, not OpenAI's. The tool contracts need a tool-call parser; a model
-that writes no whole call leaves them undecided, never failed.
+that writes no whole call leaves them undecided, never failed, but a forced
+choice answered with no call fails unless the answer was cut inside one.
 """
 
 from pytest_vllm_conformance import contract, undecided
@@ -26,6 +27,7 @@ from pytest_vllm_conformance.features.agent_loops import responses_shapes as sha
 from pytest_vllm_conformance.features.agent_loops import responses_stream as responses_stream
 from pytest_vllm_conformance.features.agent_loops import responses_turn as responses_turn
 from pytest_vllm_conformance.features.agent_loops import store_routes as store_routes
+from pytest_vllm_conformance.features.agent_loops import uncalled as uncalled
 from pytest_vllm_conformance.features.agent_loops import unknown_call_output as unknown_call_output
 from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
 from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
@@ -41,14 +43,18 @@ def test_responses_stream_is_the_answer(responses_stream, item_prefixes, vllm_fa
 
 
 @contract("agent_loops.responses_stream_call_is_the_answer")
-def test_responses_stream_call_is_the_answer(responses_stream, item_prefixes, vllm_facts, vllm_evidence, vllm_record):
+def test_responses_stream_call_is_the_answer(
+    responses_stream, item_prefixes, uncalled, vllm_facts, vllm_evidence, vllm_record
+):
     stream = responses_stream(responses.call_request(vllm_facts.model))
     problems = responses.stream_problems(stream, item_prefixes)
     assert not problems, "the streamed forced call is not the final answer's:\n  " + "\n  ".join(problems)
     calls = responses.items_of(stream, "function_call")
     if not calls:
-        kinds = [item.get("type") for item in responses.final_output(stream) or [] if isinstance(item, dict)]
-        undecided(f"the forced call streamed no function_call item (the model wrote no call), only {kinds}")
+        output = responses.final_output(stream) or []
+        kinds = [item.get("type") for item in output if isinstance(item, dict)]
+        text, cut = responses.message_text(output), responses.stream_cut(stream)
+        undecided(uncalled(text, cut, ["get_weather"], "the streamed forced call", kinds))
     vllm_record("streamed_call_arguments", repr(calls[0].get("arguments"))[:200])
     vllm_evidence.judged(len(calls), "streamed function calls")
 
@@ -111,10 +117,12 @@ def test_messages_errors_in_anthropic_envelope(vllm_client, vllm_facts, error_en
     vllm_evidence.judged(len(error_envelopes), "refusals")
 
 
-def _forced_call(turn: loop.Turn, what: str, function: str | None = None) -> dict:
-    """The turn's one function_call (of ``function``); a call cut by max_output_tokens is undecided."""
-    if not turn.calls and turn.cut:
-        undecided(f"{what}: the model was cut at max_output_tokens before a whole call, with only {turn.kinds}")
+def _forced_call(turn: loop.Turn, what: str, uncalled, function: str | None = None) -> dict:
+    """The turn's one function_call (of ``function``); a call cut by max_output_tokens is undecided, no call
+    otherwise a failure."""
+    if not turn.calls:
+        names = [function] if function else ["get_weather", "get_time"]
+        undecided(uncalled(responses.message_text(turn.output), turn.cut, names, what, turn.kinds))
     assert len(turn.calls) == 1, f"{what}: expected one function_call item, got the items {turn.kinds}"
     call = turn.calls[0]
     assert isinstance(call.get("call_id"), str) and call["call_id"], f"{what}: a function_call without call_id: {call}"
@@ -123,13 +131,15 @@ def _forced_call(turn: loop.Turn, what: str, function: str | None = None) -> dic
 
 
 @contract("agent_loops.responses_tool_loop_round_trips")
-def test_responses_tool_loop_round_trips(responses_turn, vllm_client, vllm_facts, unknown_call_output, vllm_record):
+def test_responses_tool_loop_round_trips(
+    responses_turn, uncalled, vllm_client, vllm_facts, unknown_call_output, vllm_record
+):
     model = vllm_facts.model
     first = responses_turn(loop.turn_request(model, loop.named("get_weather")), "the loop's forced call")
-    given = _forced_call(first, "the loop's forced call", "get_weather")
+    given = _forced_call(first, "the loop's forced call", uncalled, "get_weather")
     history = loop.fed_back(first)
     second = responses_turn(loop.turn_request(model, loop.named("get_time"), history), "the turn after the output")
-    answered = _forced_call(second, "the turn after the call output", "get_time")
+    answered = _forced_call(second, "the turn after the call output", uncalled, "get_time")
     assert answered["call_id"] != given["call_id"] and answered.get("id") != given.get("id"), (
         f"the second call (call_id {answered['call_id']!r}, id {answered.get('id')!r}) repeats the first's "
         f"(call_id {given['call_id']!r}, id {given.get('id')!r}), which the client echoed back: a client keying "
@@ -145,14 +155,14 @@ def test_responses_tool_loop_round_trips(responses_turn, vllm_client, vllm_facts
 
 
 @contract("agent_loops.responses_tool_choice_forms")
-def test_responses_tool_choice_forms(responses_turn, vllm_facts, vllm_evidence):
+def test_responses_tool_choice_forms(responses_turn, uncalled, vllm_facts, vllm_evidence):
     model = vllm_facts.model
     required = responses_turn(loop.turn_request(model, "required"), "tool_choice required")
     none = responses_turn(loop.turn_request(model, "none"), "tool_choice none")
     assert not none.calls, f"tool_choice none answered with function_call items: {none.calls}"
     texts = [item for item in none.output if item.get("type") == "message"]
     assert texts, f"tool_choice none kept no message item (the content): only {none.kinds}"
-    call = _forced_call(required, "tool_choice required")
+    call = _forced_call(required, "tool_choice required", uncalled)
     assert call.get("name") in ("get_weather", "get_time"), f"tool_choice required called {call.get('name')!r}"
     vllm_evidence.judged(2, "tool_choice forms")
 
@@ -192,7 +202,7 @@ def test_responses_stream_custom_call_is_the_answer(
 
 @contract("agent_loops.responses_custom_tool_round_trips")
 def test_responses_custom_tool_round_trips(
-    responses_stream, responses_turn, vllm_facts, item_prefixes, custom_tools, vllm_record, vllm_evidence
+    responses_stream, responses_turn, uncalled, vllm_facts, item_prefixes, custom_tools, vllm_record, vllm_evidence
 ):
     model = vllm_facts.model
     first = responses_stream(loop.custom_turn_request(model))
@@ -200,7 +210,7 @@ def test_responses_custom_tool_round_trips(
     history = loop.fed_back_output(responses.final_output(first) or [])
     after = "the turn after the custom tool's output"
     second = responses_turn(loop.turn_request(model, loop.named("get_time"), history, tools=loop.WITH_CUSTOM), after)
-    answered = _forced_call(second, after, "get_time")
+    answered = _forced_call(second, after, uncalled, "get_time")
     assert answered["call_id"] != given["call_id"], (
         f"the function call after the custom tool's output repeats its call_id {given['call_id']!r}, which the "
         "client echoed back: a client keying outputs by call_id cannot tell the calls apart"
@@ -277,11 +287,12 @@ def test_responses_previous_response_continues(
 
 
 @contract("agent_loops.messages_tool_use_round_trips")
-def test_messages_tool_use_round_trips(messages_answer, vllm_client, vllm_facts, vllm_evidence):
+def test_messages_tool_use_round_trips(messages_answer, uncalled, vllm_client, vllm_facts, vllm_evidence):
     body = messages.tool_request(vllm_facts.model, "get_weather")
     first = messages_answer(body)
-    if not messages.tool_uses(first) and first.get("stop_reason") == "max_tokens":
-        undecided(f"the forced tool was cut at max_tokens before a whole call: {str(first.get('content'))[:200]}")
+    if not messages.tool_uses(first):
+        what, blocks = "the forced tool", messages.blocks(first)
+        undecided(uncalled(*messages.uncalled_of(first), ["get_weather"], what, blocks, "max_tokens"))
     problems = messages.tool_use_problems(first, "get_weather")
     assert not problems, "the forced tool is not one tool_use block:\n  " + "\n  ".join(problems)
     count = vllm_client.post(messages.COUNT_TOKENS, messages.counted(body))
@@ -292,8 +303,9 @@ def test_messages_tool_use_round_trips(messages_answer, vllm_client, vllm_facts,
     )
     history = messages.fed_back(first, TOOL_RESULT)
     second = messages_answer(messages.tool_request(vllm_facts.model, "get_time", history))
-    if not messages.tool_uses(second) and second.get("stop_reason") == "max_tokens":
-        undecided(f"the call after the tool_result was cut at max_tokens: {str(second.get('content'))[:200]}")
+    if not messages.tool_uses(second):
+        what = "the call after the tool_result"
+        undecided(uncalled(*messages.uncalled_of(second), ["get_time"], what, messages.blocks(second), "max_tokens"))
     problems = messages.tool_use_problems(second, "get_time")
     assert not problems, "the turn after the tool_result is not one tool_use block:\n  " + "\n  ".join(problems)
     given, answered = messages.tool_uses(first)[0]["id"], messages.tool_uses(second)[0]["id"]

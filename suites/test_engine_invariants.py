@@ -75,6 +75,11 @@ def test_cancel_frees_slot(engine_alone, vllm_client, vllm_facts, vllm_expect, v
     if cancelled.level is None or cancelled.ended_by_itself or not (cancelled.while_streaming or 0) > cancelled.level:
         undecided(f"the cancelled stream was not seen running: {cancelled}")
     assert cancelled.freed_after is not None, f"the slot was not freed after the hang-up: {cancelled}"
+    assert cancelled.generated is not None and cancelled.generated < tokens, (
+        f"the hang-up never reached the engine: it generated {cancelled.generated} tokens (vllm:generation_tokens), "
+        f"the whole {tokens}-token answer, so the slot was freed by an answer run to its end, not by an abort: "
+        f"{cancelled}"
+    )
     after = greedy(vllm_client, vllm_facts.model, prompt)
     gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
     judge_same(before, after, gap, f"before against after a cancelled stream (freed in {cancelled.freed_after:.2f} s)")

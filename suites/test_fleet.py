@@ -6,8 +6,9 @@ once, or --vllm-fleet=FILE). Every replica is observed once at session start
 Which side of a split is wrong is decided, not taken from the order of the
 URLs: by fleet.reference when declared, else by what the profile declares
 (a replica that contradicts it is wrong), else by majority; the odd one out
-fails, named, with its values beside the other side's, and a tie is
-undecided. docs/fleet.md.
+fails, named, with its values beside the other side's; a tie fails every
+tied replica (they certainly differ), saying that which side is wrong is
+not known. docs/fleet.md.
 """
 
 import pytest

@@ -129,8 +129,8 @@ def mean_logprob_drift(first: Greedy, second: Greedy) -> float | None:
     return sum(shared) / len(shared) if shared else None
 
 
-def metric_names(expect: Expectations) -> dict[str, str]:
-    names: dict[str, str] = expect.fact("engine_invariant_metrics")
+def metric_names(expect: Expectations) -> dict[str, Any]:
+    names: dict[str, Any] = expect.fact("engine_invariant_metrics")
     return names
 
 
@@ -216,35 +216,47 @@ class Cancelled:
     freed_after: float | None  # seconds from the hang-up to the gauge back at its level; None: never
     ended_by_itself: bool
     problem: str = ""
+    # The tokens the engine generated from before the stream to the last reading (vllm:generation_tokens): the
+    # whole answer (``ignore_eos``, so only an abort stops it short) means the hang-up never reached the engine.
+    generated: float | None = None
+    answer_tokens: int = 0
 
 
 def cancel_mid_stream(
     client: BoundedClient, expect: Expectations, model: str, prompt: list[int], tokens: int
 ) -> Cancelled:
-    """Stream a long greedy answer, read the running gauge while it decodes, hang up, and wait for the gauge."""
-    gauge = metric_names(expect)["requests_running"]
+    """Stream a long greedy answer, read the running gauge while it decodes, hang up, and wait for the gauge back
+    at its level; the engine's generated-token counter then says whether the answer was cut short (aborted) or
+    generated whole (the hang-up never reached the engine: a relay kept reading)."""
+    names = metric_names(expect)
+    gauge, counter = names["requests_running"], names["generated_tokens"]
     within = float(expect.declared("engine_invariants", "slot_freed_within_seconds").value)
-    level, problem = read_total(client, expect, gauge)
-    if level is None:
-        return Cancelled(None, None, None, None, False, problem)
+    reading = prometheus.read(client, expect.release.metrics_path)
+    level, generated_before = reading.total(gauge), reading.total(counter)
+    if level is None or generated_before is None:
+        missing = gauge if level is None else counter
+        return Cancelled(
+            None, None, None, None, False, reading.problem or f"{expect.release.metrics_path} has no {missing}"
+        )
 
-    async def running(session: AsyncBoundedClient) -> float | None:
-        page = await session.get(expect.release.metrics_path)
-        return prometheus.reading_of(page).total(gauge)
+    async def running(session: AsyncBoundedClient) -> tuple[float | None, float | None]:
+        page = prometheus.reading_of(await session.get(expect.release.metrics_path))
+        return page.total(gauge), page.total(counter)
 
     async def work(session: AsyncBoundedClient) -> Cancelled:
         body = greedy_body(model, prompt, tokens, stream=True)
         stream = await session.open_stream("POST", COMPLETIONS.path, json_body=body)
-        during = await running(session)
+        during, _ = await running(session)
         await stream.close()
         ended = stream.ended_at is not None and stream.last_bytes.rstrip().endswith(b"[DONE]")
         hung_up = time.monotonic()
-        after = during
+        after, generated = during, None
         while time.monotonic() - hung_up < within:
-            after = await running(session)
+            after, total = await running(session)
+            generated = None if total is None else total - generated_before
             if after is not None and after <= level:
-                return Cancelled(level, during, after, time.monotonic() - hung_up, ended)
+                return Cancelled(level, during, after, time.monotonic() - hung_up, ended, "", generated, tokens)
             await asyncio.sleep(0.1)
-        return Cancelled(level, during, after, None, ended)
+        return Cancelled(level, during, after, None, ended, "", generated, tokens)
 
     return client.run(work)

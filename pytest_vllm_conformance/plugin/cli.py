@@ -52,7 +52,7 @@ def compare_replicas(observed: dict[str, dict[str, Any] | None], rules: dict[str
         reference=rules.get("reference"),
         ignore=tuple(rules.get("ignore") or ()),
     )
-    outcomes = {fleet.AGREES: "passed", fleet.UNDECIDED: "undecided", fleet.ODD: "failed"}
+    outcomes = {fleet.AGREES: "passed", fleet.UNDECIDED: "undecided", fleet.ODD: "failed", fleet.SPLIT: "failed"}
     return {
         name: (outcomes[judgement.outcome], "" if judgement.outcome == fleet.AGREES else judgement.message)
         for name, judgement in fleet.decide(fleet.Fleet(members), declared).items()

@@ -27,12 +27,13 @@ from pytest_vllm_conformance.plugin.run import RunState
 from pytest_vllm_conformance.profiles import replicas as fleet
 from pytest_vllm_conformance.reporting import junit, report_files
 from pytest_vllm_conformance.reporting.outcomes import (
-    NOT_CLAIMED,
+    NOT_RUN,
     OUTCOMES,
     PARTIAL,
     FeatureResult,
     OutcomeCollector,
     feature_results,
+    nothing_judged,
     overall_result,
     replica_results,
 )
@@ -162,10 +163,11 @@ class ConformanceReporter:
         self.results = feature_results(self.state.catalogue.statements(), self.collector.finished())
         failed_anyway = any(result.problem for result in self.results)
         if (
-            failed_anyway or self.gate_failures() or self.nothing_claimed()
+            failed_anyway or self.gate_failures() or self.nothing_judged()
         ) and session.exitstatus == pytest.ExitCode.OK:
             # --vllm-gate=strict: a claimed feature that was not fully checked fails the promotion;
-            # under any gate, a feature the ingress hid whole, or a run that claimed nothing, judged nothing.
+            # under any gate, a feature the ingress hid whole, or a run that claimed nothing or whose claimed
+            # checks all ended without a verdict, judged nothing.
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.report_path is not None and not self.config.option.collectonly:
             report = report_files.build(self._run_info(int(session.exitstatus)), self.results, self.redactor)
@@ -195,8 +197,8 @@ class ConformanceReporter:
         """The run's one word, as its report and its JUnit file say it."""
         return report_files.INTERRUPTED if self.interrupted else overall_result(self.results)
 
-    def nothing_claimed(self) -> bool:
-        return overall_result(self.results) == NOT_CLAIMED
+    def nothing_judged(self) -> str:
+        return nothing_judged(self.results)
 
     def gate_failures(self) -> list[FeatureResult]:
         if self.state.settings.gate != "strict":
@@ -299,8 +301,10 @@ class ConformanceReporter:
             lines.append(
                 f"vLLM {facts.version or 'unknown'}, model {facts.model}, at {display_url(facts.url)} ({profile})"
             )
-        width = max(len(result.name) for result in self.results)
-        for result in self.results:
+        # Only the features the run touched: a one-feature selection is not followed by every other's "not run".
+        touched = [result for result in self.results if result.result != NOT_RUN]
+        width = max((len(result.name) for result in touched), default=0)
+        for result in touched:
             counts = ", ".join(f"{result.counts[o]} {o}" for o in OUTCOMES if result.counts[o])
             checked = f"{result.coverage}: " if result.claimed else ""
             hidden = f", {result.not_exposed} not exposed by the ingress" if result.not_exposed else ""
@@ -313,11 +317,8 @@ class ConformanceReporter:
             lines.append(
                 f"the run was interrupted{by}: the verdicts above cover only the tests that ran, not the selection"
             )
-        if self.nothing_claimed():
-            lines.append(
-                "nothing was claimed: no contract of this run applies to this server and profile, "
-                "so nothing was judged, and the run does not pass"
-            )
+        if self.nothing_judged():
+            lines.append(self.nothing_judged())
         failing = self.gate_failures()
         if failing:
             names = ", ".join(f"{result.name} ({result.coverage})" for result in failing)

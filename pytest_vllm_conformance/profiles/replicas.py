@@ -16,7 +16,10 @@ else by what the profile itself declares (``context.max_model_len``,
 replica that contradicts it is wrong whatever the others run); else by
 majority among the replicas the profile does not contradict. The replicas
 outside the chosen group are the odd ones out, each named with its values
-beside the group's. A tie (one against one, two against two) is undecided.
+beside the group's. A tie (one against one, two against two) still fails
+every tied replica: that the replicas differ is certain, and a fleet that
+serves two ways is not one deployment; only which side is wrong is not
+known, and the message says so (declare fleet.reference, or the value).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from pytest_vllm_conformance.profiles.diff import Difference, differences
 
 AGREES = "agrees"
 ODD = "odd one out"
+# A tie: the replicas certainly differ, and nothing says which side is wrong. A failure of each tied replica.
+SPLIT = "split"
 UNDECIDED = "undecided"
 
 
@@ -280,11 +285,12 @@ def _judge(
     against = " against ".join(f"{len(group)} ({_names(group)})" for group in tied)
     if any(member in group for group in tied):
         why = (
-            f"the fleet splits {against}, and neither fleet.reference nor a value the profile declares says which "
-            "side is right: declare fleet.reference, or the value they differ in"
+            f"the fleet splits {against}: its replicas serve differently, which fails the fleet whichever side is "
+            "right; neither fleet.reference nor a value the profile declares says which side is wrong: declare "
+            "fleet.reference, or the value they differ in"
         )
         shown = side_by_side(other[0].name, member.name, found, before)
-        return Judgement(member.name, UNDECIDED, f"{why}\n{shown}", compared)
+        return Judgement(member.name, SPLIT, f"{why}\n{shown}", compared)
     lines.append(f"replica {member.name} is the odd one out: it agrees with no side of the split {against}")
     lines.append(side_by_side(other[0].name, member.name, found, before))
     return Judgement(member.name, ODD, "\n".join(lines), compared)

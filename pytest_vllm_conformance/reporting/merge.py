@@ -30,7 +30,14 @@ from typing import Any
 from pytest_vllm_conformance.connection import user_files
 from pytest_vllm_conformance.reporting import junit_merge, report_files, shard_set
 from pytest_vllm_conformance.reporting.junit_merge import MergeRefused
-from pytest_vllm_conformance.reporting.outcomes import FAILURE, OUTCOMES, ContractTest, feature_results
+from pytest_vllm_conformance.reporting.outcomes import (
+    FAILURE,
+    OUTCOMES,
+    PARTIAL,
+    ContractTest,
+    feature_results,
+    nothing_judged,
+)
 from pytest_vllm_conformance.reporting.redaction import Redactor
 from pytest_vllm_conformance.reporting.shard_set import JudgeFleet, Shard
 
@@ -167,8 +174,16 @@ def merge(shards: Sequence[Shard], compare: JudgeFleet | None = None) -> dict[st
     merged = report_files.build(_run_info(shards), results, Redactor())
     if several:
         merged["targets"] = targets
-    if merged["result"] == FAILURE:
-        merged["exit_status"] = 1  # a replica not reached, or not agreeing, fails the merged run
+    # The merged verdict decides, as the reporter decides one run's: a failed feature (a replica not reached, or
+    # not agreeing, included), a strict gate's partial feature, a run that judged nothing.
+    fails = (
+        merged["result"] == FAILURE
+        or bool(nothing_judged(results))
+        or (merged.get("gate") == "strict" and any(result.result == PARTIAL for result in results))
+    )
+    merged["exit_status"] = _exit_status(
+        [shard.report.get("exit_status") for shard in shards if not shard.error], fails
+    )
     merged["shards"] = [_shard_line(shard) for shard in shards]
     return merged
 
@@ -209,7 +224,7 @@ def _run_info(shards: Sequence[Shard]) -> report_files.RunInfo:
         profile_path=target.get("profile_file"),
         profile_sha256=target.get("profile_sha256"),  # the same in every shard (checked above)
         expectations=first.get("expectations"),
-        exit_status=_exit_status([shard.report.get("exit_status") for shard in shards if not shard.error]),
+        exit_status=None,  # the merged verdict's (merge)
         gate=first.get("gate", "report"),
         routes=_agreed(shards, "routes"),
     )
@@ -227,18 +242,22 @@ def _agreed(shards: Sequence[Shard], key: str) -> Any:
     return shards[0].report["target"].get(key) if len(values) == 1 else None
 
 
-def _exit_status(statuses: list[Any]) -> int | None:
-    """As one run ends: interrupted if any shard was (its verdicts cover part of its tests), else failed if any shard
-    failed, else the worst of those that ran tests (5 = none ran)."""
+def _exit_status(statuses: list[Any], fails: bool) -> int | None:
+    """As one run ends: interrupted if any shard was (its verdicts cover part of its tests), else 1 when the merged
+    verdict fails the run, else the worst status a shard ended with for another reason (5 = none ran tests). A
+    shard's 1 is its own verdict's, which the merged one replaces: a shard that claimed nothing (exit 1) beside one
+    that passed is a merged run that passed."""
     known = [int(status) for status in statuses if status is not None]
     if not known:
         return None
     if report_files.INTERRUPTED_EXIT_STATUS in known:
         return report_files.INTERRUPTED_EXIT_STATUS
-    if 1 in known:
+    if fails:
         return 1
-    ran = [status for status in known if status != 5]
-    return max(ran) if ran else 5
+    other = [status for status in known if status not in (0, 1, 5)]
+    if other:
+        return max(other)
+    return 5 if all(status == 5 for status in known) else 0
 
 
 def _shard_line(shard: Shard) -> dict[str, Any]:

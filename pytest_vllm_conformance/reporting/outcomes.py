@@ -21,7 +21,9 @@ skip: the check could not run. A passed test carries its evidence
   was not fully checked is never a success), else ``success``.
 
 "Checked" counts the claimed tests that ran to a verdict (passed or failed)
-out of all claimed ones: "auth: 122 of 122 checked".
+out of all claimed ones: "auth: 122 of 122 checked". A run none of whose
+claimed tests was checked (or that claimed nothing) judged nothing, and does
+not pass (``nothing_judged``), whatever its features' results.
 
 Behind an ingress, a check the ingress does not expose (its own 404/405
 where the server serves the route) on a route the profile declares hidden
@@ -272,3 +274,27 @@ def replica_results(features: dict[str, str], tests: list[ContractTest], replica
 def overall_result(results: list[FeatureResult]) -> str:
     seen = {result.result for result in results}
     return next((result for result in RESULTS_BY_SEVERITY if result in seen), NOT_RUN)
+
+
+NOTHING_CLAIMED = (
+    "nothing was claimed: no contract of this run applies to this server and profile, "
+    "so nothing was judged, and the run does not pass"
+)
+
+
+def nothing_judged(results: list[FeatureResult]) -> str:
+    """Why a run that failed no test still does not pass because it judged nothing ('' when it judged something).
+
+    A run that claimed nothing, or whose claimed checks all ended undecided or skipped, reached no verdict:
+    "partial" with exit 0 would let a promotion gate pass on no evidence at all.
+    """
+    if overall_result(results) == NOT_CLAIMED:
+        return NOTHING_CLAIMED
+    claimed = [result for result in results if result.claimed]
+    if claimed and not any(result.checked for result in claimed):
+        tests = sum(result.applicable for result in claimed)
+        return (
+            f"nothing was judged: none of the {tests} claimed check(s) of this run reached a verdict "
+            "(each was undecided or skipped, listed above), and the run does not pass"
+        )
+    return ""

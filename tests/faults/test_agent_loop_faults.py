@@ -10,7 +10,8 @@ response.function_call_arguments.done dropped, which breaks only the call's;
 custom tools dropped from the request as vLLM before 0.32 drops them, which
 breaks the three custom-tool contracts, and
 response.custom_tool_call_input.done dropped, which breaks only the custom
-call's stream.
+call's stream; and a gateway that turns every tool_choice into "none", which
+fails every loop whose forced call never came.
 """
 
 import pytest
@@ -19,6 +20,7 @@ from fixtures.fault_proxy import (
     DropToolsOfType,
     ErrorsInOpenAIEnvelope,
     FaultProxy,
+    ReplaceToolChoice,
     Respond,
     RewriteJsonResponse,
     RewriteStream,
@@ -209,3 +211,29 @@ def test_a_dropped_custom_tool_call_input_done_fails_the_custom_stream_only(pyte
     )
     message = failed_checks(junit)["agent_loops.responses_stream_custom_call_is_the_answer"]
     assert "0 response.custom_tool_call_input.done events, expected 1" in message, message
+
+
+FORCED = (
+    "agent_loops.responses_stream_call_is_the_answer",
+    "agent_loops.chat_tool_loop_round_trips",
+    "agent_loops.responses_tool_loop_round_trips",
+    "agent_loops.responses_tool_choice_forms",
+    "agent_loops.messages_tool_use_round_trips",
+)
+
+
+@pytest.mark.pins(failed=set(FORCED))
+def test_a_gateway_turning_every_tool_choice_into_none_fails_every_forced_call(pytester, served):
+    # The model then answers in text, cut at its token limit: no call, and no text a call could start with.
+    rules = [
+        ReplaceToolChoice(value="none", path=f"{CHAT}|{RESPONSES}"),
+        ReplaceToolChoice(value={"type": "none"}, path=MESSAGES),
+    ]
+    junit = run_through(pytester, served, rules, "-k", "stream_call_is or tool_loop or tool_choice_forms or tool_use")
+    assert_verdicts(junit, dict.fromkeys(FORCED, "failed"))
+    failed = failed_checks(junit)
+    for contract in FORCED[2:]:
+        assert "a forced tool_choice answered with no call, only [" in failed[contract], failed[contract]
+        assert "is no call of ['get_" in failed[contract] and "a forced call that never came" in failed[contract]
+    assert "the streamed forced call: a forced tool_choice answered with no call, only ['message']" in failed[FORCED[0]]
+    assert "does not start a call" in failed[FORCED[1]], failed[FORCED[1]]

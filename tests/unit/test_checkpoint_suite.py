@@ -48,6 +48,18 @@ def test_grouped_act_order_fails_the_start_on_0_32_naming_vllms_words_and_the_fi
     assert result.ret == 1
 
 
+@pytest.mark.pins(failed={STARTS})
+def test_gptq_bits_vllm_does_not_serve_fail_the_start_on_every_release_with_vllms_words(pytester, tmp_path):
+    """3 bits passed once ("starts on vLLM 0.32.0"); real 0.32 refuses it at start-up
+    (tests/integration/test_gptq_on_real_vllm.py)."""
+    model = checkpoint(tmp_path, {**gptqmodel_config("none"), "bits": 3}, {G_IDX: in_order(256)})
+    result, junit = run_checkpoint_suite(pytester, model, "0.28.0")
+    said = failed_checks(junit)[STARTS]
+    assert "will not start on vLLM 0.28.0: Unsupported quantization config: bits=3, sym=True" in said, said
+    assert_verdicts(junit, {STARTS: "failed", READ_AS_WRITTEN: "undecided"})
+    assert result.ret == 1
+
+
 @pytest.mark.pins(healthy={STARTS, READ_AS_WRITTEN})
 def test_the_same_checkpoint_starts_and_is_read_as_written_on_0_29(pytester, tmp_path):
     model = checkpoint(tmp_path, gptqmodel_config("group"), {G_IDX: in_order(256)[::-1]})
@@ -79,6 +91,11 @@ def test_an_unquantized_checkpoint_is_undecided_not_passed(pytester, tmp_path):
     result, junit = run_checkpoint_suite(pytester, model, "0.32.0")
     assert_verdicts(junit, {STARTS: "undecided", READ_AS_WRITTEN: "undecided"})
     result.stdout.fnmatch_lines(["*UNDECIDED*no quantization config: nothing in it is known to refuse*"])
+    # Nothing reached a verdict, so the run does not pass, and its summary names only the feature it ran.
+    result.stdout.fnmatch_lines(["*vLLM conformance: partial*", "  checkpoint *partial *0 of 2 checked*"])
+    result.stdout.fnmatch_lines(["nothing was judged: none of the 2 claimed check(s) of this run reached a verdict*"])
+    assert "not run" not in result.stdout.str()
+    assert result.ret == 1
 
 
 def test_an_unreadable_checkpoint_is_one_line_never_a_traceback(pytester, tmp_path):

@@ -14,6 +14,7 @@ from pytest_vllm_conformance.plugin.options import server_url
 from pytest_vllm_conformance.profiles.replicas import (
     AGREES,
     ODD,
+    SPLIT,
     UNDECIDED,
     Declared,
     Fleet,
@@ -186,18 +187,21 @@ def test_the_first_replica_on_another_release_is_the_odd_one_out_not_its_peers()
     assert judged["b"].compared == 2
 
 
-def test_a_tie_is_undecided_and_a_replica_agreeing_with_neither_side_is_odd():
+def test_a_tie_fails_each_tied_replica_and_a_replica_agreeing_with_neither_side_is_odd():
     short = observation(max_model_len=256, models=[{**OBSERVED["models"][0], "max_model_len": 256}])
     two = Fleet((Member("a", OBSERVED), Member("b", short)))
     judged = decide(two, Declared())
-    assert {name: j.outcome for name, j in judged.items()} == {"a": UNDECIDED, "b": UNDECIDED}
-    assert "the fleet splits 1 (a) against 1 (b)" in judged["a"].message
+    assert {name: j.outcome for name, j in judged.items()} == {"a": SPLIT, "b": SPLIT}
+    assert "the fleet splits 1 (a) against 1 (b): its replicas serve differently, which fails the fleet" in (
+        judged["a"].message
+    )
+    assert "says which side is wrong" in judged["a"].message
     assert "max_model_len: 256 -> 2048: b=256 a=2048" in judged["a"].message
     newer = observation(vllm_version="0.32.0")
     five = Fleet(
         (Member("a", OBSERVED), Member("b", OBSERVED), Member("c", short), Member("d", short), Member("e", newer))
     )
-    assert outcomes(five) == {"a": UNDECIDED, "b": UNDECIDED, "c": UNDECIDED, "d": UNDECIDED, "e": ODD}
+    assert outcomes(five) == {"a": SPLIT, "b": SPLIT, "c": SPLIT, "d": SPLIT, "e": ODD}
 
 
 def test_what_the_profile_declares_outweighs_the_majority():
@@ -212,7 +216,7 @@ def test_what_the_profile_declares_outweighs_the_majority():
     # One against one, the profile decides: no tie.
     pair = Fleet((Member("a", OBSERVED), Member("b", short)))
     assert outcomes(pair, Declared(max_model_len=2048)) == {"a": AGREES, "b": ODD}
-    assert outcomes(pair, Declared(auth="required", scale_out="disabled")) == {"a": UNDECIDED, "b": UNDECIDED}
+    assert outcomes(pair, Declared(auth="required", scale_out="disabled")) == {"a": SPLIT, "b": SPLIT}
     opened = observation(auth={"posture": "none"})
     assert outcomes(Fleet((Member("a", opened), Member("b", OBSERVED))), Declared(auth="required")) == {
         "a": ODD,

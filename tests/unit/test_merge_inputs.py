@@ -194,14 +194,14 @@ def test_a_skewed_replica_s_shard_fails_the_merge_named_even_when_it_is_the_firs
         assert verdicts[f"merge::test_replicas_agree[{agreeing}]"] == ("passed", "")
 
 
-def test_two_replica_shards_that_disagree_with_nothing_to_decide_by_are_undecided(small_shard, tmp_path):
+def test_two_replica_shards_that_disagree_with_nothing_to_decide_by_both_fail(small_shard, tmp_path):
     skewed = observation(url=B, vllm_version="0.32.0")
     out = tmp_path / "o.yaml"
     cli.main(["merge", *map(str, replica_shards(small_shard, tmp_path, **{B: skewed})), "-o", str(out)])
     verdicts = fleet_verdicts(out)
     for url in (A, B):
         outcome, reason = verdicts[f"merge::test_replicas_agree[{url}]"]
-        assert outcome == "undecided" and "the fleet splits 1" in reason, (url, reason)
+        assert outcome == "failed" and "the fleet splits 1" in reason, (url, reason)
 
 
 def test_an_unreachable_replica_s_shard_fails_the_merge_named(pytester, clean_env, small_shard, tmp_path):

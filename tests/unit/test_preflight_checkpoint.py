@@ -110,15 +110,71 @@ def test_asymmetric_gptq_is_refused_by_every_release(tmp_path):
     read = read_checkpoint(checkpoint(tmp_path, {**gptqmodel_config("none"), "sym": False}))
     assert read is not None
     for version in (V029, V032):
-        assert predict(read, version).says == "Unsupported quantization config: bits=4, sym=False"
+        assert predict(read, version).says.startswith("Unsupported quantization config: bits=4, sym=False; ")
+
+
+@pytest.mark.parametrize("version", ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"])
+def test_bits_vllm_does_not_serve_are_refused_with_its_words_by_every_release(tmp_path, version):
+    """vLLM's GPTQ config class takes (4, sym) and (8, sym) only (fact gptq_supported_types): 0.32 refuses bits 3
+    at start-up, which the preflight once called "starts"."""
+    read = read_checkpoint(checkpoint(tmp_path, {**gptqmodel_config("none"), "bits": 3}))
+    assert read is not None
+    prediction = predict(read, Version(version))
+    assert prediction.outcome == "refused"
+    assert prediction.says.startswith("Unsupported quantization config: bits=3, sym=True; "), prediction.says
+    eight = read_checkpoint(checkpoint(tmp_path, {**gptqmodel_config("none"), "bits": 8}))
+    assert eight is not None and predict(eight, Version(version)).outcome == "starts"
+
+
+def _layers(tmp_path: Path) -> None:
+    write_int32_safetensors(
+        tmp_path / "model.safetensors",
+        {f"model.layers.{i}.{m}.qweight": [0] for i in (0, 1) for m in ("self_attn.q_proj", "mlp.down_proj")},
+    )
+
+
+def test_a_dynamic_rule_giving_a_module_bits_or_sym_vllm_does_not_serve_is_refused(tmp_path):
+    _layers(tmp_path)
+    for rule, says in [
+        ({r"+:.*\.1\..*": {"bits": 3}}, r"bits=3, sym=True (dynamic rule +:.*\.1\..*)"),
+        ({r".*\.mlp\..*": {"sym": False}}, r"bits=4, sym=False (dynamic rule .*\.mlp\..*)"),
+        ({r".*qkv_proj": {"bits": 2}}, "bits=2, sym=True"),  # vLLM's fused name of q_proj
+    ]:
+        read = read_checkpoint(checkpoint(tmp_path, {**gptqmodel_config("none"), "dynamic": rule}))
+        assert read is not None
+        prediction = predict(read, V032)
+        assert prediction.outcome == "refused" and f"Unsupported quantization config: {says}" in prediction.says
+
+
+def test_a_dynamic_rule_vllm_never_applies_to_a_module_changes_nothing(tmp_path):
+    _layers(tmp_path)
+    for rule in [
+        {r"+:.*\.7\..*": {"bits": 3}},  # no module 7
+        {r"-:.*\.mlp\..*": {}, r"+:.*\.mlp\..*": {"bits": 3}},  # the first rule matching leaves mlp unquantized
+        {r"+:.*\.mlp\..*": {"bits": 8}},  # 8 bits is served
+    ]:
+        read = read_checkpoint(checkpoint(tmp_path, {**gptqmodel_config("none"), "dynamic": rule}))
+        assert read is not None and predict(read, V032).outcome == "starts", rule
+
+
+def test_a_gptq_config_without_a_key_vllm_requires_is_refused_naming_it(tmp_path):
+    config = {key: value for key, value in gptqmodel_config("none").items() if key != "sym"}
+    read = read_checkpoint(checkpoint(tmp_path, config))
+    assert read is not None
+    prediction = predict(read, V032)
+    assert (prediction.outcome, prediction.says) == (
+        "refused",
+        "Cannot find any of ['sym'] in the model's quantization config.",
+    )
 
 
 def test_legacy_quantize_config_json_is_read_when_config_json_has_none(tmp_path):
     model = checkpoint(tmp_path, None)
-    (model / "quantize_config.json").write_text(json.dumps({"bits": 4, "group_size": 32, "desc_act": True}))
+    legacy = {"bits": 4, "group_size": 32, "desc_act": True, "sym": True}
+    (model / "quantize_config.json").write_text(json.dumps(legacy))
     read = read_checkpoint(model)
     assert read is not None and read.source == "quantize_config.json" and read.method == "gptq"
-    assert predict(read, V030).outcome == "refused"
+    assert predict(read, V030).says.startswith(GPTQ_GROUP_ORDER_REFUSAL)
 
 
 @pytest.mark.parametrize(("actorder", "outcome"), [("group", "refused"), ("dynamic", "refused"), ("static", "starts")])

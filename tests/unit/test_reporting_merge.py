@@ -154,3 +154,21 @@ def test_shards_run_with_a_profile_merge_to_the_whole_run_s_report(pytester, cle
     whole, merged = read_report(paths["whole"]), read_report(out)
     assert len(whole["target"]["profile_sha256"]) == 64
     assert comparable(merged) == comparable(whole)
+
+
+def test_a_shard_that_claimed_nothing_beside_one_that_passed_merges_into_a_run_that_passes(pytester, clean_env):
+    """The shard of scale_out alone claims nothing (exit 1, as one run that claims nothing); merged with a shard
+    that passed, the run judged something and passed: the merged exit status follows the merged verdict."""
+    pytester.makepyfile(test_stand_ins=STAND_INS)
+    reports = []
+    for name, keyword in (("passed", "health or version"), ("unclaimed", "served")):
+        report = pytester.path / f"{name}.yaml"
+        pytester.runpytest("-p", "no:cacheprovider", f"--vllm-report={report}", "-k", keyword)
+        reports.append(report)
+    assert [read_report(report)["exit_status"] for report in reports] == [0, 1]
+    out = pytester.path / "merged.yaml"
+    assert cli.main(["merge", *map(str, reports), "-o", str(out)]) == 0
+    merged = read_report(out)
+    assert (merged["result"], merged["exit_status"]) == ("success", 0)
+    # Merged with a shard whose claimed check was only skipped, it still judged something; alone, nothing.
+    assert cli.main(["merge", str(reports[1]), "-o", str(pytester.path / "alone.yaml")]) == 1

@@ -228,6 +228,21 @@ def counted(body: dict[str, Any]) -> dict[str, Any]:
     return {key: body[key] for key in ("model", "messages", "tools", "tool_choice", "system") if key in body}
 
 
+def blocks(message: dict[str, Any]) -> list[Any]:
+    """The types of the answer's content blocks."""
+    return [b.get("type") if isinstance(b, dict) else type(b).__name__ for b in message.get("content") or []]
+
+
+def uncalled_of(message: dict[str, Any]) -> tuple[str, bool]:
+    """An answer with no tool_use block: its text, and whether it was cut at max_tokens."""
+    text = "".join(
+        str(b.get("text") or "")
+        for b in message.get("content") or []
+        if isinstance(b, dict) and b.get("type") == "text"
+    )
+    return text, message.get("stop_reason") == "max_tokens"
+
+
 def tool_uses(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
 

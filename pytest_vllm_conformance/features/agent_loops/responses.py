@@ -195,6 +195,17 @@ def stream_cut(stream: Stream) -> bool:
     return response is not None and cut_at_max_output_tokens(response)
 
 
+def message_text(output: list[Any]) -> str:
+    """The text of an answer's message items (their output_text parts), as a client shows it."""
+    return "".join(
+        str(part.get("text") or "")
+        for item in output
+        if isinstance(item, dict) and item.get("type") == "message"
+        for part in item.get("content") or []
+        if isinstance(part, dict) and part.get("type") == "output_text"
+    )
+
+
 def items_of(stream: Stream, kind: str) -> list[dict[str, Any]]:
     return [item for item in final_output(stream) or [] if isinstance(item, dict) and item.get("type") == kind]
 

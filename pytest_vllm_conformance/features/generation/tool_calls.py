@@ -131,7 +131,9 @@ def _first_fragment_problems(fragment: Mapping[str, Any], parts: tuple[str | int
 Envelope = Mapping[str, str]  # begin (with {name}) and end of a call's generated text, from fact tool_call_envelopes
 
 
-def _envelope_problem(text: str, names: Sequence[str], envelopes: Sequence[Envelope], tools) -> str | None:
+def envelope_problem(
+    text: str, names: Sequence[str], envelopes: Sequence[Envelope], tools: tuple[dict[str, Any], ...] = TOOLS
+) -> str | None:
     """Why ``text`` cannot become a call of one of ``names`` in one of the envelopes, or None."""
     for name in names:
         for envelope in envelopes:
@@ -172,7 +174,7 @@ def judge_cut_call(
         return HELD
     if envelopes is None:
         return Judgement(undecided=f"the contract data has no tool-call envelope for the {parser} parser")
-    problem = _envelope_problem(answer.text, names, envelopes, tools)
+    problem = envelope_problem(answer.text, names, envelopes, tools)
     return Judgement(problem=problem) if problem else HELD
 
 

@@ -16,7 +16,10 @@ neither torch nor safetensors is needed). Facts, each from vLLM's source at the 
   that checkpoint just as wrong: it reads ``g_idx`` only under ``desc_act`` (``has_g_idx=desc_act`` in
   ``auto_gptq.py``; ``CPUWNA16LinearKernel.process_weights_after_loading`` sets it to None otherwise), measured
   bit for bit the same as 0.32 (tests/integration/test_gptq_quality_on_real_vllm.py).
-* GPTQ ``sym: false`` is refused by every release (``AutoGPTQConfig.TYPE_MAP`` in ``auto_gptq.py``).
+* GPTQ ``bits`` and ``sym`` other than 4 or 8 bits, symmetric, are refused by every release, in the config
+  (``AutoGPTQConfig.TYPE_MAP`` in ``auto_gptq.py``) and in each module a positive ``dynamic`` rule overrides
+  (``override_config`` in ``gptq_utils.py``); so is a config without ``bits``, ``group_size``, ``desc_act`` or
+  ``sym`` (fact ``gptq_supported_types``, with vLLM's words).
 * compressed-tensors ``actorder: group`` or ``dynamic``: 0.30 and later refuse to start
   (``compressed_tensors.py``).
 """
@@ -63,6 +66,13 @@ class Quantization:
     group_size: int | None = None
     desc_act: bool = False
     sym: bool = True
+    # As the config gives them (vLLM compares them as given: bits 3, sym "false").
+    raw_bits: Any = 4
+    raw_sym: Any = True
+    # The keys vLLM's GPTQ config requires that the config lacks, in the order vLLM reads them.
+    missing_keys: tuple[str, ...] = ()
+    # Positive ``dynamic`` rules that apply to a module of the checkpoint: (pattern, bits, sym) per module kind.
+    dynamic_types: tuple[tuple[str, Any, Any], ...] = ()
     # Module patterns of GPTQ ``dynamic`` rules that turn grouped desc_act on.
     dynamic_desc_act: tuple[str, ...] = ()
     # compressed-tensors: the ``actorder`` of each config group's weights.
@@ -116,17 +126,113 @@ def read_checkpoint(model_dir: Path) -> Quantization | None:
         and not pattern.startswith("-:")
     )
     g_idx_read, out_of_order = _g_idx_tensors(model_dir, group_size)
+    required = ("bits", "group_size", "desc_act", "sym")
     return Quantization(
         method,
         source,
-        bits=int(raw.get("bits", 4)),
+        bits=raw.get("bits") if isinstance(raw.get("bits"), int) else None,
+        raw_bits=raw.get("bits"),
+        raw_sym=raw.get("sym"),
+        missing_keys=tuple(key for key in required if key not in raw),
+        dynamic_types=_dynamic_types(dynamic, raw.get("bits"), raw.get("sym"), _modules(model_dir)),
         group_size=group_size,
         desc_act=bool(raw.get("desc_act", False)),
-        sym=bool(raw.get("sym", True)),
+        sym=raw.get("sym") is not False,
         dynamic_desc_act=dynamic_desc_act,
         g_idx_out_of_order=out_of_order,
         g_idx_read=g_idx_read,
     )
+
+
+def _dynamic_types(
+    dynamic: Any, bits: Any, sym: Any, modules: tuple[str, ...] | None
+) -> tuple[tuple[str, Any, Any], ...]:
+    """For each module (or, with no module names read, each positive rule): the (bits, sym) vLLM builds it with
+    under the first ``dynamic`` rule matching its name, as ``override_config`` does; modules no rule overrides
+    are left out (the config's own pair is checked on its own)."""
+    import re
+
+    rules = [(str(pattern), rule) for pattern, rule in (dynamic or {}).items() if isinstance(rule, dict)]
+    found: dict[tuple[str, Any, Any], None] = {}
+    for name in modules if modules is not None else [None]:
+        for pattern, rule in rules:
+            negative = pattern.startswith("-:")
+            if name is not None:
+                try:
+                    if re.match(pattern.removeprefix("-:").removeprefix("+:"), name) is None:
+                        continue
+                except re.error:
+                    continue
+            elif negative:
+                continue
+            if not negative:
+                rule_bits = rule["bits"] if isinstance(rule.get("bits"), int) else bits
+                rule_sym = rule["sym"] if isinstance(rule.get("sym"), bool) else sym
+                if (rule_bits, rule_sym) != (bits, sym):
+                    found[(pattern, rule_bits, rule_sym)] = None
+            if name is not None:
+                break  # the first rule matching a module is the one vLLM applies
+    return tuple(found)
+
+
+# vLLM builds a Llama-like model's projections fused (vllm/model_executor/models/llama.py, packed_modules_mapping):
+# its module names, which the dynamic rules are matched against, beside the checkpoint's own.
+_FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj"}
+_FUSED["up_proj"] = "gate_up_proj"
+
+
+def _modules(model_dir: Path) -> tuple[str, ...] | None:
+    """The quantized modules' names (of each ``*.qweight`` tensor, and their fused names), or None when the
+    checkpoint's safetensors headers hold none."""
+    names: dict[str, None] = {}
+    for path in sorted(model_dir.glob("*.safetensors")):
+        try:
+            header = _header(path)
+        except (OSError, ValueError, struct.error) as exc:
+            raise CheckpointError(f"{path.name}: not a readable safetensors file ({type(exc).__name__})") from None
+        for tensor in sorted(header):
+            if tensor.endswith(".qweight"):
+                module = tensor.removesuffix(".qweight")
+                names[module] = None
+                head, _, last = module.rpartition(".")
+                if last in _FUSED:
+                    names[f"{head}.{_FUSED[last]}"] = None
+    return tuple(names) or None
+
+
+def _header(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        if length > MAX_SAFETENSORS_HEADER:
+            raise ValueError("header too large")
+        header = json.loads(handle.read(length))
+    if not isinstance(header, dict):
+        raise ValueError("header is not an object")
+    return header
+
+
+def _type_refusal(quantization: Quantization, version: Version) -> str | None:
+    """vLLM's words refusing the checkpoint's GPTQ bits and sym (or a missing key), or None (fact
+    ``gptq_supported_types``)."""
+    from pytest_vllm_conformance.catalogue import contracts
+
+    fact = contracts.load().fact("gptq_supported_types", version)
+    if quantization.missing_keys:
+        return fact["missing_key"].format(keys=[quantization.missing_keys[0]])
+    supported = {tuple(pair) for pair in fact["types"]}
+
+    def refused(bits: Any, sym: Any) -> bool:
+        try:
+            return (bits, sym) not in supported
+        except TypeError:  # an unhashable value (a list, say) is no supported pair either
+            return True
+
+    if refused(quantization.raw_bits, quantization.raw_sym):
+        return fact["message"].format(bits=quantization.raw_bits, sym=quantization.raw_sym)
+    for pattern, bits, sym in quantization.dynamic_types:
+        if refused(bits, sym):
+            return fact["message"].format(bits=bits, sym=sym) + f" (dynamic rule {pattern})"
+    return None
 
 
 def predict(quantization: Quantization, version: Version) -> Prediction:
@@ -142,13 +248,17 @@ def predict(quantization: Quantization, version: Version) -> Prediction:
         return Prediction("starts", f"compressed-tensors, activation ordering {_orders(quantization.actorders)}")
     if quantization.method not in GPTQ_METHODS:
         return Prediction("starts", f"{quantization.method}: not a GPTQ checkpoint; nothing known to check")
-    if not quantization.sym:
-        return Prediction("refused", f"Unsupported quantization config: bits={quantization.bits}, sym=False")
+    if quantization.missing_keys:  # read before anything else is checked (from_config)
+        return Prediction("refused", str(_type_refusal(quantization, version)))
+    # AutoGPTQConfig.__init__ checks the ordering (0.30 and later) before the bits and sym.
+    if quantization.grouped_act_order and refuses_grouped:
+        patterns = ", ".join(quantization.dynamic_desc_act)
+        rules = f" (dynamic rules {patterns})" if patterns else ""
+        return Prediction("refused", f"{GPTQ_GROUP_ORDER_REFUSAL}{rules}; {REQUANTIZE}")
+    refusal = _type_refusal(quantization, version)
+    if refusal:
+        return Prediction("refused", f"{refusal}; vLLM serves GPTQ at 4 or 8 bits, symmetric")
     if quantization.grouped_act_order:
-        if refuses_grouped:
-            patterns = ", ".join(quantization.dynamic_desc_act)
-            rules = f" (dynamic rules {patterns})" if patterns else ""
-            return Prediction("refused", f"{GPTQ_GROUP_ORDER_REFUSAL}{rules}; {REQUANTIZE}")
         return Prediction("starts", "grouped activation ordering (desc_act): g_idx loaded and honoured")
     out_of_order = quantization.g_idx_out_of_order or ()
     if out_of_order:
