@@ -165,3 +165,14 @@ def test_agreement_is_the_median_over_pairs_and_a_disagreement_names_its_figure(
     outside = agreement.outside(tolerance=0.04, share_tolerance=0.05)
     assert [line.split(":")[0] for line in outside] == ["output throughput", "TTFT p50", "goodput"]
     assert "0.950" in outside[0] and "1 +- 0.04" in outside[0]
+
+
+def test_a_witness_run_between_two_of_ours_is_compared_with_their_geometric_mean():
+    before = Figures("ours", 64, 1000, 0.040, 0.004, 0.4, Slo(0.1, 0.005), prompt_tokens=(32, 32))
+    after = Figures("ours", 64, 640, 0.090, 0.009, 0.8, Slo(0.1, 0.005), prompt_tokens=(32, 33))
+    middle = witness.between(before, after)
+    assert middle.output_tokens_per_second == pytest.approx(800)
+    assert middle.ttft_p50 == pytest.approx(0.060)
+    assert middle.tpot_p50 == pytest.approx(0.006)
+    assert middle.good_share == pytest.approx(0.6)
+    assert middle.prompt_tokens == (32, 33) and middle.requests == 128

@@ -168,6 +168,39 @@ def witness_line(path: str | Path) -> str:
         return f"witness: --vllm-serving-witness {Path(path).name} {exc}"
 
 
+def between(before: Figures, after: Figures) -> Figures:
+    """Our figures for the moment between two runs of ours: each rate and time the geometric mean of the two, the
+    goodput share their mean. A witness run sandwiched between them is compared with this, so that a machine
+    growing busier or quieter over the three runs weighs on both sides alike."""
+
+    def mean(a: float | None, b: float | None) -> float | None:
+        return math.sqrt(a * b) if a is not None and b is not None else None
+
+    share = None
+    if before.good_share is not None and after.good_share is not None:
+        share = (before.good_share + after.good_share) / 2
+    throughput, ttft = (
+        mean(before.output_tokens_per_second, after.output_tokens_per_second),
+        mean(before.ttft_p50, after.ttft_p50),
+    )
+    assert throughput is not None and ttft is not None
+    return Figures(
+        before.source,
+        before.requests + after.requests,
+        throughput,
+        ttft,
+        mean(before.tpot_p50, after.tpot_p50),
+        share,
+        before.slo,
+        prompt_tokens=_union(before.prompt_tokens, after.prompt_tokens),
+        output_tokens=_union(before.output_tokens, after.output_tokens),
+    )
+
+
+def _union(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
+    return (min(a[0], b[0]), max(a[1], b[1])) if a is not None and b is not None else a or b
+
+
 @dataclass(frozen=True)
 class Agreement:
     """How a witness's figures stand to ours over interleaved pairs of runs: per figure, the median over the pairs
