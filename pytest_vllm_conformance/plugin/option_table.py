@@ -349,6 +349,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "vllm-serving-witness",
+        "AIPerf's JSON summary (profile_export_aiperf.json) of a run of your own against the target: the serving "
+        "suite's report shows its throughput, TTFT, time per output token and goodput beside ours.",
+        kind="path",
+        env="VLLM_CONFORMANCE_SERVING_WITNESS",
+        metavar="PATH",
+    ),
+    Option(
         "vllm-eval-task",
         "An lm-eval task (or group) of your own for the quality suite (repeatable; env and ini: shell words).",
         kind="list",
