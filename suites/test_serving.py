@@ -12,7 +12,7 @@ are interleaved (or compared with a run saved by --vllm-perf-save, given as
 import pytest
 
 from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.features.serving import figures, serving_run
+from pytest_vllm_conformance.features.serving import figures, serving_run, witness
 from pytest_vllm_conformance.features.serving import rounds as measured_rounds
 from pytest_vllm_conformance.features.serving.stats import MIN_PAIRS
 
@@ -53,7 +53,7 @@ def test_load_success(serving, declared, vllm_record, vllm_evidence):
 
 
 @contract("serving.latency_within_slo")
-def test_latency_within_slo(serving, declared, vllm_record, vllm_evidence):
+def test_latency_within_slo(serving, declared, vllm_settings, vllm_record, vllm_evidence):
     run = serving.run
     measured = figures.latency(run.target)
     assert measured is not None, "no request of the workload gave a first token (see serving.load_success)"
@@ -77,7 +77,9 @@ def test_latency_within_slo(serving, declared, vllm_record, vllm_evidence):
     if serving.picture:
         vllm_record("picture", serving.picture)
     compared += f"; the latency picture was not drawn: {serving.picture_not_drawn}" if serving.picture_not_drawn else ""
-    vllm_record("figures", line + added + compared)
+    # A real load generator's own figures, when the user ran one (--vllm-serving-witness): read, not judged.
+    witnessed = f"; {witness.witness_line(vllm_settings.serving_witness)}" if vllm_settings.serving_witness else ""
+    vllm_record("figures", line + added + compared + witnessed)
     slo = declared["slo"]
     judged = figures.judge_objectives(measured, slo.value or {})
     if judged.missed and direct is not None:
