@@ -72,6 +72,13 @@ class RequestTiming:
         seconds = self.ended - self.started
         return self.completion_tokens / seconds if self.completion_tokens and seconds > 0 else None
 
+    @property
+    def time_per_output_token(self) -> float | None:
+        """Decode time over the tokens after the first: (last token's arrival - first's) / (completion_tokens - 1)."""
+        if not self.token_times or not self.completion_tokens or self.completion_tokens < 2:
+            return None
+        return (self.token_times[-1] - self.token_times[0]) / (self.completion_tokens - 1)
+
 
 @dataclass(frozen=True)
 class Round:
@@ -154,8 +161,12 @@ class ClosedLoop:
         return Round(tuple(timings), started, time.perf_counter())
 
 
-async def _one(client: AsyncBoundedClient, workload: Workload, index: int) -> RequestTiming:
-    timing = RequestTiming(started=time.perf_counter())
+async def _one(
+    client: AsyncBoundedClient, workload: Workload, index: int, timing: RequestTiming | None = None
+) -> RequestTiming:
+    """One streamed request, timed into ``timing`` (a new one started now by default: an open loop watches its own
+    while it runs)."""
+    timing = timing or RequestTiming(started=time.perf_counter())
     try:
         response = await client.request(
             "POST", workload.path, json_body=workload.request_body(index), on_chunk=SseReader(timing)
