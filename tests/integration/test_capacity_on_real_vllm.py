@@ -1,12 +1,14 @@
 """serving.capacity_not_worse on real servers: plain against plain_twin (a second server of plain's flags) keeps up
 with as many requests a second and passes; plain behind a relay that admits one request at a time (the engine could
-batch eight) fails, the capacity interval wholly below its boundary.
+batch them) fails, the capacity interval wholly below its boundary.
 
-Both run the capacity contract alone (``-k capacity``) on a small budget: 32 prompt and 16 output tokens, a goodput
-objective a healthy tiny server meets with room on two busy cores (first token within 1 s, 100 ms per later token,
-90 % of requests), and ``max_slowdown: 0.5`` (boundary 0.707): identical servers on two shared cores bracket
-their knees within about a tenth of each other, which the default floor's boundary (0.894) asks of them too tightly
-for a CI budget; a door of one request costs about three quarters of the capacity, far past either.
+Both run the capacity contract alone (``-k capacity``) on a small budget. The workload is prefill-heavy (448 prompt
+tokens, 16 output): with 32-token prompts tiny-llama kept up with 50 requests a second and more, where the test's
+own client fell behind its schedule on two shared cores (those trials are left out, and the search is undecided);
+with 448 the knee sat at 10-30 a second. The objective is one a healthy tiny server meets with room (first token
+within 1 s, 100 ms per later token, 90 % of requests). ``max_slowdown: 0.5`` (boundary 0.707): identical servers on
+two cores shared with other work measured capacity ratios from 0.70 to 1.41 from run to run (2026-12-06, by hand),
+too wide for the default floor's boundary (0.894); the door of one request halves the capacity or worse.
 """
 
 import re
@@ -24,10 +26,13 @@ profile: 1
 name: serving-capacity
 serving:
   concurrency: 8
+  prompt_tokens: 448
   max_slowdown: 0.5
-  capacity_seconds: 20
+  capacity_seconds: {BUDGET}
   goodput: {ttft_seconds: 1.0, tpot_seconds: 0.1, share: 0.9}
 """
+# Seconds of trials per side: identical servers need their knees bracketed closely; the door decides in a few trials.
+CLOSE, FAR = 20, 10
 CAPACITY = "serving.capacity_not_worse"
 
 
@@ -47,7 +52,7 @@ def _interval(message: str) -> tuple[float, float]:
 @pytest.mark.pins(healthy={CAPACITY})
 def test_a_server_against_a_second_of_its_flags_keeps_up_with_as_many_requests(pytester, served):
     plain, twin = served.together("plain", "plain_twin")
-    junit = _capacity(pytester, plain.url, twin.url)
+    junit = _capacity(pytester, plain.url, twin.url, CLOSE)
     assert_verdicts(junit, {CAPACITY: "passed"})
     figures = next(run.properties for run in contract_runs(junit) if run.key == CAPACITY)["vllm_figures"]
     low, _ = _interval(figures)
@@ -60,7 +65,7 @@ def test_a_relay_admitting_one_request_at_a_time_fails_capacity_with_its_interva
     plain, twin = served.together("plain", "plain_twin")
     door = AdmitAtMost(requests=1, path="/v1/completions")
     with FaultProxy(plain.url, rules=[door]) as held:
-        junit = _capacity(pytester, held.url, twin.url)
+        junit = _capacity(pytester, held.url, twin.url, FAR)
         assert held.hit_count(door) > 0  # requests really waited at the door
     assert_verdicts(junit, {CAPACITY: "passed"}, failed={CAPACITY})
     message = failed_checks(junit)[CAPACITY]

@@ -235,3 +235,12 @@ def test_trials_whose_client_fell_behind_are_left_out_and_a_search_they_leave_op
         assert all(t.rate < side.ceiling or t.client_bound for t in side.trials)
     assert found.ratio.verdict == "undecided" and found.client_bound == behind
     assert "trials left out, the client behind its schedule" in found.line()
+
+
+def test_a_rate_whose_trials_split_evenly_is_tried_again_and_the_majority_places_it():
+    side = capacity.Side("baseline", [_Outcome(26, False), _Outcome(26, True)])
+    assert side.outcomes() == {26: None} and side.bracket() == (0.0, math.inf)
+    assert capacity._next_rate(side, 26, []) == 26  # the tie is broken by one more trial
+    side.trials.append(_Outcome(26, True))
+    assert side.bracket() == (26, math.inf)
+    assert capacity._next_rate(side, 26, []) == 52  # then up from the highest rate met

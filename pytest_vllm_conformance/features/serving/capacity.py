@@ -85,13 +85,23 @@ class Side:
         """The lowest rate at which the client could not keep its schedule (inf: none); no trial goes that high."""
         return min((t.rate for t in self.trials if t.client_bound), default=math.inf)
 
+    def outcomes(self) -> dict[float, bool | None]:
+        """Each rate's outcome by the majority of its kept trials: met, missed, or None for a tie."""
+        votes: dict[float, list[bool]] = {}
+        for trial in self.kept:
+            key = next((rate for rate in votes if math.isclose(rate, trial.rate)), trial.rate)
+            votes.setdefault(key, []).append(trial.met)
+        return {rate: _majority(met) for rate, met in votes.items()}
+
     def bracket(self) -> tuple[float, float]:
-        """The envelope: (highest rate met below every rate missed, lowest missed above every rate met); 0 and
-        inf where nothing met, or nothing missed. Trials whose client fell behind are not in it."""
-        met = [t.rate for t in self.kept if t.met]
-        missed = [t.rate for t in self.kept if not t.met]
-        low = max((r for r in met if all(r < m for m in missed)), default=0.0)
-        high = min((m for m in missed if all(m > r for r in met)), default=math.inf)
+        """The envelope: (highest rate met below every rate missed, lowest missed above every rate met), a rate's
+        outcome the majority of its trials and a tie both; 0 and inf where nothing met, or nothing missed. Trials
+        whose client fell behind are not in it."""
+        outcomes = self.outcomes()
+        met = [rate for rate, outcome in outcomes.items() if outcome is not False]
+        missed = [rate for rate, outcome in outcomes.items() if outcome is not True]
+        low = max((r for r in met if outcomes[r] and all(r < m for m in missed)), default=0.0)
+        high = min((m for m in missed if outcomes[m] is False and all(m > r for r in met)), default=math.inf)
         return low, high
 
     @property
@@ -163,25 +173,31 @@ def _next_rate(side: Side, start: float, deciding: Sequence[float]) -> float | N
             side.idle = f"the client kept no schedule, down to {side.ceiling:.2f}/s"
             return None
         return side.ceiling / STEP
+    outcomes = side.outcomes()
+    tied = [rate for rate, outcome in outcomes.items() if outcome is None]
+    if tied:  # a rate whose trials split evenly: one more decides it
+        return min(tied, key=side.tried)
     low, high = side.bracket()
-    if low == 0.0 and math.isinf(high):  # outcomes that contradict everywhere: nothing brackets the knee
-        side.idle = "its trials' outcomes contradict at every rate tried"
-        return None
     if math.isinf(high):
-        if low >= start * STEP**MAX_STEPS_UP:
-            side.idle = f"every rate met, up to {low:.2f}/s"
+        highest = max((rate for rate, outcome in outcomes.items() if outcome), default=0.0)
+        if highest == 0.0:
+            side.idle = "no rate it tried met the objective or missed it"
             return None
-        if low * STEP >= side.ceiling:  # below the client's ceiling only
-            if side.ceiling / low <= RESOLUTION:
-                side.idle = f"every rate met up to {low:.2f}/s, and the client cannot offer {side.ceiling:.2f}/s"
+        if highest >= start * STEP**MAX_STEPS_UP:
+            side.idle = f"every rate met, up to {highest:.2f}/s"
+            return None
+        if highest * STEP >= side.ceiling:  # below the client's ceiling only
+            if side.ceiling / highest <= RESOLUTION:
+                side.idle = f"every rate met up to {highest:.2f}/s, and the client cannot offer {side.ceiling:.2f}/s"
                 return None
-            return math.sqrt(low * side.ceiling)
-        return low * STEP
+            return math.sqrt(highest * side.ceiling)
+        return highest * STEP
     if low == 0.0:
-        if high <= start * STEP**-MAX_STEPS_DOWN:
-            side.idle = f"no rate met the objective, down to {high:.2f}/s"
+        lowest = min(rate for rate, outcome in outcomes.items() if outcome is False)
+        if lowest <= start * STEP**-MAX_STEPS_DOWN:
+            side.idle = f"no rate met the objective, down to {lowest:.2f}/s"
             return None
-        return high / STEP
+        return lowest / STEP
     if high / low > RESOLUTION:
         return math.sqrt(low * high)
     for rate in (low, high):
@@ -189,6 +205,10 @@ def _next_rate(side: Side, start: float, deciding: Sequence[float]) -> float | N
             return rate
     side.idle = f"its bracket is within {RESOLUTION - 1:.0%}, both ends confirmed"
     return None
+
+
+def _majority(met: Sequence[bool]) -> bool | None:
+    return None if 2 * sum(met) == len(met) else 2 * sum(met) > len(met)
 
 
 def _deciding(target: Side, baseline: Side, compared: Ratio) -> dict[str, list[float]]:

@@ -27,9 +27,9 @@ from pytest_vllm_conformance.protocol.live_baseline import LiveBaseline
 # A trial lasts this long at its rate, with at least this many arrivals: a share of fewer requests says little.
 TRIAL_SECONDS = 2.0
 TRIAL_LEAST_REQUESTS = 20
-# Both searches start at this share of the rate the baseline's warm closed loop kept up at the declared
-# concurrency: under it, most likely (a closed loop's rate is the server's, with no objective to meet).
-START_SHARE = 0.5
+# The warm closed loop sends this many requests per unit of the declared concurrency: two waves, so that its rate,
+# where both searches start, is not one batch's.
+WARM_WAVES = 2
 # The capacity trials take prompts from here on: none that the closed-loop rounds of this run sent (a prompt
 # sent before is served from vLLM's prefix cache).
 FIRST_PROMPT = 1024
@@ -149,7 +149,7 @@ def measure(
             return ran
 
         found.search = capacity.search(
-            trial, start=rate * START_SHARE, budget_seconds=budget_seconds, max_slowdown=values["max_slowdown"]
+            trial, start=rate, budget_seconds=budget_seconds, max_slowdown=values["max_slowdown"]
         )
     found.seconds = time.perf_counter() - began
     return found
