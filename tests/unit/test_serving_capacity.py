@@ -109,14 +109,15 @@ def _trial(client: _Client, rate: float, objective: Goodput = OBJECTIVE) -> Tria
 
 
 def test_an_open_loop_sends_on_schedule_and_a_server_within_the_objective_meets_it():
-    client = _Client(ttft=0.01, tpot=0.005)
-    trial = _trial(client, rate=100.0)
+    client = _Client(ttft=0.1, tpot=0.005)
+    # Bounds far from the stand-in's times: a loaded test machine delays the loop by tens of milliseconds.
+    trial = _trial(client, rate=30.0, objective=Goodput(ttft_seconds=2.0, tpot_seconds=0.5, share=0.9))
     assert (trial.planned, len(trial.sent), client.sent) == (30, 30, 30)
     assert trial.met and trial.met_requests == 30 and not trial.stopped_early
     assert trial.client_bound is None and trial.kept_schedule == pytest.approx(1, abs=0.1)
-    assert trial.lateness_p99 < 0.05
+    assert trial.lateness_p99 < 0.25
     assert trial.peak_in_flight >= 2  # arrivals do not wait for answers: an open loop
-    assert trial.line() == "100.00/s: 30/30 met"
+    assert trial.line() == "30.00/s: 30/30 met"
 
 
 def test_a_trial_that_has_missed_its_share_stops_and_hangs_up_on_what_is_in_flight():
@@ -126,7 +127,7 @@ def test_a_trial_that_has_missed_its_share_stops_and_hangs_up_on_what_is_in_flig
     assert len(trial.sent) < 30  # the rest never sent: the outcome was known
     assert client.cancelled == client.sent  # every request in flight cancelled, the server told by the hang-up
     assert all(s.timing.error for s in trial.sent)
-    assert trial.seconds < 0.5
+    assert trial.seconds < 1.0  # not the 1.25 s the whole trial would take
 
 
 def _sent(dues: list[float], starts: list[float]) -> tuple[Sent, ...]:
