@@ -4,12 +4,14 @@ goodput objective, searched on the target and the baseline in interleaved trials
 The search (``search``) is plain Python over a ``trial(side, rate, seed)``
 callable, so it is tested without a server:
 
-- **Bracket.** Both sides start at the same rate (one over the baseline's
-  warm single-request latency: what one request at a time sustains); a side
-  steps up by ``STEP`` while its trials meet the share, down while they miss,
+- **Bracket.** Both sides start at the same rate (the caller's: the
+  baseline's warm closed loop at the declared concurrency); a side steps up
+  by ``STEP`` from its highest rate met, down from its lowest rate missed,
   until one rate met and a higher one missed.
 - **Bisect** in log space between the highest rate met and the lowest missed
   above it, while the comparison is undecided and the side's budget lasts.
+- **Majority.** A rate's outcome is the majority of its trials; a tie is
+  tried again (another seed).
 - **Confirm.** A trial near the knee is close to a coin toss (its share sits
   near the declared one), so each end of a bracket that decides the verdict
   is tried once more, with another seed; an outcome that flips widens the
@@ -18,7 +20,10 @@ callable, so it is tested without a server:
   every rate missed, the lowest rate missed above every rate met]: with
   outcomes that disagree (a rate met above one missed), it spans every rate
   whose outcome was contradicted. It says where the knee lies if each trial's
-  outcome is right; the confirmation is what makes a wrong one visible.
+  outcome is right; the confirmation is what makes a wrong one visible. It
+  does not hold the machine's drift between trials (docs/serving.md).
+- **The client.** A trial whose client fell behind its schedule is left out
+  of the envelope and caps the side's rates (``Side.ceiling``).
 - **Ratio.** Target over baseline, its interval from the two brackets' ends
   (low: target's low over baseline's high). Judged against the boundary
   ``sqrt(1 - max_slowdown)``, halfway in log space between no loss and the

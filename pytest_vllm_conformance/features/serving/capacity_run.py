@@ -3,10 +3,10 @@
 Capacity needs a baseline that can be loaded now (``--vllm-baseline-url``):
 a saved run holds closed-loop rounds, not the rates a server kept up with.
 The same refusals as the throughput comparison apply (the target itself,
-another model). Each side gets ``warm_up_requests`` single requests first,
-one at a time: the first after start is the cold one, reported apart, and
-none of them is in any trial. The median of the warm ones (all but the
-first) sets the rate both searches start at.
+another model). Each side first gets one request alone (the cold one),
+then a closed loop at the declared concurrency (``max(warm_up_requests,
+2 x concurrency)`` requests); both are reported apart and none is in any
+trial. The baseline's closed-loop rate is where both searches start.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ FIRST_PROMPT = 1024
 
 @dataclass(frozen=True)
 class Warm:
-    """One side's warm-up: one request alone (the cold one, the first after start), then ``warm_up_requests`` at
+    """One side's warm-up: one request alone (the cold one: the first of this contract's), then a closed loop at
     the declared concurrency (a closed loop: the rate the server keeps up at that concurrency). None is in a trial.
     """
 
