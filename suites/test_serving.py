@@ -12,7 +12,7 @@ are interleaved (or compared with a run saved by --vllm-perf-save, given as
 import pytest
 
 from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.features.serving import figures, serving_run, witness
+from pytest_vllm_conformance.features.serving import capacity_run, figures, open_loop, serving_run, witness
 from pytest_vllm_conformance.features.serving import rounds as measured_rounds
 from pytest_vllm_conformance.features.serving.stats import MIN_PAIRS
 
@@ -207,3 +207,51 @@ def test_progress_while_healthy(
     )
     vllm_record("figures", f"/health 200, first token after {seen.first_token_seconds:.3f} s")
     vllm_evidence.judged(1, "requests")
+
+
+@contract("serving.capacity_not_worse")
+def test_capacity_not_worse(
+    declared,
+    vllm_settings,
+    vllm_client,
+    vllm_ingress_client,
+    vllm_facts,
+    vllm_expect,
+    vllm_exclusive,
+    vllm_record,
+    vllm_evidence,
+):
+    goodput, budget = (vllm_expect.declared("serving", key) for key in ("goodput", "capacity_seconds"))
+    values = {key: declared[key].value for key in serving_run.KEYS}
+    with vllm_exclusive():
+        try:
+            found = capacity_run.measure(
+                values,
+                open_loop.Goodput.of(goodput.value),
+                budget.value,
+                settings=vllm_settings,
+                facts=vllm_facts,
+                expect=vllm_expect,
+                client=vllm_client,
+                ingress_client=vllm_ingress_client,
+            )
+        except measured_rounds.NoPrompt as exc:
+            pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
+    if found.unusable:
+        pytest.fail(f"the baseline cannot be compared with: {found.unusable}", pytrace=False)
+    vllm_record("figures", f"{found.line()}; objective: {open_loop.Goodput.of(goodput.value).describe()}")
+    if found.search is None:
+        undecided(f"no capacity searched: {found.cannot}")
+    compared = found.search.ratio
+    vllm_record("serving_capacity_ratio_interval", f"{compared.low:.3f}..{compared.high:.3f}")
+    if compared.verdict == "undecided":
+        behind = f" (the client, not the server, set the pace: {found.search.client_bound})"
+        undecided(
+            f"the capacity ratio's interval straddles its boundary{behind if found.search.client_bound else ''}: "
+            f"{found.line()}"
+        )
+    assert compared.verdict == "not worse", (
+        f"the target keeps up with fewer requests a second than the baseline, past max_slowdown "
+        f"{declared['max_slowdown']}: {found.line()}"
+    )
+    vllm_evidence.judged(sum(len(trials) for trials in found.trials.values()), "trials")

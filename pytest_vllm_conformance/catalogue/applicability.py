@@ -43,6 +43,7 @@ INPUTS: dict[str, str] = {
     ),
     "startup_baseline_log": "--vllm-baseline-log=FILE (the log of a start to compare with)",
     "serving_baseline": "--vllm-baseline-url=URL (the old release or flags) or --vllm-perf-baseline-file=PATH",
+    "live_serving_baseline": "--vllm-baseline-url=URL (a saved run holds closed-loop rounds, not capacity)",
     "ingress": "--vllm-ingress-url=URL (the entry callers use, in front of the replicas)",
     "fleet": "more than one replica (--vllm-url given more than once, or --vllm-fleet=FILE)",
     # Read from the server, not an option: vLLM's own config says the feature is off, so nothing can be judged.

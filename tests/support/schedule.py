@@ -50,6 +50,7 @@ QUIET_TESTS = (
     "integration/test_suites_on_real_vllm.py",
     "integration/test_operational_suites.py",
     "integration/test_serving_on_real_vllm.py",
+    "integration/test_capacity_on_real_vllm.py",
 )
 
 Identity = Callable[[str], Hashable]

@@ -6,6 +6,7 @@ The upstream is tests/unit/echo_upstream.py: an echo app in vLLM's error shapes,
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 
 import httpx
@@ -13,6 +14,7 @@ import pytest
 
 from fixtures.fault_proxy import (
     DEFAULT_LEAK_TEXT,
+    AdmitAtMost,
     AmplifyErrors,
     AnswersFromKey,
     CacheIgnoringField,
@@ -317,3 +319,26 @@ def test_the_answer_key_knows_the_shipped_set_the_user_task_and_a_needle() -> No
     assert key(long_context._prompt(haystack, "What is the access code for the red door?")) == "4821"
     assert key(long_context._prompt(haystack, "What is the access code for the blue door?")) is None
     assert key("Question: What is 2 + 3?\nAnswer: 5") is None  # answered already: not a question asked
+
+
+def test_admit_at_most_holds_a_request_at_the_door_until_the_one_in_flight_ends(upstream: Upstream) -> None:
+    rule = AdmitAtMost(requests=1)
+    upstream.release_stream.clear()
+    answered = threading.Event()
+    with FaultProxy(upstream.url, rules=[rule]) as proxy, httpx.Client(timeout=TIMEOUT) as client:
+        with client.stream("POST", proxy.url + "/sse", json={"stream": True}) as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == 'data: {"n":0}'  # in flight, held by the upstream until released
+
+            def second() -> None:
+                httpx.get(proxy.url + "/v1/models", timeout=TIMEOUT)
+                answered.set()
+
+            waiting = threading.Thread(target=second)
+            waiting.start()
+            assert not answered.wait(0.5)  # at the door while the stream is in flight
+            upstream.release_stream.set()
+            assert [line for line in lines if line] == ['data: {"n":1}', "data: [DONE]"]
+        assert answered.wait(10)  # admitted once the stream ended
+        waiting.join()
+        assert proxy.hit_count(rule) == 1  # one request waited; the first walked in

@@ -185,8 +185,12 @@ async def _probe_lag(into: list[float]) -> None:
         into.append(max(0.0, time.perf_counter() - asked - LAG_PROBE_EVERY))
 
 
-async def _one(client: AsyncBoundedClient, workload: Workload, index: int) -> RequestTiming:
-    timing = RequestTiming(started=time.perf_counter())
+async def _one(
+    client: AsyncBoundedClient, workload: Workload, index: int, timing: RequestTiming | None = None
+) -> RequestTiming:
+    """One streamed request, timed into ``timing`` (a new one started now by default: an open loop watches its own
+    while it runs)."""
+    timing = timing or RequestTiming(started=time.perf_counter())
     try:
         response = await client.request(
             "POST", workload.path, json_body=workload.request_body(index), on_chunk=SseReader(timing)

@@ -1,0 +1,73 @@
+"""serving.capacity_not_worse on real servers: plain against plain_twin (a second server of plain's flags) keeps up
+with as many requests a second and passes; plain behind a relay that admits one request at a time (the engine could
+batch them) fails, the capacity interval wholly below its boundary.
+
+Both run the capacity contract alone (``-k capacity``) on a small budget, at the gate's default workload (32 prompt
+and 16 output tokens) and an objective a healthy tiny server meets with room (first token within 1 s, 100 ms per
+later token, 90 % of requests). ``max_slowdown: 0.5`` (boundary 0.707): identical servers on two cores shared with
+other work measured capacity ratios from 0.70 to 1.41 from run to run (2026-12-06, by hand; docs/serving.md),
+too wide for the default floor's boundary (0.894); the door of one request cost 0.55 of the capacity or more. On
+that loaded machine the identical pair passed 3 of 4 runs at this workload (the fourth undecided: the baseline's
+knee above the rate our client could keep), and 0 of 2 with 448-token prompts (undecided, the two servers 0.70
+and 0.84 apart); the door failed each time.
+"""
+
+import re
+
+import pytest
+
+from fixtures.fault_proxy import AdmitAtMost, FaultProxy
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
+from tests.conftest import requires_vllm, run_suites
+
+pytestmark = [requires_vllm, pytest.mark.servers("plain", "plain_twin")]
+
+PROFILE = """
+profile: 1
+name: serving-capacity
+serving:
+  concurrency: 8
+  max_slowdown: 0.5
+  capacity_seconds: {BUDGET}
+  goodput: {ttft_seconds: 1.0, tpot_seconds: 0.1, share: 0.9}
+"""
+# Seconds of trials per side: identical servers need their knees bracketed closely; the door decides in a few trials.
+CLOSE, FAR = 20, 10
+CAPACITY = "serving.capacity_not_worse"
+
+
+def _capacity(pytester, target, baseline):
+    run_suites(
+        pytester, "-m", "serving", "-k", "capacity", f"--vllm-baseline-url={baseline}", url=target, profile=PROFILE
+    )
+    return pytester.path / "junit.xml"
+
+
+def _interval(message: str) -> tuple[float, float]:
+    found = re.search(r"capacity ratio target/baseline [0-9.]+, interval \[([0-9.]+), ([0-9.inf]+)\]", message)
+    assert found, message
+    return float(found.group(1)), float(found.group(2))
+
+
+@pytest.mark.pins(healthy={CAPACITY})
+def test_a_server_against_a_second_of_its_flags_keeps_up_with_as_many_requests(pytester, served):
+    plain, twin = served.together("plain", "plain_twin")
+    junit = _capacity(pytester, plain.url, twin.url, CLOSE)
+    assert_verdicts(junit, {CAPACITY: "passed"})
+    figures = next(run.properties for run in contract_runs(junit) if run.key == CAPACITY)["vllm_figures"]
+    low, _ = _interval(figures)
+    assert low > 0.707, figures
+    assert "warm-up apart: first request alone" in figures, figures  # the warm-up reported, never in a trial
+
+
+@pytest.mark.pins(failed={CAPACITY})
+def test_a_relay_admitting_one_request_at_a_time_fails_capacity_with_its_interval(pytester, served):
+    plain, twin = served.together("plain", "plain_twin")
+    door = AdmitAtMost(requests=1, path="/v1/completions")
+    with FaultProxy(plain.url, rules=[door]) as held:
+        junit = _capacity(pytester, held.url, twin.url, FAR)
+        assert held.hit_count(door) > 0  # requests really waited at the door
+    assert_verdicts(junit, {CAPACITY: "passed"}, failed={CAPACITY})
+    message = failed_checks(junit)[CAPACITY]
+    low, high = _interval(message)
+    assert high < 0.707, message
