@@ -48,9 +48,12 @@ $(VENV_GPTQ)/.installed:
 gptq-models: models $(VENV_GPTQ)/.installed
 	$(PY) -m fixtures.gptq_models --python $(abspath $(VENV_GPTQ))/bin/python
 
+# -rfE: the short summary lists failures and errors only, so the per-feature verdict is what the demo ends with
+# (the project's -ra would list every not-claimed test after it); the report's place is its last line.
+DEMO_REPORT ?= reports/demo.yaml
 demo: models
 	VLLM_API_KEY="$${VLLM_API_KEY:-$(DEMO_API_KEY)}" $(PY) -m pytest suites --vllm-serve="$(TINY_LLAMA)" $(DEMO_SERVE_ARGS) \
-		--vllm-profile=fixtures/profiles/demo.yaml $(PYTEST_ARGS)
+		--vllm-profile=fixtures/profiles/demo.yaml -rfE --vllm-report=$(DEMO_REPORT) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -6,7 +6,6 @@ workers receive the discovered facts instead of probing again.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ class Target:
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
+            self.server.remove_own_log()
             self.server = None
 
 
@@ -122,13 +122,13 @@ def establish(settings: Settings, known_routes: KnownRoutes | None = None, url: 
     if not base_url:
         if not settings.serve:
             raise NoTarget(NO_TARGET)
-        log_path = settings.serve_log or Path(tempfile.mkdtemp(prefix="vllm-conformance-")) / "vllm-serve.log"
         server = VllmServer(
             settings.serve,
             settings.serve_arg,
             python=settings.serve_python,
             api_key=settings.api_key,
-            log_path=log_path,
+            # None: a temporary folder of the server's, removed when the run is done (--vllm-serve-log keeps one).
+            log_path=settings.serve_log,
             startup_timeout=settings.serve_timeout,
         ).start()
         base_url = server.url

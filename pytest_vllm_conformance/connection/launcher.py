@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -84,7 +85,12 @@ class VllmServer:
         self.api_key = api_key
         self.extra_env = dict(env or {})
         self.startup_timeout = startup_timeout
-        self.log_path = log_path or Path(tempfile.mkdtemp(prefix="vllm-conformance-")) / "vllm-serve.log"
+        # A log folder of our own (no log_path given) is removed by remove_own_log once the run is done with it.
+        self._own_log_dir: Path | None = None
+        if log_path is None:
+            self._own_log_dir = Path(tempfile.mkdtemp(prefix="vllm-conformance-"))
+            log_path = self._own_log_dir / "vllm-serve.log"
+        self.log_path = log_path
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.ready_seconds: float | None = None
@@ -232,6 +238,13 @@ class VllmServer:
             except ProcessLookupError:
                 return
             time.sleep(0.05)
+
+    def remove_own_log(self) -> None:
+        """The temporary log folder this server made (none was asked for): gone once a run ended normally. A start
+        that failed keeps it: its error names the log."""
+        if self._own_log_dir is not None:
+            shutil.rmtree(self._own_log_dir, ignore_errors=True)
+            self._own_log_dir = None
 
     def __enter__(self) -> VllmServer:
         return self.start()

@@ -91,7 +91,7 @@ def _interrupt_on_sigterm(config: pytest.Config, state: RunState) -> None:
     """SIGTERM (a CI job's deadline, Kubernetes stopping the pod) ends a run of ours as Ctrl-C does: pytest's
     KeyboardInterrupt, so the report, the JUnit file and the summary are written, saying ``interrupted``, before
     the embedded server is stopped. Only where SIGTERM still kills outright: a handler the user set is theirs."""
-    if hasattr(config, "workerinput") or not state.options_given:
+    if hasattr(config, "workerinput") or not state.plugin_run:
         return
     if threading.current_thread() is not threading.main_thread():
         return
@@ -184,7 +184,7 @@ def _state_the_loop_scope(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    if options.given(config):
+    if options.plugin_run(config):
         # Before any plugin's pytest_configure, where pytest-asyncio warns. Only in a run of ours: a guest's run
         # keeps its own loop scope (and its warning), as it would without the plugin installed.
         _state_the_loop_scope(config)
@@ -202,7 +202,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if handed_over:
         targets.take_over(state, handed_over)
         return
-    if not hasattr(config, "workerinput") and state.options_given:
+    if not hasattr(config, "workerinput") and state.plugin_run:
         _check_selection(config)
     if hasattr(config, "workerinput") or not configured(state.settings) or config.option.collectonly:
         return
@@ -413,7 +413,7 @@ def pytest_runtest_makereport(
     state = run_state(item.config)
     if _contract_id(item) is not None:
         verdicts.judge(item, call, report)
-    elif not state.options_given:
+    elif not state.plugin_run:
         return report  # a guest's test, in a run that knows no secret: pytest's report as pytest made it
     scrub_report(state.redactor, report)
     return report
@@ -430,7 +430,7 @@ def pytest_make_collect_report(
 ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     report = yield
     state = run_state(collector.config)
-    if state.options_given:  # a run that sets no option knows no secret: a guest's collection is left alone
+    if state.plugin_run:  # a run that sets no option knows no secret: a guest's collection is left alone
         scrub_report(state.redactor, report)
     return report
 

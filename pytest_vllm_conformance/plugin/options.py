@@ -154,6 +154,25 @@ def given(config: pytest.Config, environ: Mapping[str, str] | None = None) -> bo
     return False
 
 
+def plugin_run(config: pytest.Config, environ: Mapping[str, str] | None = None) -> bool:
+    """A run of the plugin's: it sets one of its options, or names its suites (``--pyargs
+    pytest_vllm_conformance.suites``, the ``vllm-conformance`` command, a path into them). Any other run is a guest's
+    in a venv where the plugin is installed, left as it would be without it."""
+    return given(config, environ) or any(_names_our_suites(str(arg)) for arg in config.args)
+
+
+def _names_our_suites(arg: str) -> bool:
+    if arg.startswith("pytest_vllm_conformance"):
+        return True
+    package = Path(__file__).resolve().parents[1]
+    homes = (package / "suites", package.parent / "suites")
+    try:
+        path = Path(arg.split("::", 1)[0]).resolve()
+    except (OSError, ValueError):
+        return False
+    return any(path == home or home in path.parents for home in homes if home.is_dir())
+
+
 def report_path(config: pytest.Config, environ: Mapping[str, str] | None = None) -> Path | None:
     """--vllm-report's file alone, for a run whose other options are wrong (its report names the error)."""
     path = resolved_alone(config, "report", environ)

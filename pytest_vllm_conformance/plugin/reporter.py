@@ -72,14 +72,14 @@ class ConformanceReporter:
         self.written: tuple[Path, Path | None] | None = None
         self.write_error: str | None = None
         self.log_redaction = LogRecordRedaction(self.redactor)
-        if state.options_given:  # a guest's run (no option of ours) knows no secret: its log records stay its own
+        if state.plugin_run:  # a guest's run (no option of ours) knows no secret: its log records stay its own
             self.log_redaction.install()
 
     @property
     def ours(self) -> bool:
         """A run of the plugin's: it sets one of its options, or ran one of its contract tests. Any other run is a
         guest's, in a venv where the plugin is installed: its output, files and exit status are left alone."""
-        return self.state.options_given or bool(self.collector.tests)
+        return self.state.plugin_run or bool(self.collector.tests)
 
     @staticmethod
     def _report_path(path: Path | None) -> Path | None:
@@ -134,7 +134,7 @@ class ConformanceReporter:
     @pytest.hookimpl(wrapper=True)
     def pytest_report_header(self, config: pytest.Config, start_path: Path) -> Any:
         lines = yield
-        if not self.state.options_given:
+        if not self.state.plugin_run:
             return lines
         return [
             self.redactor(item) if isinstance(item, str) else [self.redactor(line) for line in item] for item in lines
@@ -142,7 +142,7 @@ class ConformanceReporter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_warning_recorded(self) -> None:
-        if not self.state.options_given:
+        if not self.state.plugin_run:
             return
         # The terminal reporter has just stored the warning's text for its summary.
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -135,9 +135,9 @@ class RunState:
     header_notes: list[str] = field(default_factory=list)
     # The shard set this run declares (--vllm-shard, --vllm-shard-replicas), as its report writes it.
     shard: dict[str, Any] | None = None
-    # Whether the run sets any option of the plugin: a run that sets none and runs none of its contract tests
-    # is a guest's (the plugin is installed in its venv), and leaves as it would without the plugin.
-    options_given: bool = False
+    # Whether the run sets any option of the plugin or names its suites (options.plugin_run): a run that does
+    # neither and runs none of its contract tests is a guest's, and ends as it would without the plugin.
+    plugin_run: bool = False
     # What cut the run short, when a signal did ("SIGTERM"); Ctrl-C is pytest's own KeyboardInterrupt.
     interrupted_by: str | None = None
 
@@ -217,7 +217,7 @@ def configure_run(config: pytest.Config) -> RunState:
         watermark_key=watermark_key,
         baseline=baseline,
         shard=shard_declaration(settings),
-        options_given=options.given(config),
+        plugin_run=options.plugin_run(config),
     )
     for target in state.targets:
         redactor.add(url_password(target.given_url))

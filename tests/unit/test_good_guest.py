@@ -47,6 +47,7 @@ def normalized(text: str) -> list[str]:
         line = re.sub(r"vllm-conformance-[^,\s]+, ", "", line) if line.startswith("plugins:") else line
         line = re.sub(r" in \d+\.\d+s", " in Ns", line)
         line = re.sub(r"\(\d+:\d\d:\d\d\)", "", line)
+        line = re.sub(r"^=+ (.*?) =+$", r"== \1 ==", line)  # the padding follows the duration's width
         lines.append(line.rstrip())
     return lines
 

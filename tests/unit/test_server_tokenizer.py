@@ -15,7 +15,7 @@ def _client(handler) -> BoundedClient:
     return client
 
 
-def test_sends_the_prompt_or_the_messages_with_the_options_given():
+def test_sends_the_prompt_or_the_messages_with_the_plugin_run():
     seen = []
 
     def handler(request: httpx.Request) -> httpx.Response:
