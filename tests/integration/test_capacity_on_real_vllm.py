@@ -16,6 +16,7 @@ import re
 
 import pytest
 
+from fixtures import cpu_share
 from fixtures.fault_proxy import AdmitAtMost, FaultProxy
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from tests.conftest import requires_vllm, run_suites
@@ -36,10 +37,16 @@ CLOSE, FAR = 20, 10
 CAPACITY = "serving.capacity_not_worse"
 
 
-def _capacity(pytester, target, baseline):
-    run_suites(
-        pytester, "-m", "serving", "-k", "capacity", f"--vllm-baseline-url={baseline}", url=target, profile=PROFILE
-    )
+def _capacity(pytester, target, baseline, budget, servers):
+    """The capacity contract alone, the servers and this process ahead of other work on the machine (as the
+    serving proofs: fixtures/cpu_share.py), where a cpu cgroup can be set."""
+    profile = PROFILE.replace("{BUDGET}", str(budget))
+    args = ("-m", "serving", "-k", "capacity", f"--vllm-baseline-url={baseline}")
+    if cpu_share.available() is not None:  # no cgroups here: the run as it is
+        run_suites(pytester, *args, url=target, profile=profile)
+    else:
+        with cpu_share.measured_apart([(server.process.pid, None) for server in servers]):
+            run_suites(pytester, *args, url=target, profile=profile)
     return pytester.path / "junit.xml"
 
 
@@ -52,7 +59,7 @@ def _interval(message: str) -> tuple[float, float]:
 @pytest.mark.pins(healthy={CAPACITY})
 def test_a_server_against_a_second_of_its_flags_keeps_up_with_as_many_requests(pytester, served):
     plain, twin = served.together("plain", "plain_twin")
-    junit = _capacity(pytester, plain.url, twin.url, CLOSE)
+    junit = _capacity(pytester, plain.url, twin.url, CLOSE, (plain, twin))
     assert_verdicts(junit, {CAPACITY: "passed"})
     figures = next(run.properties for run in contract_runs(junit) if run.key == CAPACITY)["vllm_figures"]
     low, _ = _interval(figures)
@@ -65,7 +72,7 @@ def test_a_relay_admitting_one_request_at_a_time_fails_capacity_with_its_interva
     plain, twin = served.together("plain", "plain_twin")
     door = AdmitAtMost(requests=1, path="/v1/completions")
     with FaultProxy(plain.url, rules=[door]) as held:
-        junit = _capacity(pytester, held.url, twin.url, FAR)
+        junit = _capacity(pytester, held.url, twin.url, FAR, (plain, twin))
         assert held.hit_count(door) > 0  # requests really waited at the door
     assert_verdicts(junit, {CAPACITY: "passed"}, failed={CAPACITY})
     message = failed_checks(junit)[CAPACITY]
