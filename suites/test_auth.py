@@ -16,11 +16,25 @@ redirect to the route itself) no caller gets past a key. A route the ingress
 does not expose at all (its own 404/405 to the route's own request while the
 server answers it) is reported "not exposed by the ingress", not failed, when
 the profile declares it hidden (ingress.hidden_routes); else it fails, named.
+
+A URL with a path (the server's --root-path, or the mount point of an
+ingress) is where callers go, and the server's bare paths must not answer
+them past the key either: vLLM strips its root path as a string (fact
+auth_root_path_stripping), so `--root-path /v` opens every /v1 route at the
+bare path. GET /v1/models spelled as a proxy may read it otherwise (a doubled
+slash, a dot segment, an escaped letter, a trailing dot, another case, a Host
+header holding / or ?) is refused without a key, or not served.
 """
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.catalogue.route_cases import guarded_route_variants, is_public, unguarded_routes
-from pytest_vllm_conformance.features.auth import WRONG_KEY
+from pytest_vllm_conformance.catalogue.route_cases import (
+    bare_guarded_routes,
+    guarded_route_variants,
+    is_public,
+    path_variants,
+    unguarded_routes,
+)
+from pytest_vllm_conformance.features.auth import NOT_ROUTED, WRONG_KEY, bare_path_cause
 
 # The suite's fixtures, from its feature room.
 from pytest_vllm_conformance.features.auth import auth as auth
@@ -29,6 +43,7 @@ from pytest_vllm_conformance.features.auth import entry_requires_key as entry_re
 from pytest_vllm_conformance.features.auth import hidden as hidden
 from pytest_vllm_conformance.features.auth import refusals as refusals
 from pytest_vllm_conformance.features.auth import refused as refused
+from pytest_vllm_conformance.features.auth import root_path as root_path
 from pytest_vllm_conformance.features.auth import through_ingress as through_ingress
 from pytest_vllm_conformance.features.auth import via as via
 
@@ -110,4 +125,25 @@ def test_unguarded_route_is_public(
     assert response.status in (*refusals, 403, 404), (
         f"{route} answers without a key{via} ({risk}): probed without a key under another method so that "
         f"nothing runs, {response.describe()} came from past the key check; public_routes are {public}"
+    )
+
+
+@contract("auth.root_path_prefix_required")
+@each("route", bare_guarded_routes)
+def test_root_path_prefix_required(route, vllm_ingress_client, root_path, refused, vllm_expect, via):
+    response = route.send(vllm_ingress_client, auth=False)
+    assert refused(route, response), (
+        f"{route.route} answered without a key at the bare path{via}, outside the root path {root_path} of the "
+        f"URL: {response.describe()}; {bare_path_cause(vllm_expect, root_path, route.route.concrete_path)}"
+    )
+
+
+@contract("auth.path_variants_refused")
+@each("variant", path_variants)
+def test_path_variants_refused(variant, vllm_ingress_client, root_path, refusals, via):
+    response = variant.send(vllm_ingress_client, root_path, vllm_ingress_client.host, auth=False)
+    assert response.status in (*refusals, *NOT_ROUTED), (
+        f"{variant} ({variant.name}) answered without a key{via}: {response.describe()}; a path a proxy or key "
+        f"check reads otherwise than the router reached a guarded route (expected {list(refusals)}, or "
+        f"{list(NOT_ROUTED)}: not served)"
     )

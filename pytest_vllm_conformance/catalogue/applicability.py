@@ -45,6 +45,10 @@ INPUTS: dict[str, str] = {
     "serving_baseline": "--vllm-baseline-url=URL (the old release or flags) or --vllm-perf-baseline-file=PATH",
     "live_serving_baseline": "--vllm-baseline-url=URL (a saved run holds closed-loop rounds, not capacity)",
     "ingress": "--vllm-ingress-url=URL (the entry callers use, in front of the replicas)",
+    "root_path": (
+        "a URL whose path is the server's root path (--vllm-url=http://host:port/PREFIX, vLLM's --root-path; "
+        "or --vllm-ingress-url with the path callers use)"
+    ),
     "fleet": "more than one replica (--vllm-url given more than once, or --vllm-fleet=FILE)",
     # Read from the server, not an option: vLLM's own config says the feature is off, so nothing can be judged.
     "prefix_caching": (

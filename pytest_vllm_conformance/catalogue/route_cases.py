@@ -50,6 +50,10 @@ class Route:
         return "POST" if self.method == "GET" else "GET"
 
 
+# A guarded route sent at the server's bare path, outside the root path of the URL the run was given.
+BARE = "without the root path"
+
+
 @dataclass(frozen=True)
 class RouteVariant:
     """A guarded route as sent: exact, with a trailing slash, or under another method."""
@@ -65,6 +69,9 @@ class RouteVariant:
         return self.id
 
     def send(self, client: BoundedClient, **kw: Any) -> Response:
+        if self.variant == BARE:
+            # The route's own path as the request-target, outside the root path the client's URL carries.
+            return self.route.send(client, target=self.route.concrete_path, **kw)
         if self.variant == "trailing slash":
             return self.route.send(client, suffix="/", **kw)
         if self.variant == "other method":
@@ -118,3 +125,55 @@ def unguarded_routes(ctx: CaseContext) -> list[Route]:
         for route in served_routes(ctx.server)
         if route.method not in ("HEAD", "OPTIONS") and not is_guarded(route.path, ctx.expect)
     ]
+
+
+def bare_guarded_routes(ctx: CaseContext) -> list[RouteVariant]:
+    """Every guarded route at the server's bare path: behind a root path in the URL, none answers without a key."""
+    return [
+        RouteVariant(route, BARE)
+        for route in served_routes(ctx.server)
+        if route.method not in ("HEAD", "OPTIONS") and is_guarded(route.path, ctx.expect)
+    ]
+
+
+@dataclass(frozen=True)
+class PathVariant:
+    """GET /v1/models spelled as a proxy or a key check may read otherwise than vLLM's router.
+
+    ``target`` is sent as written, after the URL's own path; ``host_suffix`` is appended to the Host header
+    (a Host holding ``/`` or ``?`` moved the path a key check read from the URL rebuilt from it: vLLM before
+    0.22, CVE-2026-48746).
+    """
+
+    name: str
+    target: str
+    host_suffix: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        shown = f"GET {self.target}"
+        return f"{shown} with Host: <host>{self.host_suffix}" if self.host_suffix else shown
+
+    def send(self, client: BoundedClient, root_path: str, host: str, **kw: Any) -> Response:
+        headers = {"Host": host + self.host_suffix} if self.host_suffix else None
+        target = root_path + self.target
+        return client.request("GET", target, target=target, headers=headers, **kw)
+
+
+PATH_VARIANTS = (
+    PathVariant("double slash", "//v1/models"),
+    PathVariant("dot segment", "/v1/./models"),
+    PathVariant("percent-encoded letter", "/v1/%6dodels"),
+    PathVariant("trailing dot", "/v1/models."),
+    PathVariant("upper case", "/V1/models"),
+    PathVariant("Host with a path", "/v1/models", host_suffix="/health?"),
+    PathVariant("Host with a query", "/v1/models", host_suffix="?"),
+)
+
+
+def path_variants(ctx: CaseContext) -> list[PathVariant]:
+    """The spellings of GET /v1/models (always served) a guarded route must refuse without a key, or not serve."""
+    return list(PATH_VARIANTS)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -51,6 +52,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def url_root_path(url: str) -> str:
+    """The path a base URL carries, without its trailing slash: ``http://h:8000/v/`` -> ``/v``; none -> ``""``."""
+    return urlsplit(url).path.rstrip("/")
 
 
 class TransportFailure(Exception):
@@ -105,8 +111,13 @@ class AsyncBoundedClient:
         max_body: int | None = None,
         enough: Callable[[bytes], bool] | None = None,
         on_chunk: Callable[[bytes], None] | None = None,
+        target: str | None = None,
     ) -> Response:
         """One exchange. ``auth=False`` sends no Authorization header of ours.
+
+        ``target``, when given, is the request-target sent exactly as written, the base URL's path not
+        prepended (httpx would resolve ``/./`` and merge ``//``): how a caller reaches a path a proxy may
+        read otherwise. ``path`` still names the request in what is reported.
 
         ``enough(body so far)``, when given, is asked after each chunk: once it
         says so, reading stops and the connection is closed (a server takes
@@ -142,6 +153,7 @@ class AsyncBoundedClient:
                             progress,
                             enough,
                             on_chunk,
+                            target,
                         )
                     except httpx.TimeoutException:
                         raise TimeoutError from None
@@ -170,11 +182,16 @@ class AsyncBoundedClient:
         progress: dict[str, int],
         enough: Callable[[bytes], bool] | None = None,
         on_chunk: Callable[[bytes], None] | None = None,
+        target: str | None = None,
     ) -> Response:
         chunks: list[bytes] = []
         seen = 0
         truncated = False
-        async with self._http().stream(method, path, content=content, headers=headers) as response:
+        # httpcore's "target" extension: the request line's target as given, never normalised.
+        extensions = {"target": target.encode("ascii")} if target is not None else None
+        async with self._http().stream(
+            method, path, content=content, headers=headers, extensions=extensions
+        ) as response:
             traffic.answered()
             async for chunk in response.aiter_bytes():
                 room = cap - seen
@@ -340,6 +357,16 @@ class BoundedClient:
     @property
     def base_url(self) -> str:
         return self._async.base_url
+
+    @property
+    def root_path(self) -> str:
+        """The path of its base URL, which every request's path is sent under (``""`` for none)."""
+        return url_root_path(self._async.base_url)
+
+    @property
+    def host(self) -> str:
+        """The Host header its requests carry: the base URL's host and port."""
+        return urlsplit(self._async.base_url).netloc.rsplit("@", 1)[-1]
 
     @property
     def timeout(self) -> float:

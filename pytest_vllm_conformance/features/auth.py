@@ -13,11 +13,15 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.route_cases import Route
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.connection.ingress import NOT_EXPOSED
 
 WRONG_KEY = "Bearer conformance-wrong-key"
+# Plugin policy: what a path variant may be answered besides a refusal: not served (404), a Host no entry routes
+# (400, 421 Misdirected Request). Anything else came from past the key check.
+NOT_ROUTED = (400, 404, 421)
 # Plugin policy: a gateway's own refusal of a caller's key (Kong and LiteLLM say 401, Envoy's ext_authz 403).
 INGRESS_REFUSALS = (401, 403)
 REDIRECTS = (301, 302, 307, 308)
@@ -85,3 +89,25 @@ def _redirects_to(response: Response, route: Route) -> bool:
     """A gateway's redirect of ``/path/`` to ``/path``: the route itself, whose own probe is judged on its own."""
     location = urlsplit(response.headers.get("location") or "").path
     return response.status in REDIRECTS and location.endswith(route.concrete_path)
+
+
+@pytest.fixture(scope="module")
+def root_path(vllm_ingress_client):
+    """The path of the URL the probes go to (the server's --root-path, or an ingress's mount point); "" for none."""
+    return vllm_ingress_client.root_path
+
+
+def bare_path_cause(expect: Expectations, root_path: str, path: str) -> str:
+    """Why ``path`` answered outside ``root_path``, as the release's key middleware reads it (fact
+    ``auth_root_path_stripping``), and what the operator can do."""
+    stripping = expect.fact("auth_root_path_stripping")
+    guarded = tuple(expect.fact("auth_guarded_prefixes"))
+    read_as = path.removeprefix(root_path)
+    if not stripping["segment_aware"] and read_as != path and not read_as.startswith(guarded):
+        return (
+            f"vLLM {expect.version} removes the root path {root_path} as a string, not a path segment, so its key "
+            f"check reads {path} as {read_as!r}, outside its guarded prefixes {list(guarded)}, while its router "
+            f"still serves {path} ({stripping['issue']}). Start vLLM with a --root-path that none of those prefixes "
+            f"begins with (/api, not /v or /v1), or let the ingress refuse paths outside {root_path}"
+        )
+    return f"the bare path is served past the key check; let the ingress refuse paths outside {root_path}"

@@ -21,7 +21,7 @@ from pytest_vllm_conformance.catalogue import applicability, contracts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
 from pytest_vllm_conformance.connection import fleet, transport
-from pytest_vllm_conformance.connection.client import BoundedClient
+from pytest_vllm_conformance.connection.client import BoundedClient, url_root_path
 from pytest_vllm_conformance.connection.connect import Target, connection_for, ingress_key
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.run_lock import RunLock
@@ -161,6 +161,7 @@ class RunState:
             "eval_task": bool(settings.eval_task),
             "checkpoint": self.checkpoint is not None,
             "ingress": bool(settings.ingress_url),
+            "root_path": bool(url_root_path(settings.ingress_url or target.base_url or target.given_url or "")),
             "fleet": self.fleet,
             # Unknown (no /metrics page) counts as on, vLLM's default: the test then proves a hit or is undecided.
             "prefix_caching": target.facts is None or target.facts.prefix_caching is not False,

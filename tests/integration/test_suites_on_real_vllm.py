@@ -175,6 +175,8 @@ GUARDED = [
     "auth.guarded_route_refuses_other_scheme",
     "auth.guarded_route_accepts_key",
 ]
+# How a path arrives: at the bare path behind a root path, and spelled otherwise.
+PATH_AUTH = ["auth.root_path_prefix_required", "auth.path_variants_refused"]
 
 # vLLM 0.32 defaults under the plain profile: scale-out off, no key, no prompt embeds.
 PLAIN_VERDICTS = {
@@ -185,7 +187,7 @@ PLAIN_VERDICTS = {
     **AGENT_LOOPS_PLAIN,
     "scale_out.enabled_routes_served": NOT_CLAIMED,
     "scale_out.disabled_routes_refused": {"passed": 8},
-    **dict.fromkeys([*GUARDED, "auth.unguarded_route_is_public"], NOT_CLAIMED),
+    **dict.fromkeys([*GUARDED, *PATH_AUTH, "auth.unguarded_route_is_public"], NOT_CLAIMED),
     "embedding_limits.prompt_embeds_refused_when_disabled": "passed",
     "embedding_limits.small_prompt_embeds_accepted": NOT_CLAIMED,
     "embedding_limits.oversized_declaration_refused": NOT_CLAIMED,
@@ -203,6 +205,9 @@ GATED_VERDICTS = {
     "scale_out.enabled_routes_served": {"passed": 8},
     "scale_out.disabled_routes_refused": NOT_CLAIMED,
     **dict.fromkeys([*GUARDED, "auth.unguarded_route_is_public"], "passed"),
+    # Seven spellings of GET /v1/models; no root path in the URL.
+    "auth.path_variants_refused": {"passed": 7},
+    "auth.root_path_prefix_required": NOT_CLAIMED,
     "embedding_limits.prompt_embeds_refused_when_disabled": NOT_CLAIMED,
     "embedding_limits.small_prompt_embeds_accepted": "passed",
     "embedding_limits.oversized_declaration_refused": "passed",

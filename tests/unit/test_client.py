@@ -19,6 +19,7 @@ from pytest_vllm_conformance.connection.client import (
     TransportFailure,
 )
 from pytest_vllm_conformance.connection.secrets import Secret
+from tests.unit.echo_upstream import serving
 
 CAP = 64 * 1024
 
@@ -139,3 +140,12 @@ def test_enough_stops_reading_and_marks_the_body_cut(client):
     assert response.truncated and 1000 <= len(response.body) < CAP
     with pytest.raises(NotJSON, match="truncated"):
         response.json()
+
+
+def test_a_target_goes_on_the_request_line_as_written_outside_the_base_urls_path():
+    with serving("main") as upstream, BoundedClient(upstream.url + "/v/", timeout=5.0) as client:
+        assert (client.root_path, client.host) == ("/v", upstream.url.split("//", 1)[1])
+        under = client.get("/v1/chat/x").json()
+        raw = client.get("/v1/./chat", target="//v1/./chat").json()
+    assert under["raw_path"] == "/v/v1/chat/x"
+    assert raw["raw_path"] == "//v1/./chat"

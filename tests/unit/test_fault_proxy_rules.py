@@ -21,6 +21,7 @@ from fixtures.fault_proxy import (
     DropToolsOfType,
     FaultProxy,
     InjectAuth,
+    KeyForPublicPaths,
     LeakInternals,
     Respond,
     RewriteJsonResponse,
@@ -29,6 +30,7 @@ from fixtures.fault_proxy import (
     SetJsonField,
     StripJsonField,
     StripMessageField,
+    StripPrefix,
     rule_from_dict,
 )
 from tests.unit.echo_upstream import SECRET, TIMEOUT, Upstream, header_values, serving
@@ -107,6 +109,36 @@ def test_inject_auth_only_on_matching_routes(upstream: Upstream) -> None:
     assert header_values(added.json(), "authorization") == [f"Bearer {SECRET}"]
     assert header_values(replaced.json(), "authorization") == [f"Bearer {SECRET}"]
     assert header_values(untouched.json(), "authorization") == []
+
+
+def test_strip_prefix_mounts_the_upstream_under_a_prefix_and_passes_other_paths_as_they_came(
+    upstream: Upstream,
+) -> None:
+    with FaultProxy(upstream.url, rules=[StripPrefix(prefix="/v")]) as proxy:
+        mounted = httpx.post(proxy.url + "/v/v1/chat/completions?x=1", json={}, timeout=TIMEOUT).json()
+        bare = httpx.post(proxy.url + "/v1/chat/completions", json={}, timeout=TIMEOUT).json()
+    assert (mounted["raw_path"], mounted["query"]) == ("/v1/chat/completions", "x=1")
+    assert bare["raw_path"] == "/v1/chat/completions"  # /v1 is not under the segment /v
+
+
+def test_key_for_public_paths_keys_what_it_misreads_as_public_and_forwards_it_normalised(upstream: Upstream) -> None:
+    rule = KeyForPublicPaths(header_value=f"Bearer {SECRET}")
+    assert SECRET not in repr(rule)
+
+    def sent(target: bytes, host: str | None = None) -> dict:
+        headers = {"Host": host} if host else None
+        with httpx.Client(timeout=TIMEOUT) as client:
+            return client.get(proxy.url + "/x", headers=headers, extensions={"target": target}).json()
+
+    with FaultProxy(upstream.url, rules=[rule]) as proxy:
+        guarded = sent(b"/v1/chat/x")
+        doubled = sent(b"//v1/chat/x")
+        upper = sent(b"/V1/Chat/./x.")
+        behind_host = sent(b"/v1/chat/x", host=f"{proxy.url.split('//')[1]}/health?")
+    assert header_values(guarded, "authorization") == [] and guarded["raw_path"] == "/v1/chat/x"
+    for answer in (doubled, upper, behind_host):
+        assert header_values(answer, "authorization") == [f"Bearer {SECRET}"]
+        assert answer["raw_path"] == "/v1/chat/x"
 
 
 def test_route_to_sends_matching_requests_elsewhere(upstream: Upstream, other_upstream: Upstream) -> None:
