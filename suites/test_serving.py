@@ -117,15 +117,10 @@ def _values(declared):
 
 
 def _client_kept_time(run, vllm_record, line):
-    lag = figures.client_lag(run)
-    if lag is not None:
+    if (lag := figures.client_lag(run)) is not None:
         vllm_record("serving_client_lag_ms", f"{lag * 1000:.1f}")
-    if lag is not None and lag > figures.CLIENT_LAG_BOUND:
-        undecided(
-            f"the client's own event loop woke {lag * 1000:.0f} ms late (90th percentile of the median round; "
-            f"bound {figures.CLIENT_LAG_BOUND * 1000:.0f} ms): the client fights the servers for the cores (vLLM's "
-            f"CPU defaults bind its threads to every core), so the figures are the fight's; {line}"
-        )
+    if why := figures.client_too_late(run):
+        undecided(f"{why}; {line}")
 
 
 def _comparable(serving):

@@ -108,6 +108,18 @@ def client_lag(run: ServingRun) -> float | None:
     return _median([r.client_lag_p90 for r in (*run.target, *run.baseline)])
 
 
+def client_too_late(run: ServingRun) -> str | None:
+    """Why the comparisons with the baseline cannot be trusted to the client's clock, or None when they can."""
+    lag = client_lag(run)
+    if lag is None or lag <= CLIENT_LAG_BOUND:
+        return None
+    return (
+        f"the client's own event loop woke {lag * 1000:.0f} ms late (90th percentile of the median round; bound "
+        f"{CLIENT_LAG_BOUND * 1000:.0f} ms): the client fights the servers for the cores (vLLM's CPU defaults bind "
+        "its threads to every core), so the figures are the fight's"
+    )
+
+
 def throughput(run: ServingRun, design: Design) -> PairedComparison:
     """Target against baseline, round pair by round pair: what the sequential run stops on."""
     return _paired("output rate (median of a round)", run, round_output_rate, design)
