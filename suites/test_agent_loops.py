@@ -16,7 +16,7 @@ choice answered with no call fails unless the answer was cut inside one.
 from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.features.agent_loops import TOOL_RESULT, fed_back, messages, responses
 
-# The suite's fixtures, from its feature room (and the tool_calls suite's cut-call judgement).
+# The suite's fixtures, from its feature room (and the generation room's cut-call and forced-call judgements).
 from pytest_vllm_conformance.features.agent_loops import chat_turn as chat_turn
 from pytest_vllm_conformance.features.agent_loops import custom_tools as custom_tools
 from pytest_vllm_conformance.features.agent_loops import error_envelopes as error_envelopes
@@ -27,8 +27,8 @@ from pytest_vllm_conformance.features.agent_loops import responses_shapes as sha
 from pytest_vllm_conformance.features.agent_loops import responses_stream as responses_stream
 from pytest_vllm_conformance.features.agent_loops import responses_turn as responses_turn
 from pytest_vllm_conformance.features.agent_loops import store_routes as store_routes
-from pytest_vllm_conformance.features.agent_loops import uncalled as uncalled
 from pytest_vllm_conformance.features.agent_loops import unknown_call_output as unknown_call_output
+from pytest_vllm_conformance.features.generation.forced_calls import uncalled as uncalled
 from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
 from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
 from pytest_vllm_conformance.features.generation.tool_calls import skip_if_cut
@@ -118,8 +118,7 @@ def test_messages_errors_in_anthropic_envelope(vllm_client, vllm_facts, error_en
 
 
 def _forced_call(turn: loop.Turn, what: str, uncalled, function: str | None = None) -> dict:
-    """The turn's one function_call (of ``function``); a call cut by max_output_tokens is undecided, no call
-    otherwise a failure."""
+    """The turn's one function_call (of ``function``); no call fails, unless cut inside one (undecided)."""
     if not turn.calls:
         names = [function] if function else ["get_weather", "get_time"]
         undecided(uncalled(responses.message_text(turn.output), turn.cut, names, what, turn.kinds))

@@ -9,7 +9,7 @@ from fixtures.fault_proxy.answer_rules import ErrorsInOpenAIEnvelope
 from fixtures.fault_proxy.rules import JsonResponseDraft
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, split_events
 from pytest_vllm_conformance.features.agent_loops import messages, responses
-from pytest_vllm_conformance.features.agent_loops.forced import call_text_problem, judge_uncalled
+from pytest_vllm_conformance.features.generation.forced_calls import call_text_problem, judge_uncalled
 from pytest_vllm_conformance.protocol import sse
 
 PREFIXES = {"message": "msg_", "function_call": "fc_"}

@@ -3,7 +3,6 @@
 ``responses.py``: a streamed Responses answer against its own final answer.
 ``responses_loop.py``: a Responses tool loop's requests and turns.
 ``messages.py``: the Anthropic Messages API's answer, stream and errors.
-``forced.py``: a forced tool_choice answered without a call.
 Here: the suite's fixtures, and the chat tool loop (a forced call, its result
 fed back under the call's id, a second forced call).
 """
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.agent_loops import forced, responses_loop
+from pytest_vllm_conformance.features.agent_loops import responses_loop
 from pytest_vllm_conformance.protocol import sse
 from pytest_vllm_conformance.protocol.answer_reader import Answer, read_answer
 from pytest_vllm_conformance.protocol.generation_routes import MESSAGES as MESSAGES_ROUTE
@@ -57,20 +56,6 @@ def chat_turn(vllm_client, vllm_facts):
         return Turn(answer, [call.get("id") for call in calls], calls, message.get("content"))
 
     return chat_turn
-
-
-@pytest.fixture(scope="module")
-def uncalled(vllm_expect):
-    """``uncalled(text, cut, names, what, only, limit)``: why a forced choice's answer with no call is undecided (cut
-    inside a call of ``names``, as its text shows), or AssertionError: a forced call that never came."""
-    envelopes = vllm_expect.fact("tool_call_envelopes").get(
-        vllm_expect.declared("generation", "tool_call_parser").value
-    )
-
-    def uncalled(text: str, cut: bool, names: list[str], what: str, only: Any, limit: str = "max_output_tokens") -> str:
-        return forced.judge_uncalled(text, cut, names, envelopes, what, only, limit)
-
-    return uncalled
 
 
 @pytest.fixture(scope="module")
