@@ -184,6 +184,8 @@ def merge(shards: Sequence[Shard], compare: JudgeFleet | None = None) -> dict[st
     merged["exit_status"] = _exit_status(
         [shard.report.get("exit_status") for shard in shards if not shard.error], fails
     )
+    if merged["exit_status"] == report_files.INTERRUPTED_EXIT_STATUS:
+        merged["result"] = report_files.INTERRUPTED  # a shard cut short: its verdicts cover part of its tests
     merged["shards"] = [_shard_line(shard) for shard in shards]
     return merged
 

@@ -406,6 +406,9 @@ class LoggedServer:
     def stop(self):
         pass
 
+    def remove_own_log(self):
+        pass
+
 
 def pytest_configure(config):
     facts = ServerFacts("http://127.0.0.1:9", "0.32.0", (ModelCard("m", 512),), "m")

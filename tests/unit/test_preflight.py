@@ -347,7 +347,9 @@ def test_without_manifests_or_version_the_suite_skips_with_the_reason(pytester):
         str(SUITES), "-m", "preflight", f"--vllm-manifests={MANIFESTS}", "-p", "no:cacheprovider", "-rs", timeout=300
     )
     result.stdout.fnmatch_lines(["*no target version to lint for: give --vllm-target-version=X*"])
-    assert result.ret == 0
+    # Manifests given claim the suite; with nothing linted, the run judged nothing and does not pass.
+    result.stdout.fnmatch_lines(["*nothing was judged*"])
+    assert result.ret == 1
 
 
 def test_a_manifest_s_aliases_and_nesting_and_bom_are_read_bounded(tmp_path):
