@@ -49,6 +49,8 @@ OPT_IN = {
             "serving.latency_within_slo",
             "serving.occupancy",
             "serving.throughput_not_worse",
+            "serving.latency_not_worse",
+            "serving.capacity_not_worse",
             "serving.progress_while_healthy",
         ],
         NOT_CLAIMED,
