@@ -96,7 +96,8 @@ test-matrix: models $(VENV_0_29)/.installed
 # Every serving proof on real servers, the opt-in one against a saved run included (about 3 minutes with the
 # starts); CI runs all but that one.
 test-serving: models
-	VLLM_CONFORMANCE_SERVING_PROOFS=1 $(PY) -m pytest tests/integration/test_serving_on_real_vllm.py $(PYTEST_ARGS)
+	VLLM_CONFORMANCE_SERVING_PROOFS=1 $(PY) -m pytest tests/integration/test_serving_on_real_vllm.py \
+		tests/integration/test_capacity_on_real_vllm.py $(PYTEST_ARGS)
 
 # Opt-in: the fleet_entry proofs, two real replicas (two servers alive) behind Debian's nginx,
 # round-robin and with affinity (examples/nginx/). Two extra server starts do not fit CI's budget.

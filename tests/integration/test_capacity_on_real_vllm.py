@@ -56,6 +56,9 @@ def _interval(message: str) -> tuple[float, float]:
     return float(found.group(1)), float(found.group(2))
 
 
+# Opt-in (make test-serving): in CI, on a quiet machine, the identical pair's knee rose above the rate our client
+# can offer (96 requests in flight at 130/s), and the verdict was undecided, naming the client (2026-12-06).
+@pytest.mark.serving_proof
 @pytest.mark.pins(healthy={CAPACITY})
 def test_a_server_against_a_second_of_its_flags_keeps_up_with_as_many_requests(pytester, served):
     plain, twin = served.together("plain", "plain_twin")

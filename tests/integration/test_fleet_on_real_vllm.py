@@ -138,9 +138,11 @@ def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(p
 @pytest.mark.pins(healthy={*DISCOVERY, "fleet.replicas_reached", "fleet.replicas_agree"})
 def test_one_server_under_two_names_agrees_and_under_xdist_each_replica_runs_on_one_worker(pytester, plain_server):
     pytest.importorskip("xdist")
-    fleet = fleet_file(pytester, [("one", plain_server.url), ("two", plain_server.url)])
     report = pytester.path / "report.yaml"
-    result = run_fleet(pytester, fleet, "-n", "2", "-v", f"--vllm-report={report}")
+    # Two addresses of one server (one URL twice is refused: a set is what it claims), the second a passthrough.
+    with FaultProxy(plain_server.url) as second_address:
+        fleet = fleet_file(pytester, [("one", plain_server.url), ("two", second_address.url)])
+        result = run_fleet(pytester, fleet, "-n", "2", "-v", f"--vllm-report={report}")
     assert result.ret == pytest.ExitCode.OK
     junit = pytester.path / "junit.xml"
     assert_verdicts(

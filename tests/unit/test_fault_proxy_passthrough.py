@@ -250,5 +250,6 @@ def test_a_stretched_stream_arrives_factor_times_as_slowly_and_whole(upstream: U
         with client.stream("POST", proxy.url + "/sse", json={"stream": True}) as response:
             lines = [line for line in response.iter_lines() if line]
         took = time.monotonic() - started
+        assert proxy.hits[0] == 1
     assert lines == ['data: {"n":0}', 'data: {"n":1}', "data: [DONE]"]
     assert 0.5 <= took < 2.0, took
