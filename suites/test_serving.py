@@ -24,7 +24,7 @@ def declared(vllm_expect):
 
 @pytest.fixture(scope="module")
 def serving(declared, vllm_settings, vllm_client, vllm_ingress_client, vllm_facts, vllm_expect, vllm_exclusive):
-    values = {key: declared[key].value for key in serving_run.KEYS}
+    values = _values(declared)
     with vllm_exclusive():
         try:
             return serving_run.serve(
@@ -184,7 +184,7 @@ def test_progress_while_healthy(
     declared, vllm_facts, vllm_client, vllm_expect, vllm_exclusive, vllm_record, vllm_evidence
 ):
     # Its own one-request workload, not the measured run's: a hung engine must not hang the measurement first.
-    values = {key: declared[key].value for key in serving_run.KEYS}
+    values = _values(declared)
     try:
         workload = serving_run.plan(vllm_client, vllm_facts.model, values, vllm_expect)
     except measured_rounds.NoPrompt as exc:
@@ -217,12 +217,12 @@ def test_capacity_not_worse(
     vllm_evidence,
 ):
     goodput, budget = (vllm_expect.declared("serving", key) for key in ("goodput", "capacity_seconds"))
-    values = {key: declared[key].value for key in serving_run.KEYS}
+    values, objective = _values(declared), open_loop.Goodput.of(goodput.value)
     with vllm_exclusive():
         try:
             found = capacity_run.measure(
                 values,
-                open_loop.Goodput.of(goodput.value),
+                objective,
                 budget.value,
                 settings=vllm_settings,
                 facts=vllm_facts,
@@ -234,7 +234,7 @@ def test_capacity_not_worse(
             pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
     if found.unusable:
         pytest.fail(f"the baseline cannot be compared with: {found.unusable}", pytrace=False)
-    vllm_record("figures", f"{found.line()}; objective: {open_loop.Goodput.of(goodput.value).describe()}")
+    vllm_record("figures", f"{found.line()}; objective: {objective.describe()}")
     if found.search is None:
         undecided(f"no capacity searched: {found.cannot}")
     compared = found.search.ratio
