@@ -23,17 +23,19 @@ def declared(vllm_expect):
 
 
 @pytest.fixture(scope="module")
-def serving(declared, vllm_settings, vllm_client, vllm_ingress_client, vllm_facts, vllm_expect, vllm_exclusive):
-    values = _values(declared)
+def serving(
+    declared, vllm_settings, vllm_client, vllm_ingress_client, vllm_facts, vllm_expect, vllm_exclusive, vllm_progress
+):
     with vllm_exclusive():
         try:
             return serving_run.serve(
-                values,
+                _values(declared),
                 settings=vllm_settings,
                 facts=vllm_facts,
                 expect=vllm_expect,
                 client=vllm_client,
                 ingress_client=vllm_ingress_client,
+                progress=vllm_progress.phase("the serving measurement"),
             )
         except measured_rounds.NoPrompt as exc:
             pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
@@ -186,7 +188,7 @@ def test_progress_while_healthy(
     # Its own one-request workload, not the measured run's: a hung engine must not hang the measurement first.
     values = _values(declared)
     try:
-        workload = serving_run.plan(vllm_client, vllm_facts.model, values, vllm_expect)
+        workload = serving_run.plan(vllm_client, vllm_facts, values, vllm_expect)
     except measured_rounds.NoPrompt as exc:
         pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)
     within = declared["progress_within_seconds"]
@@ -215,6 +217,7 @@ def test_capacity_not_worse(
     vllm_exclusive,
     vllm_record,
     vllm_evidence,
+    vllm_progress,
 ):
     goodput, budget = (vllm_expect.declared("serving", key) for key in ("goodput", "capacity_seconds"))
     values, objective = _values(declared), open_loop.Goodput.of(goodput.value)
@@ -229,6 +232,7 @@ def test_capacity_not_worse(
                 expect=vllm_expect,
                 client=vllm_client,
                 ingress_client=vllm_ingress_client,
+                progress=vllm_progress.phase("the capacity search"),
             )
         except measured_rounds.NoPrompt as exc:
             pytest.fail(f"the workload cannot be built: {exc}", pytrace=False)

@@ -6,6 +6,7 @@ workers receive the discovered facts instead of probing again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,10 +112,16 @@ def anthropic_client_for(settings: Settings, base_url: str) -> Any:
     )
 
 
-def establish(settings: Settings, known_routes: KnownRoutes | None = None, url: str | None = None) -> Target:
+def establish(
+    settings: Settings,
+    known_routes: KnownRoutes | None = None,
+    url: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Target:
     """Start the embedded server if asked to, then discover the target (``known_routes``: see ``discover``).
 
-    ``url``: one replica of a fleet (else the one --vllm-url).
+    ``url``: one replica of a fleet (else the one --vllm-url). ``progress``: told how the server's start goes while
+    it is waited for (plugin/progress.py decides when to say so).
     """
     server = None
     # Given only the public entry (--vllm-ingress-url), the run tests what callers reach.
@@ -130,7 +137,7 @@ def establish(settings: Settings, known_routes: KnownRoutes | None = None, url: 
             # None: a temporary folder of the server's, removed when the run is done (--vllm-serve-log keeps one).
             log_path=settings.serve_log,
             startup_timeout=settings.serve_timeout,
-        ).start()
+        ).start(progress)
         base_url = server.url
     assert base_url is not None, "a URL, an ingress or a server to start"
     try:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -147,8 +147,8 @@ class VllmServer:
             env["VLLM_API_KEY"] = self.api_key.reveal()
         return env
 
-    def start(self) -> VllmServer:
-        return self.launch().wait_ready()
+    def start(self, progress: Callable[[str], None] | None = None) -> VllmServer:
+        return self.launch().wait_ready(progress)
 
     def launch(self) -> VllmServer:
         """Start the process without waiting for it (``wait_ready`` waits); call from a long-lived thread:
@@ -168,17 +168,18 @@ class VllmServer:
             )
         return self
 
-    def wait_ready(self) -> VllmServer:
+    def wait_ready(self, progress: Callable[[str], None] | None = None) -> VllmServer:
+        """``progress``: told, at each poll, what the start is doing (the log's last line)."""
         started = self._launched_at
         try:
-            self._wait_healthy(started)
+            self._wait_healthy(started, progress)
         except BaseException:
             self.stop()
             raise
         self.ready_seconds = time.monotonic() - started
         return self
 
-    def _wait_healthy(self, started: float) -> None:
+    def _wait_healthy(self, started: float, progress: Callable[[str], None] | None) -> None:
         assert self.process is not None, "launched first"
         deadline = started + self.startup_timeout
         with httpx.Client(timeout=2.0, trust_env=False) as http:
@@ -201,11 +202,19 @@ class VllmServer:
                         return
                 if time.monotonic() >= deadline:
                     break
+                if progress is not None:
+                    progress(f"starting vllm serve {self.model}, not healthy yet; its log: {self.last_log_line()}")
                 time.sleep(0.5)
         raise LaunchError(
             f"vllm serve {self.model} was not healthy after {self.startup_timeout:g} s; "
             f"log {self.log_path}:\n{self.log_tail()}"
         )
+
+    def last_log_line(self, width: int = 160) -> str:
+        """What the start is doing, as its log's last line says (cut to ``width``; the key masked)."""
+        lines = self.log_tail(lines=1).strip().splitlines()
+        line = lines[-1].strip() if lines else "(empty)"
+        return line if len(line) <= width else line[: width - 3] + "..."
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         try:

@@ -35,6 +35,7 @@ from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features import startup_log
 from pytest_vllm_conformance.features.preflight import checkpoint
 from pytest_vllm_conformance.features.preflight import lint as preflight
+from pytest_vllm_conformance.plugin.progress import Progress
 from pytest_vllm_conformance.plugin.run import TargetState, run_state
 from pytest_vllm_conformance.plugin.verdicts import evidence_of
 from pytest_vllm_conformance.profiles.replicas import Fleet, Member
@@ -190,6 +191,12 @@ def vllm_evidence(request: pytest.FixtureRequest) -> Evidence:
     ("judged: 2 objectives, 128 requests").
     """
     return evidence_of(request.node)
+
+
+@pytest.fixture(scope="session")
+def vllm_progress(pytestconfig: pytest.Config) -> Progress:
+    """Progress lines for a phase long enough to look hung: ``vllm_progress.phase(name)(status)``, called often."""
+    return run_state(pytestconfig).progress
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,7 @@ from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features.preflight import checkpoint
 from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.plugin import options
+from pytest_vllm_conformance.plugin.progress import Progress, silent, terminal_writer
 
 
 @dataclass
@@ -140,6 +141,8 @@ class RunState:
     plugin_run: bool = False
     # What cut the run short, when a signal did ("SIGTERM"); Ctrl-C is pytest's own KeyboardInterrupt.
     interrupted_by: str | None = None
+    # Lines for phases long enough to look hung (plugin/progress.py); silent until configure_run wires the terminal.
+    progress: Progress = field(default_factory=lambda: Progress(silent))
 
     def expectations(self, target: TargetState | None = None) -> Expectations:
         facts = (target or self.primary).facts
@@ -219,6 +222,7 @@ def configure_run(config: pytest.Config) -> RunState:
         baseline=baseline,
         shard=shard_declaration(settings),
         plugin_run=options.plugin_run(config),
+        progress=Progress(terminal_writer(config), redactor),
     )
     for target in state.targets:
         redactor.add(url_password(target.given_url))

@@ -63,7 +63,7 @@ def _establish_one(state: RunState, target: TargetState, establish: Establish) -
         target.target = (
             establish(state.settings, known_routes, url=target.given_url)
             if state.fleet
-            else establish(state.settings, known_routes)
+            else establish(state.settings, known_routes, progress=state.progress.phase("--vllm-serve"))
         )
     except (DiscoveryError, LaunchError) as exc:
         raise pytest.UsageError(state.redactor(str(exc))) from None

@@ -198,6 +198,8 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
     for name, text in texts.items():
         assert key not in text, f"the key is in {name}"
     # Started, named in the header, checked, and stopped with its whole process tree.
+    # The start (20 s and more) is never silent: a line every ten seconds says what its log says (issue 52).
+    result.stdout.fnmatch_lines(["vllm-conformance: --vllm-serve: starting vllm serve *, not healthy yet; its log: *"])
     result.stdout.fnmatch_lines(["vllm target: http://127.0.0.1:* (embedded server)", f"vllm serve log: {serve_log}"])
     pids = {int(pid) for pid in re.findall(r"\(\w+ pid=(\d+)\)", texts["serve.log"])}
     assert pids, "the server log names no process"

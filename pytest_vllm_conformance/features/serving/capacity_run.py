@@ -12,6 +12,7 @@ trial. The baseline's closed-loop rate is where both searches start.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -93,8 +94,10 @@ def measure(
     expect: Expectations,
     client: BoundedClient,
     ingress_client: BoundedClient,
+    progress: Callable[[str], None] | None = None,
 ) -> Capacity:
-    """Warm each side, then search both capacities (raises rounds.NoPrompt when no prompt can be built)."""
+    """Warm each side, then search both capacities (raises rounds.NoPrompt when no prompt can be built).
+    ``progress`` is told after each trial."""
     began = time.perf_counter()
     found = Capacity()
     baseline = serving_run.open_baseline(settings, facts)
@@ -107,7 +110,7 @@ def measure(
             "(a saved run holds closed-loop rounds, not the rates a server kept up with)"
         )
         return found
-    target_workload = serving_run.plan(client, facts.model, values, expect)
+    target_workload = serving_run.plan(client, facts, values, expect)
     refused = serving_run.live_refusal(baseline, settings, facts, client, target_workload, expect)
     if refused:
         baseline.client.close()
@@ -117,9 +120,7 @@ def measure(
     with baseline.client as baseline_client:
         workloads = {
             "target": replace(target_workload, offset=FIRST_PROMPT),
-            "baseline": replace(
-                serving_run.plan(baseline_client, baseline.facts.model, values, expect), offset=FIRST_PROMPT
-            ),
+            "baseline": replace(serving_run.plan(baseline_client, baseline.facts, values, expect), offset=FIRST_PROMPT),
         }
         clients = {"target": ingress_client, "baseline": baseline_client}
         taken = {"target": 0, "baseline": 0}
@@ -146,6 +147,8 @@ def measure(
             workload = fresh(name, requests_for(rate, TRIAL_SECONDS, TRIAL_LEAST_REQUESTS))
             ran = clients[name].run(lambda c: loop.run(c, workload, rate, seed))
             found.trials[name].append(ran)
+            if progress is not None:
+                progress(f"{sum(len(trials) for trials in found.trials.values())} trial(s), the last at {rate:.2f}/s")
             return ran
 
         found.search = capacity.search(

@@ -54,6 +54,14 @@ class ServingRun:
     def requests(self, side: str) -> list[RequestTiming]:
         return [t for r in getattr(self, side) for t in r.timings]
 
+    def so_far(self) -> str:
+        """Where the measurement stands, for a progress line."""
+        said = [f"{len(self.target)} round(s) on the target"]
+        if self.baseline:
+            said.append(f"{len(self.baseline)} on the baseline")
+        load = sum(r.seconds for r in self.target + self.baseline + self.direct)
+        return ", ".join(said) + f", {load:.0f} s of load"
+
 
 def _gauges(server: BoundedClient, path: str, names: Sequence[str]) -> Gauges:
     reading = metrics.read(server, path)
@@ -100,10 +108,11 @@ def measure(
     metrics_path: str,
     gauge_names: Sequence[str],
     enough: Callable[[ServingRun], bool] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ServingRun:
     """Warm up each side, then rounds interleaved target, baseline, baseline, target... until ``enough(run)``
     says so after a pair (by default: after ``rounds`` of them). Through an ingress, ``rounds`` more rounds go
-    straight to the server, one after each of the first pairs."""
+    straight to the server, one after each of the first pairs. ``progress`` is told after each round."""
     run = ServingRun()
     sides: list[tuple[BoundedClient, Workload]] = [(target, target_workload)]
     if baseline is not None and baseline_workload is not None:
@@ -138,6 +147,8 @@ def measure(
                 rounds_of.append(
                     _sampled_round(generator, client, workload, gauges_from, metrics_path, gauge_names, gauges)
                 )
+                if progress is not None:
+                    progress(run.so_far())
             if direct is not None and len(run.direct) < rounds:
                 run.direct.append(
                     _sampled_round(

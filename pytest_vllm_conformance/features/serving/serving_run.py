@@ -134,11 +134,20 @@ def live_refusal(
     return None
 
 
-def plan(client: BoundedClient, model: str, values: dict[str, Any], expect: Expectations) -> Workload:
-    """The declared workload on this server (raises rounds.NoPrompt when no prompt can be built)."""
+def plan(client: BoundedClient, facts: ServerFacts, values: dict[str, Any], expect: Expectations) -> Workload:
+    """The declared workload on this server (raises rounds.NoPrompt when no prompt can be built, or none fits)."""
+    context = facts.max_model_len
+    needed = values["prompt_tokens"] + values["output_tokens"]
+    if context is not None and needed > context:
+        # Sent anyway, every request would be refused, and the server blamed for the profile's numbers.
+        raise rounds.NoPrompt(
+            f"serving.prompt_tokens {values['prompt_tokens']} and output_tokens {values['output_tokens']} need "
+            f"{needed} tokens of context, and {facts.url} serves {facts.model} with max_model_len {context} "
+            "(its /v1/models): lower them in the profile"
+        )
     return rounds.plan(
         client,
-        model,
+        facts.model,
         request=expect.fact("serving_request"),
         seed=expect.fact("serving_prompt_seed"),
         **{key: values[key] for key in WORKLOAD},
@@ -154,10 +163,11 @@ def serve(
     client: BoundedClient,
     ingress_client: BoundedClient,
     generator: LoadGenerator | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Served:
     """Plan, measure and (with --vllm-perf-save) save the run. Raises rounds.NoPrompt when no prompt can be built."""
     baseline = open_baseline(settings, facts)
-    target_workload = plan(client, facts.model, values, expect)
+    target_workload = plan(client, facts, values, expect)
     if isinstance(baseline, LiveBaseline):
         refused = live_refusal(baseline, settings, facts, client, target_workload, expect)
         if refused:
@@ -171,13 +181,14 @@ def serve(
         target_workload=target_workload,
         server=client,
         baseline=live.client if live else None,
-        baseline_workload=plan(live.client, live.facts.model, values, expect) if live else None,
+        baseline_workload=plan(live.client, live.facts, values, expect) if live else None,
         direct=client if ingress_client is not client else None,
         rounds=values["rounds"],
         warm_up_requests=values["warm_up_requests"],
         metrics_path=expect.release.metrics_path,
         gauge_names=expect.fact("serving_gauges"),
         enough=enough(values) if live else None,
+        progress=progress,
     )
     served = Served(run, target_workload, unusable=baseline if isinstance(baseline, str) else None)
     workload = {key: values[key] for key in WORKLOAD}
