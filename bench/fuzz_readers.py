@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def fuzz(name: str, rules: settings, seed_value: int) -> tuple[Counter[str], list[str]]:
-    """Every input Hypothesis makes for ``name`` (a reader, or "options"), judged: the tally and the findings."""
+    """Every input Hypothesis makes for ``name`` (a reader, "options", "merge -o"), judged: tally, findings."""
     tally: Counter[str] = Counter()
     findings: list[str] = []
 
@@ -52,6 +52,15 @@ def fuzz(name: str, rules: settings, seed_value: int) -> tuple[Counter[str], lis
             judge(lambda: reader_fuzz.parse(option, raw))
 
         options()
+    elif name == "merge -o":
+
+        @seed(seed_value)
+        @rules
+        @given(reader_fuzz.output_paths())
+        def outputs(given_path: str) -> None:
+            judge(lambda: {"written": "read"}.get(reader_fuzz.merge_into(given_path), "refused"))
+
+        outputs()
     else:
 
         @seed(seed_value)
@@ -73,7 +82,7 @@ def main() -> int:
     findings: list[str] = []
     total = 0
     started = time.monotonic()
-    for name in [*reader_fuzz.READERS, "options"]:
+    for name in [*reader_fuzz.READERS, "options", "merge -o"]:
         tally, found = fuzz(name, rules, args.seed)
         findings += found
         inputs = sum(tally.values())

@@ -99,8 +99,8 @@ class ConformanceReporter:
         for twin in twins:
             problem = report_files.output_problem(twin)
             if problem is not None:
-                which = "" if twin == path else f"its Markdown twin {twin} "
-                raise pytest.UsageError(f"--vllm-report {path}: {which}{problem}")
+                which = "" if twin == path else f"its Markdown twin {report_files.shown(twin)} "
+                raise pytest.UsageError(f"--vllm-report {report_files.shown(path)}: {which}{problem}")
         others = {f"--{option.replace('_', '-')}": value for option, value in self._other_paths().items()}
         if self.junit_path is not None:
             others["--junitxml"] = self.junit_path

@@ -287,10 +287,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for flag, output in outputs.items():
         problem = report_files.output_problem(output)
         if problem is not None:
-            raise MergeRefused(f"{flag} {output}: {problem}")
+            raise MergeRefused(f"{flag} {report_files.shown(output)}: {problem}")
         for given in [*args.reports, *args.junit]:
             if report_files.same_file(output, given):
-                raise MergeRefused(f"{flag} {output} is also one of the inputs ({given}): give the merge another path")
+                raise MergeRefused(
+                    f"{flag} {report_files.shown(output)} is also one of the inputs ({report_files.shown(given)}): "
+                    "give the merge another path"
+                )
     if args.junit_out is not None and report_files.same_file(args.junit_out, args.output):
         raise MergeRefused(f"--junit-out {args.junit_out} is also -o: give each its own path")
 
@@ -320,7 +323,7 @@ def main(argv: list[str] | None = None, compare: JudgeFleet | None = None) -> in
         print(f"vllm-conformance merge: refused: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        where = exc.filename or args.output
+        where = report_files.shown(Path(exc.filename or args.output))
         print(f"vllm-conformance merge: refused: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     counts = merged["counts"]

@@ -378,7 +378,7 @@ def is_file_or_new(path: Path) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except FileNotFoundError:
         return True
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the name, which output_problem refuses
         return False
 
 
@@ -406,6 +406,8 @@ def write_output(path: Path, text: str) -> None:
 
 def output_problem(path: Path) -> str | None:
     """Why ``path`` cannot take an output file, asked before a run spends its time (None: it can)."""
+    if "\x00" in str(path):
+        return "holds a NUL character, which no file name can"
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -429,11 +431,17 @@ def output_problem(path: Path) -> str | None:
     return None
 
 
+def shown(path: Path) -> str:
+    """A path as a one-line message names it: quoted and escaped when it holds a newline or another control."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
 def same_file(one: Path, other: Path) -> bool:
     """Whether two paths name one file (through links, ``..``, another spelling of the folder)."""
     try:
         return os.path.samefile(one, other)
-    except OSError:
+    except (OSError, ValueError):
         return os.path.realpath(one) == os.path.realpath(other)
 
 

@@ -46,3 +46,28 @@ def test_every_option_parser_reads_or_refuses_in_one_line(data):
 def test_a_key_is_read_as_one_header_line_or_refused_without_showing_it(data):
     option = data.draw(st.sampled_from([option for option in reader_fuzz.VALUE_OPTIONS if option.secret]))
     reader_fuzz.parse(option, data.draw(reader_fuzz.option_values(option)))
+
+
+@SHORT
+@given(reader_fuzz.output_paths())
+def test_a_merge_output_is_written_or_refused_and_never_replaces_an_input_a_link_or_a_device(given_path):
+    reader_fuzz.merge_into(given_path)
+
+
+@pytest.mark.parametrize(
+    ("given_path", "outcome"),
+    [
+        ("new.yaml", "written"),
+        ("link-to-new", "written"),
+        ("to-null", "written"),
+        ("/dev/null", "written"),
+        ("link-to-shard", "refused"),
+        ("folder/../shard.yaml", "refused"),
+        ("folder", "refused"),
+        ("dangling", "written"),
+        ("new.yaml\x00", "refused"),
+        ("x" * 300, "refused"),
+    ],
+)
+def test_the_output_paths_a_user_gives_most(given_path, outcome):
+    assert reader_fuzz.merge_into(given_path) == outcome
