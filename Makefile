@@ -18,7 +18,7 @@ DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-e
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint unit docs test-matrix test-gateways test-loadgen-witness test-serving test-fleet test-extended atlas models gptq-models venv clean
+.PHONY: demo test lint unit docs test-wheel test-matrix test-gateways test-loadgen-witness test-serving test-fleet test-extended atlas models gptq-models venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -111,6 +111,16 @@ test-fleet: models
 test-extended: models
 	VLLM_CONFORMANCE_EXTENDED_PROOFS=1 $(PY) -m pytest tests -m extended_proof $(PYTEST_ARGS)
 
+# Opt-in: the run-safety rows (keys from secret files, output paths, typos, a guest's run) replayed from the wheel
+# installed with its dependencies in a clean venv of its own, as a user without a clone meets them.
+VENV_WHEEL ?= .venv-wheel
+test-wheel: $(STAMP)
+	rm -rf $(VENV_WHEEL) .cache/wheel
+	$(PY) -m pip wheel --no-deps -q -w .cache/wheel .
+	$(PYTHON) -m venv $(VENV_WHEEL)
+	$(VENV_WHEEL)/bin/python -m pip install -q $(PIP_ARGS) .cache/wheel/pytest_vllm_conformance-*.whl
+	VLLM_CONFORMANCE_WHEEL_BIN=$(abspath $(VENV_WHEEL))/bin $(PY) -m pytest tests/integration/test_wheel_replay.py $(PYTEST_ARGS)
+
 # Opt-in: the suites through LiteLLM's proxy in front of a real vLLM server.
 # LiteLLM lives in its own venv: its dependencies are no business of the plugin's.
 VENV_LITELLM ?= .venv-litellm
@@ -153,4 +163,4 @@ atlas: models $(foreach r,$(ATLAS_RELEASES),.venv-$(r)/.installed)
 		$(PY) -m atlas run $(ATLAS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_0_29) $(VENV_LITELLM) $(VENV_GPTQ) $(VENV_WITNESS) .cache
+	rm -rf $(VENV) $(VENV_0_29) $(VENV_WHEEL) $(VENV_LITELLM) $(VENV_GPTQ) $(VENV_WITNESS) .cache
