@@ -239,6 +239,8 @@ def test_capacity_not_worse(
     if found.unusable:
         pytest.fail(f"the baseline cannot be compared with: {found.unusable}", pytrace=False)
     vllm_record("figures", f"{found.line()}; objective: {objective.describe()}")
+    if found.picture:
+        vllm_record("picture", found.picture)
     if found.search is None:
         undecided(f"no capacity searched: {found.cannot}")
     compared = found.search.ratio

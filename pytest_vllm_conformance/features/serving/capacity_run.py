@@ -14,13 +14,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.serving import capacity, serving_run
+from pytest_vllm_conformance.features.serving import capacity, capacity_picture, picture, serving_run
 from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, RequestTiming, Round, Workload
 from pytest_vllm_conformance.features.serving.open_loop import Goodput, OpenLoop, Trial, requests_for
 from pytest_vllm_conformance.protocol.live_baseline import LiveBaseline
@@ -77,11 +78,22 @@ class Capacity:
     cannot: str | None = None  # why nothing could be searched (undecided)
     trials: dict[str, list[Trial]] = field(default_factory=dict)
     seconds: float = 0.0  # wall time of the whole search, warm-ups included
+    picture: str | None = None  # the goodput-against-rate picture's file name, beside the report
+    picture_not_drawn: str | None = None  # why a report has no such picture
 
     def line(self) -> str:
         warm = "; ".join(w.line(name) for name, w in self.warm.items())
         found = self.search.line() if self.search else (self.cannot or self.unusable or "")
-        return f"{found}; {warm}; {self.seconds:.1f} s in all; against {self.baseline}"
+        why = f"; the capacity picture was not drawn: {self.picture_not_drawn}" if self.picture_not_drawn else ""
+        return f"{found}; {warm}; {self.seconds:.1f} s in all; against {self.baseline}{why}"
+
+    def draw(self, report: Path | None, objective: Goodput) -> None:
+        """With a report, the search's trials as a picture beside it (``capacity_picture``), or why not."""
+        if report is None or self.search is None:
+            return
+        path = picture.picture_path(report, "capacity")
+        self.picture_not_drawn = capacity_picture.draw(path, self.trials, self.search, objective, self.baseline)
+        self.picture = path.name if self.picture_not_drawn is None else None
 
 
 def measure(
@@ -155,6 +167,7 @@ def measure(
             trial, start=rate, budget_seconds=budget_seconds, max_slowdown=values["max_slowdown"]
         )
     found.seconds = time.perf_counter() - began
+    found.draw(settings.report, goodput)
     return found
 
 
