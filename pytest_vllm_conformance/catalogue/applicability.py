@@ -12,6 +12,11 @@ A profile that explicitly requires a feature the server's release does not
 have (watermarking on 0.29, admission control on 0.28) gets one failure per
 contract saying so, instead of a quiet "not claimed".
 
+What the server serves (``serves``: generation, pooling) is read from its
+route table, the one observation that may turn a contract off: a pooling
+server registers no generation route, so the generation features are not
+its to be judged by, and a generation server's pooling ones are not either.
+
 A claimed contract may need an input to be checked at all (``needs`` in
 ``features/<feature>.yaml``: an API key, the watermark key). Without it the contract
 stays claimed and is skipped by the harness, saying what is missing, so its
@@ -57,6 +62,21 @@ INPUTS: dict[str, str] = {
     ),
 }
 
+# What a server may serve (``serves``), read from its route table (route_cases.served_tasks): the routes its release
+# registers for that task (route_tables.yaml, by `when`), listed by /openapi.json or found by probe. A table that is
+# unknown, or shows no task's route at all, counts as serving both. The text is the reason a contract is not claimed
+# on a server without it.
+SERVES: dict[str, str] = {
+    "generation": (
+        "the server serves no generation: its route table holds none of the release's generation routes "
+        "(POST /v1/completions, POST /v1/chat/completions, ...), as a pooling runner's (--runner pooling) does"
+    ),
+    "pooling": (
+        "the server serves no pooling: its route table holds none of the release's pooling routes "
+        "(POST /v1/embeddings, /pooling, /classify, /score, ...), as a generation runner's does"
+    ),
+}
+
 # What a claimed contract may need to be checked at all (``needs``), and what its skip says is missing.
 NEEDS: dict[str, str] = {
     "api_key": "no API key given (--vllm-api-key=KEY or VLLM_API_KEY; a gateway's own: --vllm-ingress-api-key)",
@@ -96,6 +116,12 @@ def _evaluate(condition: Condition, expect: Expectations, inputs: Mapping[str, b
         if inputs.get(condition.subject):
             return _Evaluation(True, f"given {condition.subject}")
         return _Evaluation(False, f"not given: {INPUTS[condition.subject]}")
+    if condition.kind == "serves":
+        if condition.subject not in SERVES:
+            raise KeyError(f"claimed_if names an unknown task {condition.subject!r}; known: {sorted(SERVES)}")
+        if inputs.get(condition.subject, True):
+            return _Evaluation(True, f"the server serves {condition.subject}")
+        return _Evaluation(False, SERVES[condition.subject])
     section, key = condition.subject.split(".", 1)
     expectation = expect.declared(section, key)
     value = expectation.value

@@ -28,7 +28,7 @@ FEATURES_DIR = "features"  # features/<feature>.yaml: the feature and its contra
 DECLARATIONS_FILE = "declarations.yaml"
 FACTS_DIR = "facts"  # facts/<subsystem>.yaml: what vLLM does, by version
 ROUTE_TABLES_FILE = "route_tables.yaml"
-CONDITION_KINDS = frozenset({"declared", "given"})
+CONDITION_KINDS = frozenset({"declared", "given", "serves"})
 COMPARISONS = ("is", "is_not", "is_set")
 
 
@@ -84,16 +84,18 @@ class Releases:
 
 @dataclass(frozen=True)
 class Condition:
-    """One ``claimed_if`` condition: a declared profile value, or an input the run was given."""
+    """One ``claimed_if`` condition: a declared profile value, an input the run was given, or what the server serves."""
 
-    kind: str  # "declared" or "given"
-    subject: str  # a profile key ("endpoint.scale_out") or an input name ("baseline")
+    kind: str  # "declared", "given" or "serves"
+    subject: str  # a profile key ("endpoint.scale_out"), an input name ("baseline") or a task ("generation")
     comparison: str = "is_set"
     value: Any = True
 
     def __str__(self) -> str:
         if self.kind == "given":
             return f"given {self.subject}"
+        if self.kind == "serves":
+            return f"the server serves {self.subject}"
         if self.comparison == "is_set":
             return f"{self.subject} is declared"
         word = "is" if self.comparison == "is" else "is not"
@@ -229,8 +231,8 @@ def _conditions(raw: Any, where: str) -> tuple[Condition, ...]:
         if len(kinds) != 1:
             raise ValueError(f"{where}: a condition names one of {sorted(CONDITION_KINDS)}: {entry}")
         kind = kinds[0]
-        if kind == "given":
-            conditions.append(Condition("given", entry["given"]))
+        if kind in ("given", "serves"):
+            conditions.append(Condition(kind, entry[kind]))
             continue
         comparisons = [name for name in COMPARISONS if name in entry]
         if len(comparisons) != 1:

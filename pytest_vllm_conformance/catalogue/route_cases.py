@@ -87,6 +87,38 @@ def known_routes(catalogue: Catalogue, version: Version | None) -> list[KnownRou
     ]
 
 
+# The route table's `when` of each task's routes (route_tables.yaml, route_conditions): a generation runner's routes
+# are registered under "generate", a pooling runner's under "pooling" and "pooling_<task>", a speech-to-text one's
+# under "transcription".
+TASK_ROUTES = {"generation": ("generate",), "pooling": ("pooling",), "transcription": ("transcription",)}
+
+
+def served_tasks(catalogue: Catalogue, facts: ServerFacts | None) -> dict[str, bool]:
+    """Whether the server serves generation and pooling (applicability.SERVES): its route table lists a route the
+    release registers for the task.
+
+    Told only by a table that shows some task's routes: without one (no facts, /openapi.json hidden and no contract
+    data, or a gateway whose table shows no model route at all) both count as served, so nothing is turned off on
+    a guess.
+    """
+    unknown = {"generation": True, "pooling": True}
+    if facts is None or facts.routes is None:
+        return unknown
+    table = catalogue.fact("route_table", facts.parsed_version)
+
+    def serves(whens: tuple[str, ...]) -> bool:
+        return any(
+            facts.serves(entry["method"], entry["path"])
+            for entry in table
+            if entry["when"] in whens or entry["when"].startswith(tuple(f"{when}_" for when in whens))
+        )
+
+    served = {task: serves(whens) for task, whens in TASK_ROUTES.items()}
+    if not any(served.values()):
+        return unknown
+    return {task: served[task] for task in unknown}
+
+
 def served_routes(facts: ServerFacts) -> list[Route]:
     """The server's route table as discovery completed it (served, or probed from the contract data)."""
     routes = {Route(method, path) for path, methods in (facts.routes or {}).items() for method in methods}

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_vllm_conformance import CONTRACT_MARKER, EACH_MARKER, NOT_CLAIMED, __version__
-from pytest_vllm_conformance.catalogue import cases, contracts
+from pytest_vllm_conformance.catalogue import cases, contracts, route_cases
 from pytest_vllm_conformance.catalogue.applicability import CLAIMED, UNMEETABLE
 from pytest_vllm_conformance.connection.connect import NO_TARGET, configured, establish
 from pytest_vllm_conformance.connection.settings import Settings
@@ -452,6 +452,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"vllm expectations: {state.expectations().basis}")
         if facts.inventory is not None:
             lines.append(f"vllm routes: {facts.inventory.summary()}")
+        served = route_cases.served_tasks(state.catalogue, facts)
+        if not served["generation"]:
+            # The one kind of server whose run is mostly "not claimed": said once, at the top.
+            lines.append(
+                f"vllm serves: {'pooling' if served['pooling'] else 'neither generation nor pooling'}; "
+                "no generation route, so no generation contract is claimed"
+            )
         if state.target is not None and state.target.log_path is not None:
             lines.append(f"vllm serve log: {state.target.log_path}")
     lines.extend(state.header_notes)

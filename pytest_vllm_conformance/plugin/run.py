@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_vllm_conformance.catalogue import applicability, contracts
+from pytest_vllm_conformance.catalogue import applicability, contracts, route_cases
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
 from pytest_vllm_conformance.connection import fleet, transport
@@ -174,6 +174,8 @@ class RunState:
             "server_behind_ingress": not (settings.ingress_url and not (settings.url or settings.serve)),
             "reported_max_model_len": target.facts is not None and isinstance(target.facts.max_model_len, int),
             "anthropic_sdk": importlib.util.find_spec("anthropic") is not None,
+            # What the server serves (applicability.SERVES), from its route table: generation, pooling.
+            **route_cases.served_tasks(self.catalogue, target.facts),
         }
 
     def claim(self, contract_id: str, target: TargetState | None = None) -> applicability.Claim:

@@ -15,12 +15,18 @@ The faults, each one rule of the fault proxy in front of that server:
   floats);
 * every ``data[].index`` nulled (a gateway that rebuilds the list and loses
   which input each vector belongs to).
+
+And the whole default selection (every suite, as ``vllm-conformance
+--vllm-url=...`` runs them) on that server: a pooling server is judged as one.
+Its route table holds no generation route, so no generation contract is
+claimed there, each saying why; what it does serve passes.
 """
 
 import pytest
 
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
-from fixtures.verdicts import assert_verdicts, failed_checks
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
+from pytest_vllm_conformance.catalogue import applicability, contracts
 from tests.conftest import requires_vllm, run_suites
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("embedding")]
@@ -81,3 +87,46 @@ def test_a_broken_embeddings_answer_fails_embeddings_shape(pytester, embedding_s
     assert_verdicts(junit, HEALTHY, failed={CASE})
     message = failed_checks(junit)[CASE]
     assert "not OpenAI's embeddings shape" in message and words in message, message
+
+
+NOT_CLAIMED = "not claimed"
+CATALOGUE = contracts.load()
+# Every contract claimed only where the server serves generation ({serves: generation} in the contract data).
+GENERATION = {
+    contract.id
+    for contract in CATALOGUE.contracts.values()
+    if any(
+        condition.kind == "serves" and condition.subject == "generation" for condition in CATALOGUE.conditions(contract)
+    )
+}
+# What the pooling server is judged by under the embedding profile, by contract id; the rest of the catalogue is
+# opt-in (a baseline, manifests, a log, a fleet, a checkpoint, dashboards, a key) and not claimed here either.
+POOLING_JUDGED = {
+    "discovery.version_parses": "passed",
+    "discovery.max_model_len_published": "passed",
+    "sdk.lists_model": "passed",
+    "auth.open_server_declared": "passed",
+    "metrics.exposition_parses": "passed",
+    "metrics.version_families_exported": "passed",
+    "wire.models_shape": "passed",
+    "wire.embeddings_shape": "passed",
+    "wire.error_shape": "passed",
+    "wire.error_status_map": "passed",
+}
+POOLING_VERDICTS = {
+    **dict.fromkeys(sorted(set(CATALOGUE.contracts) - set(POOLING_JUDGED)), NOT_CLAIMED),
+    **POOLING_JUDGED,
+}
+
+
+@pytest.mark.pins(healthy=POOLING_VERDICTS)
+def test_a_pooling_server_passes_the_whole_default_selection(pytester, embedding_server):
+    result = run_suites(pytester, url=embedding_server.url, profile=EMBEDDING_PROFILE)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, POOLING_VERDICTS)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["vllm serves: pooling; no generation route, so no generation contract is claimed"])
+    # Each generation contract says why: the server's routes, not a declaration or a missing input.
+    why = f"{NOT_CLAIMED}: {applicability.SERVES['generation']}"
+    reasons = {run.key: run.message for run in contract_runs(junit) if run.contract in GENERATION}
+    assert reasons and all(message == why for message in reasons.values()), reasons

@@ -7,9 +7,10 @@ import time
 
 from packaging.version import Version
 
-from pytest_vllm_conformance.catalogue import applicability, contracts
+from pytest_vllm_conformance.catalogue import applicability, contracts, route_cases
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile
+from pytest_vllm_conformance.connection.discovery import ModelCard, ServerFacts
 from pytest_vllm_conformance.connection.run_lock import RunLock
 
 CATALOGUE = contracts.load()
@@ -81,6 +82,8 @@ def test_every_condition_names_a_known_profile_key_or_input():
         for condition in CATALOGUE.conditions(contract):
             if condition.kind == "given":
                 assert condition.subject in applicability.INPUTS, contract.id
+            elif condition.kind == "serves":
+                assert condition.subject in applicability.SERVES, contract.id
             else:
                 CATALOGUE.declaration(condition.subject)  # raises for an undeclared key
 
@@ -138,4 +141,95 @@ def test_the_fleet_entry_is_claimed_only_behind_a_declared_replicated_ingress():
     )
     assert claim(prefix, profile=replicated, ingress=True).reason == (
         "fleet_entry.prefix_aware_routing is false (plugin policy)"
+    )
+
+
+# ---- what the server serves: generation, pooling --------------------------------------------------------------
+
+
+def _facts(routes):
+    return ServerFacts(url="http://vllm", version="0.32.0", models=(ModelCard("m", 512),), model="m", routes=routes)
+
+
+# What /openapi.json lists on vLLM 0.32 with --runner pooling (tiny-bert), and with --runner generate, in part.
+POOLING_TABLE = {
+    "/health": ("GET",),
+    "/v1/models": ("GET",),
+    "/tokenize": ("POST",),
+    "/pooling": ("POST",),
+    "/v1/embeddings": ("POST",),
+    "/score": ("POST",),
+    "/v1/rerank": ("POST",),
+}
+GENERATION_TABLE = {
+    "/health": ("GET",),
+    "/v1/models": ("GET",),
+    "/tokenize": ("POST",),
+    "/v1/completions": ("POST",),
+    "/v1/chat/completions": ("POST",),
+    "/v1/responses": ("POST",),
+}
+
+
+def test_the_route_table_says_what_the_server_serves():
+    assert route_cases.served_tasks(CATALOGUE, _facts(POOLING_TABLE)) == {"generation": False, "pooling": True}
+    assert route_cases.served_tasks(CATALOGUE, _facts(GENERATION_TABLE)) == {"generation": True, "pooling": False}
+    both = {**POOLING_TABLE, **GENERATION_TABLE}
+    assert route_cases.served_tasks(CATALOGUE, _facts(both)) == {"generation": True, "pooling": True}
+    # A listed path under another method is not the route: GET /v1/completions generates nothing.
+    other_method = _facts({**POOLING_TABLE, "/v1/completions": ("GET",)})
+    assert not route_cases.served_tasks(CATALOGUE, other_method)["generation"]
+    # No table (nothing known of the routes), or one that shows no task's route at all (a gateway that hides them):
+    # both count as served, so nothing is turned off on a guess.
+    no_model_route = {"/health": ("GET",), "/v1/models": ("GET",)}
+    assert route_cases.served_tasks(CATALOGUE, _facts(no_model_route)) == {"generation": True, "pooling": True}
+    speech = {**no_model_route, "/v1/audio/transcriptions": ("POST",)}
+    assert route_cases.served_tasks(CATALOGUE, _facts(speech)) == {"generation": False, "pooling": False}
+    assert route_cases.served_tasks(CATALOGUE, _facts(None)) == {"generation": True, "pooling": True}
+    assert route_cases.served_tasks(CATALOGUE, None) == {"generation": True, "pooling": True}
+
+
+def test_a_server_that_serves_no_generation_does_not_claim_the_generation_contracts():
+    reason = applicability.SERVES["generation"]
+    for contract_id in (
+        "sampling.n_gives_n_choices",
+        "structured_outputs.constraint_enforced",
+        "discovery.ready_generates",
+        "discovery.core_routes_served",
+        "sdk.chat_parses",
+        "wire.completion_shape",
+        "wire.responses_stream_framing",
+        "context.request_at_limit_served",
+        "token_accounting.usage_adds_up",
+        "rendering.chat_renders_as_tokenize",
+        "validation_bounds.error_body_bounded",
+        "embedding_limits.prompt_embeds_refused_when_disabled",
+        "engine_invariants.batch_invariant_greedy",
+        "tool_calls.forced_choice_refused_without_parser",
+        "agent_loops.messages_answer_shape",
+    ):
+        assert claim(contract_id, generation=False) == applicability.Claim("not claimed", reason), contract_id
+        assert claim(contract_id, generation=True).claimed, contract_id
+    assert reason.startswith("the server serves no generation: ") and "--runner pooling" in reason
+    # What a pooling server answers too stays claimed there.
+    for contract_id in ("discovery.version_parses", "sdk.lists_model", "wire.models_shape", "wire.error_shape"):
+        assert claim(contract_id, generation=False).claimed, contract_id
+    # An opt-in generation feature says the server first: a declaration cannot make a pooling server generate.
+    queue = {"admission": {"max_queued_requests": 2}}
+    assert claim("admission.burst_bounded", profile=queue, generation=False).reason == reason
+
+
+def test_a_server_that_serves_no_pooling_does_not_claim_the_embeddings_shape():
+    declared = {"wire": {"embedding_model": "tiny-bert"}}
+    off = claim("wire.embeddings_shape", profile=declared, pooling=False)
+    assert off == applicability.Claim("not claimed", applicability.SERVES["pooling"])
+    on = claim("wire.embeddings_shape", profile=declared, pooling=True)
+    assert on.claimed and on.reason.startswith("the server serves pooling; wire.embedding_model is tiny-bert")
+    # Unknown (the run's inputs do not say): served.
+    assert claim("wire.embeddings_shape", profile=declared).claimed
+
+
+def test_a_serves_condition_reads_as_the_server_serving():
+    assert applicability.describe_conditions(CATALOGUE.contract("wire.completion_shape"), CATALOGUE) == (
+        "claimed when the server serves generation"
     )

@@ -341,7 +341,11 @@ def test_list_contracts_names_id_feature_versions_and_statement(pytester, clean_
         assert listed.get(line) == contract.feature, line
     # Each feature's own condition and the releases that have it are shown under its heading.
     result.stdout.fnmatch_lines(
-        ["watermark: *", "  (claimed when watermark.required is true)", "  (vLLM >=0.30 has it)"]
+        [
+            "watermark: *",
+            "  (claimed when the server serves generation and watermark.required is true)",
+            "  (vLLM >=0.30 has it)",
+        ]
     )
     result.stdout.fnmatch_lines(
         ["  scale_out.disabled_routes_refused  *  claimed when endpoint.scale_out is disabled."]
