@@ -129,6 +129,8 @@ def test_a_baseline_of_another_model_fails_baseline_compared(pytester, plain_ser
     ) in failed["profile_diff.baseline_compared"]
 
 
+# A second proof of contracts CI proves failing elsewhere (make test-extended): 13 s of CI.
+@pytest.mark.extended_proof
 @pytest.mark.pins(failed={"profile_diff.serving_unchanged"})
 def test_a_longer_completions_default_is_read_16_tokens_far_and_fails_the_diff(pytester, plain_server, tmp_path):
     """The proxy gives every completions request max_tokens 64, as a server whose default is 64 would: the

@@ -1,6 +1,6 @@
-"""serving.capacity_not_worse on real servers: plain against plain_twin (a second server of plain's flags) keeps up
-with as many requests a second and passes; plain behind a relay that admits one request at a time (the engine could
-batch them) fails, the capacity interval wholly below its boundary.
+"""serving.capacity_not_worse on real servers: plain against plain_twin (a second server, plain's flags and two
+features no completion reaches) keeps up with as many requests a second and passes; plain behind a relay that admits
+one request at a time (the engine could batch them) fails, the capacity interval wholly below its boundary.
 
 Both run the capacity contract alone (``-k capacity``) on a small budget, at the gate's default workload (32 prompt
 and 16 output tokens) and an objective a healthy tiny server meets with room (first token within 1 s, 100 ms per

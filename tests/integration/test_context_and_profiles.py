@@ -107,6 +107,8 @@ def test_a_capture_serves_as_profile_and_as_baseline_of_the_same_server(pytester
     assert "0 difference(s)" in (tmp_path / "plain-512.diff.md").read_text()
 
 
+# A second proof of contracts CI proves failing elsewhere (make test-extended): 44 s of CI.
+@pytest.mark.extended_proof
 @pytest.mark.pins(failed={"profile_diff.serving_unchanged"})
 def test_a_baseline_compared_with_a_target_that_hides_its_tokenizer_fails_saying_so(pytester, plain_server, tmp_path):
     """profile_diff never passes blind: /tokenize refused on the target is a failure that says how to show it."""
