@@ -32,6 +32,12 @@ SAMPLING_CONTRACTS = (
     "prompt_logprobs_per_prompt_token",
     "echo_returns_prompt",
     "unsupported_parameter_refused_or_declared",
+    "max_completion_tokens_bounds_chat",
+    "responses_instructions_reach_prompt",
+    "responses_max_output_tokens_bounds",
+    "messages_system_reaches_prompt",
+    "messages_stop_sequences_end_answer",
+    "messages_temperature_zero_is_greedy",
 )
 # Judged on completions and on chat.
 ON_BOTH_ROUTES = (
@@ -44,6 +50,13 @@ ON_BOTH_ROUTES = (
     "logit_bias_forces_token",
     "allowed_token_ids_keep_inside",
     "bad_words_keep_outside",
+    "ignore_eos_runs_past_eos",
+    "top_k_narrows",
+    "top_p_narrows",
+    "min_p_narrows",
+    "presence_penalty_breaks_repeat",
+    "frequency_penalty_breaks_repeat",
+    "repetition_penalty_breaks_repeat",
 )
 HEALTHY = {f"sampling.{name}": {"passed": 1} for name in SAMPLING_CONTRACTS} | {
     f"sampling.{name}": {"passed": 2} for name in ON_BOTH_ROUTES
@@ -54,10 +67,24 @@ FAULTS = {
     "stop": {"sampling.stop_string_ends_answer": {"failed": 2}},
     "min_tokens": {"sampling.min_tokens_holds_back_stop": {"failed": 2}},
     "seed": {"sampling.seed_reproducible": {"failed": 2}},
-    "logit_bias": {"sampling.logit_bias_forces_token": {"failed": 2}},
+    "logit_bias": {
+        "sampling.logit_bias_forces_token": {"failed": 2},
+        # the end-of-sequence token is found, and the penalties' repeat made, by logit_bias: nothing to judge
+        "sampling.ignore_eos_runs_past_eos": {"undecided": 2},
+        "sampling.presence_penalty_breaks_repeat": {"undecided": 2},
+        "sampling.frequency_penalty_breaks_repeat": {"undecided": 2},
+    },
     "logprobs": {
         "sampling.logprobs_as_asked": {"failed": 2},
+        # each reads logprobs for its collision bound, or for the lead a penalty must undo
         "sampling.seed_reproducible": {"undecided": 2},
+        "sampling.top_k_narrows": {"undecided": 2},
+        "sampling.top_p_narrows": {"undecided": 2},
+        "sampling.min_p_narrows": {"undecided": 2},
+        # chat's top_logprobs without logprobs is refused, as logprobs_as_asked's request is
+        "sampling.presence_penalty_breaks_repeat": {"undecided": 1, "failed": 1},
+        "sampling.frequency_penalty_breaks_repeat": {"undecided": 1, "failed": 1},
+        "sampling.messages_temperature_zero_is_greedy": {"undecided": 1},
         # its bad word is taken from the greedy tokens' texts, which come with logprobs
         "sampling.bad_words_keep_outside": {"undecided": 2},
     },
@@ -81,6 +108,59 @@ def test_a_dropped_parameter_fails_its_contract(pytester, plain_server, field):
         run_suites(pytester, "-m", "sampling", url=proxy.url)
         assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
     assert_verdicts(pytester.path / "junit.xml", HEALTHY | FAULTS[field])
+
+
+# The rest of the parameters, each dropped by one relay: on completions and chat (OpenAI's names), on Responses,
+# and on Anthropic's messages (whose temperature alone: chat's greedy requests rely on theirs). Each contract judged
+# by a dropped field's effect fails; the rest keep their healthy verdicts.
+DROPPED_BY_ROUTE = {
+    "/v1/(chat/)?completions": (
+        "ignore_eos",
+        "max_completion_tokens",
+        "top_k",
+        "top_p",
+        "min_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+    ),
+    "/v1/responses": ("instructions", "max_output_tokens"),
+    "/v1/messages": ("system", "stop_sequences", "temperature"),
+}
+REST_DROPPED = {
+    **{
+        f"sampling.{name}": {"failed": 2}
+        for name in (
+            "ignore_eos_runs_past_eos",
+            "top_k_narrows",
+            "top_p_narrows",
+            "min_p_narrows",
+            "presence_penalty_breaks_repeat",
+            "frequency_penalty_breaks_repeat",
+            "repetition_penalty_breaks_repeat",
+        )
+    },
+    **{
+        f"sampling.{name}": {"failed": 1}
+        for name in (
+            "max_completion_tokens_bounds_chat",
+            "responses_instructions_reach_prompt",
+            "responses_max_output_tokens_bounds",
+            "messages_system_reaches_prompt",
+            "messages_stop_sequences_end_answer",
+            "messages_temperature_zero_is_greedy",
+        )
+    },
+}
+
+
+@pytest.mark.pins(failed=set(REST_DROPPED))
+def test_the_rest_of_the_parameters_dropped_fail_their_contracts(pytester, plain_server):
+    rules = [StripJsonField(field=field, path=path) for path, fields in DROPPED_BY_ROUTE.items() for field in fields]
+    with FaultProxy(plain_server.url, rules=rules) as proxy:
+        run_suites(pytester, "-m", "sampling", url=proxy.url)
+        assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
+    assert_verdicts(pytester.path / "junit.xml", HEALTHY | REST_DROPPED)
 
 
 STOP_TOKEN_AND_COUNT = {
