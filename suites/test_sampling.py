@@ -3,7 +3,7 @@
 An upgrade that renames or drops a request parameter rarely fails: vLLM
 ignores what it does not know and the answer looks fine. Our models have
 random weights, so each check compares against the server's own greedy or
-seeded answer to the same prompt (features/sampling.py); a model whose answer
+seeded answer to the same prompt (features/sampling/); a model whose answer
 cannot show the effect (no stop string to take) is undecided, never failed.
 Each parameter chat takes is judged on both routes: chat builds its sampling
 parameters apart from completions (its own request model); prompt_logprobs and
@@ -28,7 +28,20 @@ from pytest_vllm_conformance.features.sampling import (
     streamed_token_ids,
     top_logprobs,
 )
-from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.features.sampling.effects import (
+    FORCED,
+    INSTRUCTIONS,
+    MOST_PENALTY,
+    NARROW_TOKENS,
+    REPETITION_PENALTY,
+    added_prompt_tokens,
+    ask,
+    end_of_sequence,
+    first_greedy_token,
+    narrowed_problem,
+    subtracted_penalty_problem,
+)
+from pytest_vllm_conformance.protocol.generation_routes import MESSAGES
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 N_CHOICES = 3
@@ -37,17 +50,6 @@ TOP_LOGPROBS = 3
 
 
 INCLUDE_USAGE = {"stream_options": {"include_usage": True}}
-
-
-def ask(client, model, route="completions", **fields):
-    """The answer's JSON; a streamed one's JSON chunks (stream=True)."""
-    response = client.post(PATHS[route], request_body(route, model, **fields))
-    assert response.status == 200, f"{fields} was not served: {response.describe()} {response.text[:300]!r}"
-    if fields.get("stream"):
-        parsed = sse.parse(response.body)
-        assert not parsed.problems, f"{fields}: the stream is not well framed: {parsed.problems}"
-        return [event.payload for event in parsed.chunks()]
-    return response.json()
 
 
 def complete(client, model, **fields):
@@ -285,3 +287,161 @@ def test_unsupported_parameter_refused_or_declared(vllm_client, vllm_facts, vllm
                 assert response.status == 400 and field in response.text, f"{said}: refused without naming it"
             judged += 1
     vllm_evidence.judged(judged, "parameters", missing="the release accepts every probed parameter")
+
+
+@contract("sampling.ignore_eos_runs_past_eos")
+@pytest.mark.parametrize("route", ROUTES)
+def test_ignore_eos_runs_past_eos(route, vllm_client, vllm_facts, vllm_evidence):
+    eos, tried = end_of_sequence(vllm_client, vllm_facts.model, route)
+    if eos is None:
+        undecided(f"no end-of-sequence token found to force: {tried}")
+    fields = {"ignore_eos": True, "max_tokens": EXACT_TOKENS, "logit_bias": {str(eos): 100}}
+    answer = read_completion(ask(vllm_client, vllm_facts.model, route, **fields))
+    assert (len(answer.token_ids), answer.finish_reason) == (EXACT_TOKENS, "length"), (
+        f"ignore_eos with max_tokens={EXACT_TOKENS}, the end-of-sequence token {eos} forced, gave tokens "
+        f"{answer.token_ids} ({answer.finish_reason}); without ignore_eos it ends at once"
+    )
+    vllm_evidence.judged(EXACT_TOKENS, "tokens past the end of sequence")
+
+
+@contract("sampling.max_completion_tokens_bounds_chat")
+def test_max_completion_tokens_bounds_chat(vllm_client, vllm_facts, vllm_evidence):
+    # Alone, as OpenAI's SDK sends it: without it chat's answer runs to the rest of the context.
+    fields = {"max_completion_tokens": EXACT_TOKENS, "ignore_eos": True}
+    answer = read_completion(ask(vllm_client, vllm_facts.model, "chat", omit=("max_tokens",), **fields))
+    assert (len(answer.token_ids), answer.completion_tokens, answer.finish_reason) == (
+        EXACT_TOKENS,
+        EXACT_TOKENS,
+        "length",
+    ), (
+        f"max_completion_tokens={EXACT_TOKENS} (no max_tokens) gave {len(answer.token_ids)} token ids, "
+        f"{answer.completion_tokens} by usage, finish_reason {answer.finish_reason}"
+    )
+    vllm_evidence.judged(EXACT_TOKENS, "tokens")
+
+
+@contract("sampling.top_k_narrows")
+@pytest.mark.parametrize("route", ROUTES)
+def test_top_k_narrows(route, vllm_client, vllm_facts, vllm_evidence):
+    problem = narrowed_problem(vllm_client, vllm_facts.model, route, top_k=1)
+    assert not problem, problem
+    vllm_evidence.judged(NARROW_TOKENS, "narrowed tokens")
+
+
+@contract("sampling.top_p_narrows")
+@pytest.mark.parametrize("route", ROUTES)
+def test_top_p_narrows(route, vllm_client, vllm_facts, vllm_evidence):
+    problem = narrowed_problem(vllm_client, vllm_facts.model, route, top_p=1e-6)
+    assert not problem, problem
+    vllm_evidence.judged(NARROW_TOKENS, "narrowed tokens")
+
+
+@contract("sampling.min_p_narrows")
+@pytest.mark.parametrize("route", ROUTES)
+def test_min_p_narrows(route, vllm_client, vllm_facts, vllm_evidence):
+    problem = narrowed_problem(vllm_client, vllm_facts.model, route, min_p=1.0)
+    assert not problem, problem
+    vllm_evidence.judged(NARROW_TOKENS, "narrowed tokens")
+
+
+@contract("sampling.presence_penalty_breaks_repeat")
+@pytest.mark.parametrize("route", ROUTES)
+def test_presence_penalty_breaks_repeat(route, vllm_client, vllm_facts, vllm_evidence):
+    problem = subtracted_penalty_problem(vllm_client, vllm_facts.model, route, presence_penalty=MOST_PENALTY)
+    assert not problem, problem
+    vllm_evidence.judged(1, "broken repeats")
+
+
+@contract("sampling.frequency_penalty_breaks_repeat")
+@pytest.mark.parametrize("route", ROUTES)
+def test_frequency_penalty_breaks_repeat(route, vllm_client, vllm_facts, vllm_evidence):
+    problem = subtracted_penalty_problem(vllm_client, vllm_facts.model, route, frequency_penalty=MOST_PENALTY)
+    assert not problem, problem
+    vllm_evidence.judged(1, "broken repeats")
+
+
+@contract("sampling.repetition_penalty_breaks_repeat")
+@pytest.mark.parametrize("route", ROUTES)
+def test_repetition_penalty_breaks_repeat(route, vllm_client, vllm_facts, vllm_evidence):
+    token = first_greedy_token(vllm_client, vllm_facts.model, route)
+    fields = {"max_tokens": 2, "logit_bias": {str(token): FORCED}, "repetition_penalty": REPETITION_PENALTY}
+    penalized = read_completion(ask(vllm_client, vllm_facts.model, route, **fields)).token_ids
+    # Forced by the bias, the token's logit is positive; divided by the penalty once it has occurred, it falls below
+    # the best token never seen (its raw logit, a tenth or more on any model we know), so it does not repeat.
+    assert penalized != [token, token], (
+        f"repetition_penalty={REPETITION_PENALTY} let {token}, forced by logit_bias +{FORCED}, repeat: {penalized}"
+    )
+    vllm_evidence.judged(1, "broken repeats")
+
+
+@contract("sampling.responses_instructions_reach_prompt")
+def test_responses_instructions_reach_prompt(vllm_client, vllm_facts, vllm_evidence):
+    without, with_ = added_prompt_tokens(vllm_client, vllm_facts.model, "responses", instructions=INSTRUCTIONS)
+    assert isinstance(without, int) and isinstance(with_, int) and with_ > without, (
+        f"Responses' input_tokens without and with instructions {INSTRUCTIONS!r}: {without}, {with_}"
+    )
+    vllm_evidence.judged(with_ - without, "instruction tokens")
+
+
+@contract("sampling.responses_max_output_tokens_bounds")
+def test_responses_max_output_tokens_bounds(vllm_client, vllm_facts, vllm_evidence):
+    payload = ask(vllm_client, vllm_facts.model, "responses", max_output_tokens=EXACT_TOKENS)
+    produced = (payload.get("usage") or {}).get("output_tokens")
+    assert isinstance(produced, int) and produced <= EXACT_TOKENS, (
+        f"max_output_tokens={EXACT_TOKENS} gave {produced} output tokens (status {payload.get('status')})"
+    )
+    if produced == EXACT_TOKENS:
+        reason = (payload.get("incomplete_details") or {}).get("reason")
+        assert (payload.get("status"), reason) == ("incomplete", "max_output_tokens"), (
+            f"cut at max_output_tokens={EXACT_TOKENS}, the answer says status {payload.get('status')}, reason {reason}"
+        )
+    vllm_evidence.judged(produced, "output tokens")
+
+
+@contract("sampling.messages_system_reaches_prompt")
+def test_messages_system_reaches_prompt(vllm_client, vllm_facts, vllm_evidence):
+    without, with_ = added_prompt_tokens(vllm_client, vllm_facts.model, "messages", system=INSTRUCTIONS)
+    assert isinstance(without, int) and isinstance(with_, int) and with_ > without, (
+        f"Anthropic's input tokens (the cached ones added back) without and with system {INSTRUCTIONS!r}: "
+        f"{without}, {with_}"
+    )
+    vllm_evidence.judged(with_ - without, "system tokens")
+
+
+@contract("sampling.messages_stop_sequences_end_answer")
+def test_messages_stop_sequences_end_answer(vllm_client, vllm_facts, vllm_evidence):
+    # Greedy two ways (temperature 0 and top_k 1), so that the stop is judged on the greedy answer alone.
+    def text(**fields):
+        payload = ask(vllm_client, vllm_facts.model, "messages", top_k=1, **fields)
+        return payload, MESSAGES.text(payload) or ""
+
+    _, greedy = text()
+    candidate = stop_candidate(greedy)
+    if candidate is None:
+        undecided(f"the greedy answer {greedy!r} has no stop sequence to take from its middle")
+    stop, before = candidate
+    payload, cut = text(stop_sequences=[stop])
+    said = (cut, payload.get("stop_reason"), payload.get("stop_sequence"))
+    assert said == (before, "stop_sequence", stop), (
+        f"stop_sequences=[{stop!r}] gave {said}, not the greedy answer {greedy!r} up to it, stop_sequence, {stop!r}"
+    )
+    vllm_evidence.judged(1, "stopped answers")
+
+
+@contract("sampling.messages_temperature_zero_is_greedy")
+def test_messages_temperature_zero_is_greedy(vllm_client, vllm_facts, vllm_evidence):
+    greedy = read_completion(
+        ask(vllm_client, vllm_facts.model, "chat", max_tokens=NARROW_TOKENS, **sampled_logprobs("chat"))
+    )
+    chance = collision_chance(greedy.logprobs)
+    if chance is None or chance > SEED_COLLISION_BOUND:
+        undecided(
+            f"a sample at temperature 1 repeats the greedy tokens with chance {chance}: temperature 0 shows nothing"
+        )
+    # The same conversation through Anthropic's API: the same rendered prompt, so the same greedy text.
+    text = MESSAGES.text(ask(vllm_client, vllm_facts.model, "messages", max_tokens=NARROW_TOKENS))
+    assert text == greedy.text, (
+        f"temperature 0 on /v1/messages gave {text!r}, not chat's greedy answer to the same conversation "
+        f"{greedy.text!r} (a sample repeats it with chance {chance:.1e})"
+    )
+    vllm_evidence.judged(NARROW_TOKENS, "greedy tokens")

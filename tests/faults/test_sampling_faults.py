@@ -6,8 +6,11 @@ other one keeps its healthy verdict (the seed contract reads logprobs for its
 collision bound, so without them it is undecided, not failed). A
 response cache that ignores the seed fails the seed contract; a gateway's
 refusal of an unsupported parameter that does not name it fails the
-unsupported-parameter contract. The last test is the healthy pin on the model
-of another seed (the padding server).
+unsupported-parameter contract. One relay dropping the rest of the parameters
+(ignore_eos, max_completion_tokens, top_k, top_p, min_p, the penalties,
+Responses' instructions and max_output_tokens, Anthropic's system,
+stop_sequences and temperature) fails each of their contracts. The last test
+is the healthy pin on the model of another seed (the padding server).
 """
 
 import re
@@ -45,19 +48,60 @@ ON_BOTH_ROUTES = (
     "allowed_token_ids_keep_inside",
     "bad_words_keep_outside",
 )
-HEALTHY = {f"sampling.{name}": {"passed": 1} for name in SAMPLING_CONTRACTS} | {
+# The rest of the parameters (issue 51): ignore_eos, max_completion_tokens, top_k, top_p, min_p, the penalties,
+# Responses' and Anthropic's own. Their requests carry none of the fields the single-field faults below drop but
+# logit_bias and logprobs, so only those runs judge them too: a relay cannot change a request by a field it lacks.
+REST_ONCE = (
+    "max_completion_tokens_bounds_chat",
+    "responses_instructions_reach_prompt",
+    "responses_max_output_tokens_bounds",
+    "messages_system_reaches_prompt",
+    "messages_stop_sequences_end_answer",
+    "messages_temperature_zero_is_greedy",
+)
+REST_ON_BOTH_ROUTES = (
+    "ignore_eos_runs_past_eos",
+    "top_k_narrows",
+    "top_p_narrows",
+    "min_p_narrows",
+    "presence_penalty_breaks_repeat",
+    "frequency_penalty_breaks_repeat",
+    "repetition_penalty_breaks_repeat",
+)
+SENT_BY_THE_REST = ("logit_bias", "logprobs")
+WITHOUT_THE_REST = ("-k", "not (" + " or ".join(REST_ONCE + REST_ON_BOTH_ROUTES) + ")")
+HEALTHY_BEFORE_THE_REST = {f"sampling.{name}": {"passed": 1} for name in SAMPLING_CONTRACTS} | {
     f"sampling.{name}": {"passed": 2} for name in ON_BOTH_ROUTES
 }
+HEALTHY = (
+    HEALTHY_BEFORE_THE_REST
+    | {f"sampling.{name}": {"passed": 1} for name in REST_ONCE}
+    | {f"sampling.{name}": {"passed": 2} for name in REST_ON_BOTH_ROUTES}
+)
 # field dropped -> the contracts whose verdict it changes
 FAULTS = {
     "n": {"sampling.n_gives_n_choices": {"failed": 2}},
     "stop": {"sampling.stop_string_ends_answer": {"failed": 2}},
     "min_tokens": {"sampling.min_tokens_holds_back_stop": {"failed": 2}},
     "seed": {"sampling.seed_reproducible": {"failed": 2}},
-    "logit_bias": {"sampling.logit_bias_forces_token": {"failed": 2}},
+    "logit_bias": {
+        "sampling.logit_bias_forces_token": {"failed": 2},
+        # the end-of-sequence token is found, and the penalties' repeat made, by logit_bias: nothing to judge
+        "sampling.ignore_eos_runs_past_eos": {"undecided": 2},
+        "sampling.presence_penalty_breaks_repeat": {"undecided": 2},
+        "sampling.frequency_penalty_breaks_repeat": {"undecided": 2},
+    },
     "logprobs": {
         "sampling.logprobs_as_asked": {"failed": 2},
+        # each reads logprobs for its collision bound, or for the lead a penalty must undo
         "sampling.seed_reproducible": {"undecided": 2},
+        "sampling.top_k_narrows": {"undecided": 2},
+        "sampling.top_p_narrows": {"undecided": 2},
+        "sampling.min_p_narrows": {"undecided": 2},
+        # chat's top_logprobs without logprobs is refused, as logprobs_as_asked's request is
+        "sampling.presence_penalty_breaks_repeat": {"undecided": 1, "failed": 1},
+        "sampling.frequency_penalty_breaks_repeat": {"undecided": 1, "failed": 1},
+        "sampling.messages_temperature_zero_is_greedy": {"undecided": 1},
         # its bad word is taken from the greedy tokens' texts, which come with logprobs
         "sampling.bad_words_keep_outside": {"undecided": 2},
     },
@@ -77,10 +121,43 @@ def _failing(field):
     "field", [pytest.param(field, marks=pytest.mark.pins(failed=_failing(field))) for field in FAULTS]
 )
 def test_a_dropped_parameter_fails_its_contract(pytester, plain_server, field):
+    judged = () if field in SENT_BY_THE_REST else WITHOUT_THE_REST
     with FaultProxy(plain_server.url, rules=[StripJsonField(field=field)]) as proxy:
+        run_suites(pytester, "-m", "sampling", *judged, url=proxy.url)
+        assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
+    healthy = HEALTHY if field in SENT_BY_THE_REST else HEALTHY_BEFORE_THE_REST
+    assert_verdicts(pytester.path / "junit.xml", healthy | FAULTS[field])
+
+
+# The rest of the parameters, each dropped by one relay: on completions and chat (OpenAI's names), on Responses,
+# and on Anthropic's messages (whose temperature alone: chat's greedy requests rely on theirs). Each contract judged
+# by a dropped field's effect fails; the rest keep their healthy verdicts.
+DROPPED_BY_ROUTE = {
+    "/v1/(chat/)?completions": (
+        "ignore_eos",
+        "max_completion_tokens",
+        "top_k",
+        "top_p",
+        "min_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+    ),
+    "/v1/responses": ("instructions", "max_output_tokens"),
+    "/v1/messages": ("system", "stop_sequences", "temperature"),
+}
+REST_DROPPED = {f"sampling.{name}": {"failed": 1} for name in REST_ONCE} | {
+    f"sampling.{name}": {"failed": 2} for name in REST_ON_BOTH_ROUTES
+}
+
+
+@pytest.mark.pins(failed=set(REST_DROPPED))
+def test_the_rest_of_the_parameters_dropped_fail_their_contracts(pytester, plain_server):
+    rules = [StripJsonField(field=field, path=path) for path, fields in DROPPED_BY_ROUTE.items() for field in fields]
+    with FaultProxy(plain_server.url, rules=rules) as proxy:
         run_suites(pytester, "-m", "sampling", url=proxy.url)
         assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
-    assert_verdicts(pytester.path / "junit.xml", HEALTHY | FAULTS[field])
+    assert_verdicts(pytester.path / "junit.xml", HEALTHY | REST_DROPPED)
 
 
 STOP_TOKEN_AND_COUNT = {
@@ -99,9 +176,9 @@ def test_a_stop_token_dropped_and_a_token_count_one_over_fail_their_contracts(py
         StripJsonField(field="stop_token_ids"),
     ]
     with FaultProxy(plain_server.url, rules=rules) as proxy:
-        run_suites(pytester, "-m", "sampling", url=proxy.url)
+        run_suites(pytester, "-m", "sampling", *WITHOUT_THE_REST, url=proxy.url)
         assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
-    assert_verdicts(pytester.path / "junit.xml", HEALTHY | STOP_TOKEN_AND_COUNT)
+    assert_verdicts(pytester.path / "junit.xml", HEALTHY_BEFORE_THE_REST | STOP_TOKEN_AND_COUNT)
 
 
 @pytest.mark.pins(failed={"sampling.seed_reproducible"})
@@ -110,9 +187,10 @@ def test_a_cache_that_ignores_the_seed_fails_the_seed_contract(pytester, plain_s
     # answer is the right one), so only the seed contract sees the cached answer.
     rule = CacheIgnoringField("seed", path="/v1/(chat/)?completions")
     with FaultProxy(plain_server.url, rules=[rule]) as proxy:
-        run_suites(pytester, "-m", "sampling", url=proxy.url)
+        run_suites(pytester, "-m", "sampling", *WITHOUT_THE_REST, url=proxy.url)
         assert all(proxy.hits), f"no answer came from the cache: {proxy.hits}"
-    assert_verdicts(pytester.path / "junit.xml", HEALTHY | {"sampling.seed_reproducible": {"failed": 2}})
+    expected = HEALTHY_BEFORE_THE_REST | {"sampling.seed_reproducible": {"failed": 2}}
+    assert_verdicts(pytester.path / "junit.xml", expected)
 
 
 @pytest.mark.pins(failed={"sampling.max_tokens_exact_with_ignore_eos"})

@@ -6,7 +6,18 @@ from packaging.version import Version
 from atlas.plan import RELEASES
 from atlas.render import sampling_parameters_table
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.features.sampling import ROUTES, UNSUPPORTED_PROBES, top_logprobs
+from pytest_vllm_conformance.features.sampling import (
+    ANSWER_TOKENS,
+    PROMPT,
+    ROUTES,
+    UNSUPPORTED_PROBES,
+    request_body,
+    top_logprobs,
+)
+from pytest_vllm_conformance.features.sampling.effects import (
+    input_tokens,
+    token_id_named,
+)
 
 
 @pytest.mark.parametrize("release", list(RELEASES))
@@ -40,3 +51,28 @@ def test_completions_alternatives_are_sorted_and_chat_ones_kept_as_sent():
     chat = {"logprobs": {"content": [{"token": "a", "top_logprobs": [{"token": "b", "logprob": -2.0}]}]}}
     assert top_logprobs("chat", chat) == [("a", [("b", -2.0)])]
     assert top_logprobs("chat", {"logprobs": None}) == []
+
+
+def test_a_token_id_name_is_read_only_from_its_own_spelling():
+    assert token_id_named("token_id:12") == 12 and token_id_named("hello") is None
+
+
+def test_anthropic_input_tokens_add_the_cached_ones_back():
+    usage = {"input_tokens": 3, "cache_read_input_tokens": 16, "output_tokens": 1}
+    assert input_tokens("messages", {"usage": usage}) == 19
+    assert input_tokens("responses", {"usage": {"input_tokens": 19}}) == 19
+    assert input_tokens("responses", {}) is None
+
+
+def test_each_route_gets_its_own_request_shape():
+    assert request_body("chat", "m", omit=("max_tokens",), max_completion_tokens=3) == {
+        "model": "m",
+        "temperature": 0,
+        "messages": [{"role": "user", "content": PROMPT}],
+        "return_token_ids": True,
+        "max_completion_tokens": 3,
+    }
+    responses = request_body("responses", "m", instructions="i")
+    assert responses["input"] == PROMPT and "max_tokens" not in responses and responses["instructions"] == "i"
+    messages = request_body("messages", "m", system="s")
+    assert messages["max_tokens"] == ANSWER_TOKENS and "return_token_ids" not in messages

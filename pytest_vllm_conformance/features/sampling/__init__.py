@@ -24,7 +24,15 @@ ANSWER_TOKENS = 12
 SEED_COLLISION_BOUND = 1e-6
 
 ROUTES = ("completions", "chat")
-PATHS = {route.name: route.path for route in (generation_routes.COMPLETIONS, generation_routes.CHAT)}
+PATHS = {
+    route.name: route.path
+    for route in (
+        generation_routes.COMPLETIONS,
+        generation_routes.CHAT,
+        generation_routes.RESPONSES,
+        generation_routes.MESSAGES,
+    )
+}
 
 # Parameters some release's request model lacks, each with a harmless value: OpenAI's (best_of on
 # completions, service_tier and store on chat) and vLLM's own watermarking (a field from 0.30). Each
@@ -35,11 +43,23 @@ UNSUPPORTED_PROBES: dict[str, dict[str, Any]] = {
 }
 
 
-def request_body(route: str, model: str, **fields: Any) -> dict[str, Any]:
-    """A request for PROMPT on ``route``, greedy unless ``fields`` says otherwise, with its token ids returned."""
+def request_body(route: str, model: str, *, omit: tuple[str, ...] = (), **fields: Any) -> dict[str, Any]:
+    """A request for PROMPT on ``route``, greedy unless ``fields`` says otherwise, with its token ids returned
+    (completions and chat); ``omit`` leaves out fields it would carry by default (chat's max_tokens, say).
+
+    Responses bounds its answer by max_output_tokens and takes PROMPT as its input; Anthropic's messages take
+    a conversation and return no token ids.
+    """
     body: dict[str, Any] = {"model": model, "max_tokens": ANSWER_TOKENS, "temperature": 0}
-    body |= {"prompt": PROMPT} if route == "completions" else {"messages": [{"role": "user", "content": PROMPT}]}
-    return {**body, "return_token_ids": True, **fields}
+    messages = [{"role": "user", "content": PROMPT}]
+    if route == "responses":
+        body = {"model": model, "input": PROMPT, "max_output_tokens": ANSWER_TOKENS, "temperature": 0}
+    elif route == "messages":
+        body["messages"] = messages
+    else:
+        body |= {"prompt": PROMPT} if route == "completions" else {"messages": messages}
+        body["return_token_ids"] = True
+    return {key: value for key, value in {**body, **fields}.items() if key not in omit}
 
 
 @dataclass(frozen=True)
