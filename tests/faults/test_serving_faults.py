@@ -122,7 +122,7 @@ def test_a_baseline_whose_requests_fail_gives_no_throughput_verdict(pytester, pl
 
 def test_a_workload_longer_than_the_server_s_context_is_refused_with_the_server_s_number(pytester, plain_server):
     # plain serves max_model_len 512: 480 prompt tokens and 64 to generate cannot fit, and no request is sent.
-    too_long = TINY.replace("rounds: 2,", "rounds: 2, prompt_tokens: 480, output_tokens: 64,")
+    too_long = TINY.replace("rounds: 2,", "rounds: 2, prompt_tokens: 480, output_tokens: 64,").replace("{SLO}", SLO)
     run_suites(pytester, "-m", "serving", "-k", "load", url=plain_server.url, profile=too_long)
     message = failed_checks(pytester.path / "junit.xml")["serving.load_success"]
     assert "need 544 tokens of context" in message and "max_model_len 512" in message, message
