@@ -120,6 +120,7 @@ def test_a_baseline_whose_requests_fail_gives_no_throughput_verdict(pytester, pl
     assert "0 round pair(s) in which at least half the requests completed on both sides, 5 decide" in reason, reason
 
 
+@pytest.mark.pins(failed={"serving.load_success"})
 def test_a_workload_longer_than_the_server_s_context_is_refused_with_the_server_s_number(pytester, plain_server):
     # plain serves max_model_len 512: 480 prompt tokens and 64 to generate cannot fit, and no request is sent.
     too_long = TINY.replace("rounds: 2,", "rounds: 2, prompt_tokens: 480, output_tokens: 64,").replace("{SLO}", SLO)
