@@ -67,6 +67,8 @@ def test_a_server_that_ignores_the_opt_out_fails_the_control(pytester, monkeypat
     assert stripped <= passed  # vacuously: hence the control
 
 
+# A second proof of contracts CI proves failing elsewhere (make test-extended): 24 s of CI.
+@pytest.mark.extended_proof
 @pytest.mark.pins(failed={STRIPPED})
 def test_an_ingress_that_forgets_chat_fails_that_api_only_and_hidden_apis_are_reported_not_failed(
     pytester, monkeypatch, watermark_server

@@ -165,6 +165,8 @@ UNKNOWN_EVENT = (
 )
 
 
+# A second proof of contracts CI proves failing elsewhere (make test-extended): 17 s of CI.
+@pytest.mark.extended_proof
 @pytest.mark.pins(failed=STRICT_VERDICTS)
 def test_an_unknown_responses_event_is_reported_and_fails_under_strict(pytester, plain_server):
     """A Responses stream gains an event of a type OpenAI's union does not have: it cannot be judged by any branch,

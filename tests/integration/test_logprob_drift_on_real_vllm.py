@@ -160,6 +160,8 @@ def test_a_wrong_yarn_factor_fails_drift_bucket_by_bucket(pytester, served):
         assert f"positions {start}-{end}" in report
 
 
+# A second proof of contracts CI proves failing elsewhere (make test-extended): 12 s of CI.
+@pytest.mark.extended_proof
 @pytest.mark.pins(failed={DRIFT})
 def test_damage_a_mean_hides_fails_the_tail_and_the_perplexity_limits(pytester, served):
     plain = served("plain")

@@ -283,6 +283,8 @@ def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pyte
     assert re.search(r"vllm_startup_phase_ready_seconds: \d+\.\d\d", text)
 
 
+# A second proof of contracts CI proves failing elsewhere (make test-extended): 18 s of CI.
+@pytest.mark.extended_proof
 @pytest.mark.pins(failed={"admission.burst_bounded", "admission.rejection_fast"})
 def test_a_server_looser_than_declared_fails_the_bound_and_the_latency(pytester, bounded_server):
     """Each contract against the declaration it cannot meet, run alone so that its verdict is the only one."""
