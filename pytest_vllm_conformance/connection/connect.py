@@ -6,7 +6,6 @@ workers receive the discovered facts instead of probing again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient
 from pytest_vllm_conformance.connection.discovery import DiscoveryError, KnownRoutes, ServerFacts, discover
 from pytest_vllm_conformance.connection.ingress import unreached_model
-from pytest_vllm_conformance.connection.launcher import VllmServer
+from pytest_vllm_conformance.connection.launcher import Progress, VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.connection.transport import CappedTransport, Connection, capped_httpx2_client
@@ -116,7 +115,7 @@ def establish(
     settings: Settings,
     known_routes: KnownRoutes | None = None,
     url: str | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Target:
     """Start the embedded server if asked to, then discover the target (``known_routes``: see ``discover``).
 

@@ -27,6 +27,8 @@ from pytest_vllm_conformance.connection.secrets import Secret
 CLI_SHIM = Path(__file__).with_name("vllm_cli.py")
 # CLI_SHIM's exit status when vLLM cannot be imported (vllm_cli.NO_VLLM; the script is run, never imported).
 NO_VLLM = 87
+# Told how to say what a start is doing, at each poll; built only when a line is due (plugin/progress.py's ticker).
+Progress = Callable[[Callable[[], str]], None]
 LOG_TAIL_LINES = 40
 
 # Our own settings must not reach vLLM: it warns about every unknown VLLM_* variable.
@@ -147,7 +149,7 @@ class VllmServer:
             env["VLLM_API_KEY"] = self.api_key.reveal()
         return env
 
-    def start(self, progress: Callable[[str], None] | None = None) -> VllmServer:
+    def start(self, progress: Progress | None = None) -> VllmServer:
         return self.launch().wait_ready(progress)
 
     def launch(self) -> VllmServer:
@@ -168,8 +170,9 @@ class VllmServer:
             )
         return self
 
-    def wait_ready(self, progress: Callable[[str], None] | None = None) -> VllmServer:
-        """``progress``: told, at each poll, what the start is doing (the log's last line)."""
+    def wait_ready(self, progress: Progress | None = None) -> VllmServer:
+        """``progress``: given, at each poll, how to say what the start is doing (the log's last line); it reads
+        the log only when it says so."""
         started = self._launched_at
         try:
             self._wait_healthy(started, progress)
@@ -179,7 +182,7 @@ class VllmServer:
         self.ready_seconds = time.monotonic() - started
         return self
 
-    def _wait_healthy(self, started: float, progress: Callable[[str], None] | None) -> None:
+    def _wait_healthy(self, started: float, progress: Progress | None) -> None:
         assert self.process is not None, "launched first"
         deadline = started + self.startup_timeout
         with httpx.Client(timeout=2.0, trust_env=False) as http:
@@ -203,7 +206,9 @@ class VllmServer:
                 if time.monotonic() >= deadline:
                     break
                 if progress is not None:
-                    progress(f"starting vllm serve {self.model}, not healthy yet; its log: {self.last_log_line()}")
+                    progress(
+                        lambda: f"starting vllm serve {self.model}, not healthy yet; its log: {self.last_log_line()}"
+                    )
                 time.sleep(0.5)
         raise LaunchError(
             f"vllm serve {self.model} was not healthy after {self.startup_timeout:g} s; "

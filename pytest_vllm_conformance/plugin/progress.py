@@ -3,7 +3,9 @@
 A phase quiet for ``EVERY`` seconds says where it is, then again every
 ``EVERY`` seconds, so that a run is never silent for a minute and a half
 (a server's start) or until killed (a workload too big for the time). The
-phase calls its ticker often; the ticker decides when a line is due. Lines
+phase calls its ticker often; the ticker decides when a line is due, and a
+status given as a callable is built only then (a server's start polls twice
+a second, and its status reads the server's log). Lines
 go past pytest's capture, as pytest's own live logging writes, and through
 the run's redactor like every other line of ours.
 """
@@ -18,10 +20,11 @@ from typing import Any
 EVERY = 10.0
 PREFIX = "vllm-conformance"
 
-Ticker = Callable[[str], None]
+Status = str | Callable[[], str]
+Ticker = Callable[[Status], None]
 
 
-def silent(status: str) -> None:
+def silent(status: Status) -> None:
     """The ticker of a phase nobody watches (a library call, a unit test)."""
 
 
@@ -43,13 +46,14 @@ class Progress:
         started = self._clock()
         last = started
 
-        def tick(status: str) -> None:
+        def tick(status: Status) -> None:
             nonlocal last
             now = self._clock()
             if now - last < self._every:
                 return
             last = now
-            self._write(self._redact(f"{PREFIX}: {name}: {status} ({now - started:.0f} s so far)"))
+            said = status() if callable(status) else status
+            self._write(self._redact(f"{PREFIX}: {name}: {said} ({now - started:.0f} s so far)"))
 
         return tick
 

@@ -34,6 +34,24 @@ def test_a_phase_speaks_once_it_has_been_quiet_for_ten_seconds_then_every_ten():
     ]
 
 
+def test_a_status_given_as_a_callable_is_built_only_when_a_line_is_due():
+    clock, lines, built = Clock(), [], []
+
+    def status() -> str:
+        built.append(clock.now)
+        return "reading the log"
+
+    tick = Progress(lines.append, clock=clock).phase("the start")
+    for now in (0.5, 1, 5, 10, 10.5, 20):
+        clock.now = now
+        tick(status)
+    assert built == [10, 20]
+    assert lines == [
+        "vllm-conformance: the start: reading the log (10 s so far)",
+        "vllm-conformance: the start: reading the log (20 s so far)",
+    ]
+
+
 def test_the_line_reaches_the_terminal_from_inside_a_captured_test(pytester):
     pytester.makepyfile(
         """
@@ -60,12 +78,16 @@ def test_a_starting_server_is_described_by_its_log_s_last_line_with_the_key_mask
     )
     fake.chmod(0o755)
     said: list[str] = []
+    asked: list[object] = []
     server = VllmServer(
         tmp_path / "m", python=fake, api_key=Secret("sk-started-key"), startup_timeout=2.0, log_path=tmp_path / "s.log"
     )
     with pytest.raises(Exception, match="not healthy after 2 s"):
-        server.start(said.append)
-    assert said and all(line.startswith("starting vllm serve") for line in said)
+        server.start(asked.append)
+    # The status is built only when a line is due: each poll hands over how to say it, not what it says.
+    assert asked and all(callable(status) for status in asked)
+    said = [status() for status in asked[-2:]]  # type: ignore[operator]
+    assert all(line.startswith("starting vllm serve") for line in said)
     assert "Loading weights took 0.1 s, key ***" in said[-1]
     assert not any("sk-started-key" in line for line in said)
 
