@@ -72,6 +72,35 @@ def test_a_dev_build_is_judged_as_its_base_release_and_a_newer_release_by_the_ne
     assert f"| judged as | {header}" in report.with_suffix(".md").read_text()
 
 
+DISCOVERY_FAULTS = {
+    "discovery.version_parses": "expected a PEP 440 version",
+    "discovery.max_model_len_published": "max_model_len None, not a positive integer",
+    "discovery.core_routes_served": "POST ['/v1/chat/completions'] not served",
+}
+
+
+@pytest.mark.pins(failed=set(DISCOVERY_FAULTS), healthy={"discovery.ready_generates"})
+def test_a_server_that_misdescribes_itself_fails_each_discovery_check_by_its_own_id(pytester, plain_server):
+    """What discovery tolerates, so the run goes on, and each check exists to catch: a /version that names no
+    release, a /v1/models with no max_model_len, an ingress that does not route chat. Each check is reached and
+    fails."""
+    rules = [
+        reporting_version("a-build-of-main"),
+        RewriteJsonResponse(json_path=("data", "*", "max_model_len"), value=None, path="/v1/models"),
+        # Gone from the table and from the server: a table that only omits it is checked by probe (discovery.py).
+        RewriteJsonResponse(json_path=("paths", "/v1/chat/completions"), value={}, path="/openapi.json"),
+        Respond(404, {"detail": "Not Found"}, path="/v1/chat/completions"),
+    ]
+    with FaultProxy(plain_server.url, rules=rules) as proxy:
+        result = run_suites(pytester, "-m", "discovery", url=proxy.url)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, DISCOVERY_PASSED, failed=set(DISCOVERY_FAULTS))
+    failed = failed_checks(junit)
+    for contract, said in DISCOVERY_FAULTS.items():
+        assert said in failed[contract], failed[contract]
+
+
 def test_an_ingress_that_answers_404_to_everything_stops_the_run(pytester, plain_server):
     with FaultProxy(plain_server.url, rules=[Respond(404, {"detail": "Not Found"})]) as ingress:
         result = run_suites(
