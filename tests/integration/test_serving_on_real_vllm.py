@@ -165,6 +165,38 @@ def test_a_relay_stretching_the_targets_streams_by_half_fails_throughput_and_lat
     assert ratio and float(ratio.group(1)) < 0.8, failed_checks(junit)["serving.throughput_not_worse"]
 
 
+# A second queueing fault (make test-extended: a server start of its own). Prompts of 256 tokens: with the default
+# 32, sixteen prompts a round are 512 tokens, and a budget of 16 a step cost the target 5 % of its output rate
+# (2026-12-06, undecided); with 256 they are 4096 tokens, 256 steps of prefill a round where plain takes a few:
+# output rate 0.465 of plain's, time to first token 0.178 (24 round pairs, 2026-12-06).
+LONG_PROMPTS = """
+profile: 1
+name: serving-long-prompts
+serving: {concurrency: 8, prompt_tokens: 256, slo: {SLO}}
+"""
+
+
+@pytest.mark.extended_proof
+@pytest.mark.servers("plain", "small_batch")
+@pytest.mark.pins(failed={"serving.throughput_not_worse", "serving.latency_not_worse"})
+def test_a_step_of_sixteen_tokens_fails_throughput_and_latency_on_long_prompts(pytester, served):
+    """--max-num-batched-tokens 16: chunked prefill spreads each round's prompts over many more engine steps, so
+    first tokens come late and the output rate falls, while each step still runs all eight sequences."""
+    plain, small = served.together("plain", "small_batch")
+    with held((small, 1.0), (plain, 1.0)):
+        _, junit = _serving(
+            pytester,
+            small.url,
+            f"--vllm-baseline-url={plain.url}",
+            "-k",
+            "not_worse",
+            slo=GENEROUS_SLO,
+            profile=LONG_PROMPTS,
+        )
+    compared = {"serving.throughput_not_worse": "passed", "serving.latency_not_worse": "passed"}
+    assert_verdicts(junit, {**compared, **NO_GOODPUT}, failed=set(compared))
+
+
 ONE_SEQ_FAILS = {"serving.throughput_not_worse", "serving.occupancy", "serving.latency_not_worse"}
 
 
