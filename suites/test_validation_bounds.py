@@ -13,7 +13,7 @@ import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message, validation_listing
-from pytest_vllm_conformance.features.validation_bounds import malformed_list_requests
+from pytest_vllm_conformance.features.validation_bounds import malformed_list_requests, padded_completion
 
 INTERNALS = re.compile(
     r"(?P<path>/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+|[\w\-]+(?:/[\w\-]+)+\.py\b)"
@@ -122,3 +122,20 @@ def test_answered_fast(malformed, observe, vllm_expect):
     assert min(seconds) <= limit.value, (
         f"{malformed}: answered in {', '.join(f'{s:.2f}' for s in seconds)} s, over {limit} s every time"
     )
+
+
+@contract("validation_bounds.request_body_bounded")
+def test_request_body_bounded(vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+    limit = vllm_expect.declared("endpoint", "max_request_bytes")
+    over = vllm_client.post("/v1/completions", padded_completion(vllm_facts.model, limit.value + 1))
+    assert over.status in (400, 413), (
+        f"a body of {limit.value + 1} bytes, one over endpoint.max_request_bytes {limit.value} ({limit.basis}), "
+        f"was answered {over.describe()}, not refused"
+    )
+    after = vllm_client.post("/v1/completions", padded_completion(vllm_facts.model, 1024))
+    assert after.status == 200, f"after the refused body, a small request was answered {after.describe()}"
+    half = vllm_client.post("/v1/completions", padded_completion(vllm_facts.model, limit.value // 2))
+    assert half.status == 200, (
+        f"a body of {limit.value // 2} bytes, half the declared {limit.value}, was answered {half.describe()}"
+    )
+    vllm_evidence.judged(3, "requests")

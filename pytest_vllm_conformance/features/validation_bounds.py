@@ -6,6 +6,7 @@ each is sent only where the server serves its route.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
@@ -43,3 +44,14 @@ def malformed_list_requests(ctx: CaseContext) -> list[MalformedRequest]:
         if facts.serves("POST", entry["path"])
         for size in sizes
     ]
+
+
+def padded_completion(model: str, size: int) -> dict[str, Any]:
+    """A one-token completion request whose JSON (as the client sends it: ``json.dumps``) is exactly ``size`` bytes,
+    padded in OpenAI's ``user`` field, which every release takes and no answer depends on."""
+    body: dict[str, Any] = {"model": model, "prompt": "Hello", "max_tokens": 1, "user": ""}
+    room = size - len(json.dumps(body).encode())
+    if room < 0:
+        raise ValueError(f"a completion request for {model!r} needs more than {size} bytes")
+    body["user"] = "x" * room
+    return body

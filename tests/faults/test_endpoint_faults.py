@@ -20,6 +20,7 @@ from fixtures.fault_proxy import (
     FaultProxy,
     InjectAuth,
     LeakInternals,
+    RefuseBodiesOver,
     Respond,
     RewriteJsonResponse,
     RewriteStream,
@@ -167,6 +168,32 @@ def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server)
     message = bounded["validation_bounds.error_body_bounded[/v1/completions promptx800]"]
     assert "the error body passed the bound of 32768 bytes (profile plain)" in message
     assert "truncated at 32,769 bytes" in message
+
+
+BODY_BOUND = "validation_bounds.request_body_bounded"
+BODY_BOUND_PROFILE = "profile: 1\nname: body-bound\nendpoint: {max_request_bytes: 1048576}\n"
+
+
+@pytest.mark.pins(failed={BODY_BOUND}, healthy={BODY_BOUND})
+def test_a_declared_body_bound_fails_on_vllm_alone_and_passes_behind_an_ingress_that_keeps_it(pytester, plain_server):
+    """vLLM 0.32 takes a body of any size (fact request_body_limit_default): declared 1 MiB, plain answers one byte
+    more with 200 and fails; behind an ingress refusing bodies over 1 MiB with 413 (nginx's client_max_body_size)
+    the same declaration passes."""
+    run_suites(
+        pytester, "-m", "validation_bounds", "-k", "request_body", url=plain_server.url, profile=BODY_BOUND_PROFILE
+    )
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, {BODY_BOUND: "failed"})
+    message = failed_checks(junit)[BODY_BOUND]
+    assert "a body of 1048577 bytes, one over endpoint.max_request_bytes 1048576 (profile body-bound)" in message
+    assert "-> 200" in message, message
+    door = RefuseBodiesOver(max_bytes=1048576, path="/v1/completions")
+    with FaultProxy(plain_server.url, rules=[door]) as ingress:
+        run_suites(
+            pytester, "-m", "validation_bounds", "-k", "request_body", url=ingress.url, profile=BODY_BOUND_PROFILE
+        )
+        assert ingress.hit_count(door) == 1  # only the body over the bound was refused there
+    assert_verdicts(junit, {BODY_BOUND: "passed"})
 
 
 @pytest.mark.pins(failed={"validation_bounds.no_internals"})

@@ -43,6 +43,8 @@ OPT_IN = {
     "startup_log.declared_findings_absent": NOT_CLAIMED,
     "startup_log.start_reached_ready": NOT_CLAIMED,
     "startup_log.phases_not_slower": NOT_CLAIMED,
+    # Claimed where a body bound is declared (vLLM sets none): tests/faults/test_endpoint_faults.py.
+    "validation_bounds.request_body_bounded": NOT_CLAIMED,
     **dict.fromkeys(
         [
             "serving.load_success",
