@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-# Anthropic's content blocks of an answer without tools: its text, and a reasoning model's thinking before it.
-ANSWER_BLOCKS = {"text": "text", "thinking": "thinking"}
+# Anthropic's content blocks of an answer without tools, each with the field that holds its text: the text, and a
+# reasoning model's thinking before it (redacted: encrypted, as Anthropic's API and vLLM's protocol define it).
+ANSWER_BLOCKS = {"text": "text", "thinking": "thinking", "redacted_thinking": "data"}
 
 
 def content_problem(message: Any, finish_reason: Any, reasoning_field: dict[str, Any]) -> str | None:

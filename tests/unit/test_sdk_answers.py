@@ -56,6 +56,10 @@ def test_anthropic_blocks_are_text_after_thinking_or_thinking_alone_in_a_cut_ans
     assert sdk.blocks_problem(anthropic_message("end_turn", TEXT), "message") is None
     assert sdk.blocks_problem(anthropic_message("end_turn", THINKING, TEXT), "message") is None
     assert sdk.blocks_problem(anthropic_message("max_tokens", THINKING), "message") is None
+    redacted = anthropic_types.RedactedThinkingBlock.construct(type="redacted_thinking", data="c2VjcmV0")
+    hidden = anthropic_message("end_turn", TEXT)
+    hidden.content.insert(0, redacted)
+    assert sdk.blocks_problem(hidden, "message") is None
     assert sdk.text_of(anthropic_message("end_turn", THINKING, TEXT)) == "Two rivers."
     assert sdk.blocks_problem(anthropic_message("end_turn", THINKING), "message") == (
         "the message holds only ['thinking'] blocks and stopped with 'end_turn': no text, yet not cut at max_tokens"

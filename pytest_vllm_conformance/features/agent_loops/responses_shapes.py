@@ -5,7 +5,9 @@ system and developer messages, the conversation's earlier assistant turns
 (echoed as the output items they came as, with their ids), images; and a
 client reads an item's ``status`` to know whether it is whole, so a
 ``completed`` message inside an ``incomplete`` response tells it a cut answer
-is finished.
+is finished. A reasoning model's deployment answers too: its reasoning items
+may carry no status, and an answer cut while it still thinks holds reasoning
+alone.
 """
 
 from __future__ import annotations
