@@ -3,12 +3,14 @@
 Applications reach vLLM through the SDK, not raw HTTP: a renamed field or a
 stream framed differently breaks them while every route still answers 200.
 The SDK here has the run's byte cap and timeout. Only the structure of an
-answer is checked, never its wording.
+answer is checked, never its wording; a reasoning model's answer cut while it
+still thinks may hold only its reasoning (features/sdk.py).
 """
 
 import pytest
 
 from pytest_vllm_conformance import contract
+from pytest_vllm_conformance.features import sdk
 from pytest_vllm_conformance.features.agent_loops.messages import STOP_REASONS
 
 MAX_TOKENS = 8
@@ -45,14 +47,15 @@ def test_completion_parses(vllm_openai, vllm_facts):
 
 
 @contract("sdk.chat_parses")
-def test_chat_parses(vllm_openai, vllm_facts):
+def test_chat_parses(vllm_openai, vllm_facts, vllm_expect):
     chat = vllm_openai.chat.completions.create(
         model=vllm_facts.model, messages=[{"role": "user", "content": PROMPT}], max_tokens=MAX_TOKENS
     )
     assert len(chat.choices) == 1, f"expected one choice, got {len(chat.choices)}"
     message = chat.choices[0].message
     assert message.role == "assistant", f"the answer's role is {message.role!r}, not 'assistant'"
-    assert isinstance(message.content, str), f"the answer's content is {message.content!r}"
+    problem = sdk.content_problem(message, chat.choices[0].finish_reason, vllm_expect.fact("reasoning_output_field"))
+    assert problem is None, problem
     assert chat.choices[0].finish_reason in ("stop", "length"), f"finish_reason is {chat.choices[0].finish_reason!r}"
     _usage_adds_up(chat.usage, "chat completion")
 
@@ -83,9 +86,8 @@ def _message_holds(message, what):
     assert message.type == "message" and message.role == "assistant", (
         f"the {what} is a {message.type!r} from {message.role!r}, not an assistant message"
     )
-    assert message.content and all(block.type == "text" for block in message.content), (
-        f"the {what}'s content blocks are {[block.type for block in message.content]}, not text"
-    )
+    problem = sdk.blocks_problem(message, what)
+    assert problem is None, problem
     assert message.stop_reason in STOP_REASONS, f"the {what}'s stop_reason {message.stop_reason!r} is not Anthropic's"
     assert 0 < message.usage.output_tokens <= MAX_TOKENS, (
         f"the {what} reports {message.usage.output_tokens} output tokens for max_tokens={MAX_TOKENS}"
@@ -114,5 +116,5 @@ def test_anthropic_stream_parses(vllm_anthropic, vllm_facts):
         except AssertionError:  # the SDK's own check: it skips events until a message_start opens a message
             pytest.fail("Anthropic's SDK assembled no message from the stream: no message_start", pytrace=False)
     _message_holds(final, "streamed message")
-    text = "".join(block.text for block in final.content)
+    text = sdk.text_of(final)
     assert streamed == text, f"the events carry {streamed!r}, the final message {text!r}"

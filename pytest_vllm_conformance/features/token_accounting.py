@@ -40,6 +40,7 @@ class Usage:
     # vllm/entrypoints/openai/engine/protocol.py at v0.28.0, vllm/entrypoints/serve/engine/protocol.py at
     # v0.29.0-v0.32.0; Responses' ResponseUsage requires it); Anthropic messages have no total.
     reports_total: bool = True
+    unread: str = ""  # why the answer's usage could not be read, when it could not
 
 
 @dataclass(frozen=True)
@@ -88,10 +89,18 @@ def _read_openai(answer: Any, streamed: bool) -> Usage:
     return _openai(usage, len(ids) if ids else None)
 
 
+# The closing events of a streamed Responses answer that carry its usage: OpenAI ends a cut answer with
+# response.incomplete, vLLM 0.28-0.32 with response.completed (fact wire_responses_terminal_event); the wire suite
+# judges which one is due.
+CLOSING = (sse.TERMINAL_FOR_STATUS["completed"], sse.TERMINAL_FOR_STATUS["incomplete"])
+
+
 def _read_responses(answer: Any, streamed: bool) -> Usage:
     if streamed:
-        done = [e.payload.get("response") for e in answer.chunks() if e.payload.get("type") == "response.completed"]
-        answer = done[-1] if done else {}
+        done = [e.payload.get("response") for e in answer.chunks() if e.payload.get("type") in CLOSING]
+        if not done:
+            return Usage(None, None, None, None, unread=f"the stream has no closing event ({' or '.join(CLOSING)})")
+        answer = done[-1]
     answer = answer if isinstance(answer, dict) else {}
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
     cut = (answer.get("incomplete_details") or {}).get("reason") == "max_output_tokens"
@@ -172,6 +181,8 @@ def rendered_length(client: BoundedClient, model: str, route: Route) -> int | No
 
 def usage_problems(usage: Usage, rendered: int | None) -> list[str]:
     """What does not add up in one answer's usage."""
+    if usage.unread:
+        return [f"{usage.unread}: no usage to check"]
     problems = []
     if rendered is None:
         problems.append("/tokenize gave no length for the same prompt, so prompt_tokens was compared with nothing")

@@ -9,6 +9,7 @@ from fixtures.fault_proxy.answer_rules import ErrorsInOpenAIEnvelope
 from fixtures.fault_proxy.rules import JsonResponseDraft
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, split_events
 from pytest_vllm_conformance.features.agent_loops import messages, responses
+from pytest_vllm_conformance.features.agent_loops import responses_shapes as shapes
 from pytest_vllm_conformance.features.generation.forced_calls import call_text_problem, judge_uncalled
 from pytest_vllm_conformance.protocol import sse
 
@@ -163,3 +164,63 @@ def test_a_forced_choice_with_no_call_fails_unless_cut_inside_one():
         judge_uncalled(" hello", True, ["get_weather"], HERMES, "the forced call", ["message"])
     with pytest.raises(AssertionError, match="and it was not cut at max_output_tokens"):
         judge_uncalled('{"unit": ', False, ["get_weather"], HERMES, "the forced call", ["message"])
+
+
+# ---- each output item's status against the response's, as vLLM 0.32 and OpenAI send them ----
+
+REASONING_ITEM = {"id": "rs_1", "type": "reasoning", "summary": [], "content": [], "status": None}
+MESSAGE_ITEM = {"id": "msg_1", "type": "message", "status": "completed", "content": []}
+
+
+def _answer(status, *items):
+    return {"status": status, "output": [dict(item) for item in items]}
+
+
+def test_a_reasoning_item_without_status_contradicts_nothing():
+    # vLLM 0.32's unstreamed reasoning item: status None (OpenAI's API makes it optional), whole or cut.
+    assert shapes.status_problems(_answer("completed", REASONING_ITEM, MESSAGE_ITEM), "completed") == []
+    assert shapes.status_problems(_answer("incomplete", REASONING_ITEM, MESSAGE_ITEM), "completed") == []
+    assert shapes.status_problems(_answer("incomplete", REASONING_ITEM), "completed") == []
+    assert shapes.with_status(_answer("incomplete", REASONING_ITEM, MESSAGE_ITEM)) == 1
+    # A message must say its status (OpenAI's OutputMessage requires it).
+    bare = {**MESSAGE_ITEM, "status": None}
+    assert shapes.status_problems(_answer("completed", bare), "completed") == [
+        "output[0] (message) has status None in a response of status 'completed', expected 'completed'"
+    ]
+
+
+def test_a_cut_item_may_say_incomplete_as_openai_does_or_what_the_release_reports():
+    cut = {**MESSAGE_ITEM, "status": "incomplete"}
+    assert shapes.status_problems(_answer("incomplete", REASONING_ITEM, cut), "completed") == []
+    assert shapes.status_problems(_answer("incomplete", REASONING_ITEM, MESSAGE_ITEM), "completed") == []
+    assert shapes.cut_item_status(_answer("incomplete", REASONING_ITEM, cut)) == "incomplete"
+    # Only the last item was cut; one before it, and any item of a completed response, is completed.
+    assert shapes.status_problems(_answer("incomplete", cut, MESSAGE_ITEM), "completed") == [
+        "output[0] (message) has status 'incomplete' in a response of status 'incomplete', expected 'completed'"
+    ]
+    assert shapes.status_problems(_answer("completed", cut), "completed") == [
+        "output[0] (message) has status 'incomplete' in a response of status 'completed', expected 'completed'"
+    ]
+    marked = {**REASONING_ITEM, "status": "incomplete"}  # a relay marking every item of a whole answer incomplete
+    assert shapes.status_problems(_answer("completed", marked, cut), "completed") == [
+        "output[0] (reasoning) has status 'incomplete' in a response of status 'completed', expected 'completed'",
+        "output[1] (message) has status 'incomplete' in a response of status 'completed', expected 'completed'",
+    ]
+    unfinished = {**MESSAGE_ITEM, "status": "in_progress"}
+    assert shapes.status_problems(_answer("incomplete", unfinished), "completed") == [
+        "output[0] (message) has status 'in_progress' in a response of status 'incomplete', "
+        "expected 'completed' or 'incomplete'"
+    ]
+
+
+def test_a_history_answered_by_reasoning_alone_is_an_answer_only_when_cut():
+    reasoning, message = {"type": "reasoning"}, {"type": "message"}
+    assert shapes.answer_problem([reasoning, message], cut=False) is None
+    assert shapes.answer_problem([reasoning], cut=True) is None  # the model still thinking at max_output_tokens
+    assert shapes.answer_problem([reasoning], cut=False) == (
+        "the history request was answered with no message item (not cut): only ['reasoning']"
+    )
+    assert shapes.answer_problem([], cut=True) == (
+        "the history request was answered with no message item (cut at max_output_tokens): only []"
+    )
+    assert shapes.answer_problem([reasoning, {"type": "function_call"}], cut=True) is not None

@@ -5,8 +5,10 @@ import datetime
 import json
 
 import httpx
+import pytest
 
 from pytest_vllm_conformance.connection.client import Response
+from pytest_vllm_conformance.features import token_accounting as accounting
 from pytest_vllm_conformance.features.rendering.chat_path import Compared, refusal_compared
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
 from pytest_vllm_conformance.features.rendering.drift import changes, first_difference
@@ -14,6 +16,7 @@ from pytest_vllm_conformance.features.rendering.render import render_corpus
 from pytest_vllm_conformance.features.rendering.text import date_spans, date_texts, token_bytes, tokens_text
 from pytest_vllm_conformance.features.token_accounting import Usage, usage_problems
 from pytest_vllm_conformance.profiles.diff import differences
+from pytest_vllm_conformance.protocol import sse
 from tests.unit.sample_observation import observation
 
 
@@ -172,3 +175,31 @@ def test_a_missing_total_fails_where_the_route_sends_one_and_not_on_anthropic_me
     assert usage_problems(Usage(27, 8, None, 8), 27) == ["no total_tokens, which the version sends on this route"]
     assert usage_problems(Usage(27, 8, None, 8, reports_total=False), 27) == []
     assert usage_problems(Usage(27, 8, 36, 8), 27) == ["total_tokens 36 is not prompt 27 + completion 8"]
+
+
+RESPONSES_ROUTE = next(route for route in accounting.ROUTES if route.name == "responses")
+
+
+def _responses_stream(closing):
+    events = [{"type": "response.created", "response": {"status": "in_progress"}}]
+    if closing:
+        usage = {"input_tokens": 27, "output_tokens": 8, "total_tokens": 35}
+        cut = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "usage": usage}
+        events.append({"type": closing, "response": cut})
+    body = "".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events)
+    return sse.parse(body.encode(), named_events=True)
+
+
+@pytest.mark.parametrize("closing", ["response.completed", "response.incomplete"])
+def test_a_cut_responses_stream_is_read_from_either_closing_event(closing):
+    # OpenAI closes a cut answer with response.incomplete, vLLM 0.28-0.32 with response.completed.
+    usage = RESPONSES_ROUTE.read(_responses_stream(closing), True)
+    assert usage == Usage(27, 8, 35, 8)
+    assert usage_problems(usage, 27) == []
+
+
+def test_a_responses_stream_without_its_closing_event_has_no_usage_to_check():
+    usage = RESPONSES_ROUTE.read(_responses_stream(None), True)
+    assert usage_problems(usage, 27) == [
+        "the stream has no closing event (response.completed or response.incomplete): no usage to check"
+    ]

@@ -141,6 +141,13 @@ def test_a_real_responses_stream_is_well_framed_and_its_terminal_event_reported(
     assert reported == [] and failures[0].endswith("[wire.strict_openai is true (profile strict)]")
 
 
+def test_a_cut_stream_closed_as_openai_closes_it_is_well_framed_and_reports_nothing():
+    # The relay of the real server's token_accounting proof (tests/integration/test_reasoning_on_real_vllm.py).
+    body = _edited("responses_stream.sse", "incomplete_as_openai")
+    assert b"event: response.incomplete\n" in body and b"response.completed" not in body
+    assert _responses_verdict(body) == ([], [])
+
+
 @pytest.mark.parametrize(
     ("broken", "expected"),
     [
@@ -205,6 +212,7 @@ EDITED_SAMPLES = {
     "drop_tool_calls": "chat_tool_call_stream.sse",
     "drop_first_tool_call_id": "chat_tool_call_stream.sse",
     "drop_terminal": "responses_stream.sse",
+    "incomplete_as_openai": "responses_stream.sse",
     "null_output_item_index": "responses_stream.sse",
     "drop_mid_stream_usage": "chat_stream_continuous_usage.sse",
     "unknown_event": "responses_stream.sse",
