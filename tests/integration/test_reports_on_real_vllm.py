@@ -62,7 +62,9 @@ report_files.write = _counting_write
 # about pytest-xdist (distribution, one discovery, one report), which every suite shares, and every suite twice
 # cost a minute of CI. Not validation_bounds: on a loaded box its 5000-item error is about the server's speed. Not
 # wire: its figures name a stream's event by index, and a sampled answer's stream differs in length from run to run.
-XDIST_MARKERS = "discovery or scale_out or auth or context"
+# Enough tests for two workers to share, and one that reads the profile (context); not auth, whose 145 checks cost
+# CI about 15 s over the two runs and prove nothing of xdist the others do not.
+XDIST_MARKERS = "discovery or scale_out or context"
 
 
 def outcomes_by_test(junit_path) -> dict[str, str]:
@@ -102,10 +104,10 @@ def test_xdist_run_matches_the_serial_run_discovers_once_and_reports_once(pytest
         report["target"].pop("url")  # each run has its own proxy port
         runs[mode] = (outcomes_by_test(pytester.path / f"{mode}.xml"), report)
     serial, xdist = runs["serial"], runs["xdist"]
-    assert len(serial[0]) >= 100
+    assert len(serial[0]) >= 20  # enough for both workers
     assert xdist[0] == serial[0]
     assert xdist[1] == serial[1]
-    assert serial[1]["features"]["auth"]["result"] == "success"
+    assert serial[1]["features"]["context"]["result"] == "success"
 
 
 def artifact_texts(result, *paths) -> dict[str, str]:
