@@ -36,6 +36,9 @@ TEXTS = (
     "Seven engineers reviewed the seventh release candidate before lunch on a rainy Friday in March.",
 )
 QUERY = "Where does the river run?"
+# The documents scored and reranked: the texts in another order, so that a ranking is not the order they were sent
+# in by chance (tiny-bert ranks the texts in their own order).
+DOCUMENTS = (TEXTS[2], TEXTS[0], TEXTS[3], TEXTS[1])
 TOP_N = 2
 
 Vector = list[float]
@@ -244,13 +247,14 @@ def truncate_prompt_tokens_honoured(client: BoundedClient, model: str, tolerance
 
 def scores(client: BoundedClient, model: str) -> list[float]:
     """/score of the query against every text, in the texts' order (index i on item i)."""
-    response = client.post(SCORE, {"model": model, "queries": QUERY, "documents": list(TEXTS)})
+    response = client.post(SCORE, {"model": model, "queries": QUERY, "documents": list(DOCUMENTS)})
     data = _payload(response, f"POST {SCORE}").get("data")
-    if not isinstance(data, list) or len(data) != len(TEXTS) or not all(isinstance(item, dict) for item in data):
-        raise Unreadable(f"{len(TEXTS)} documents were not answered with {len(TEXTS)} scores: {response.describe()}")
+    if not isinstance(data, list) or len(data) != len(DOCUMENTS) or not all(isinstance(item, dict) for item in data):
+        count = len(DOCUMENTS)
+        raise Unreadable(f"{count} documents were not answered with {count} scores: {response.describe()}")
     indices = [item.get("index") for item in data]
-    if indices != list(range(len(TEXTS))):
-        raise Unreadable(f"the scores' index fields are {indices}, not {list(range(len(TEXTS)))} in order")
+    if indices != list(range(len(DOCUMENTS))):
+        raise Unreadable(f"the scores' index fields are {indices}, not {list(range(len(DOCUMENTS)))} in order")
     values = [item.get("score") for item in data]
     if not _floats(values):
         raise Unreadable(f"the scores are not numbers: {values}")
@@ -262,7 +266,7 @@ def score_is_embedding_cosine(client: BoundedClient, model: str, tolerances: Tol
         scored = scores(client, model)
         query = alone(client, model, QUERY)
         problems = []
-        for text, score in zip(TEXTS, scored, strict=True):
+        for text, score in zip(DOCUMENTS, scored, strict=True):
             expected = cosine(query, alone(client, model, text))
             if abs(score - expected) > tolerances.score:
                 problems.append(
@@ -282,7 +286,7 @@ class Ranking:
 
 
 def rerank(client: BoundedClient, model: str, path: str = RERANK, **fields: Any) -> Ranking:
-    response = client.post(path, {"model": model, "query": QUERY, "documents": list(TEXTS), **fields})
+    response = client.post(path, {"model": model, "query": QUERY, "documents": list(DOCUMENTS), **fields})
     results = _payload(response, f"POST {path}").get("results")
     if not isinstance(results, list) or not all(isinstance(result, dict) for result in results):
         raise Unreadable(f"POST {path} answered no list of results: {response.describe()}")
@@ -295,17 +299,17 @@ def rerank(client: BoundedClient, model: str, path: str = RERANK, **fields: Any)
 
 def ranking_problems(ranking: Ranking, scored: list[float], tolerance: float) -> list[str]:
     """The whole ranking: every document once, highest first, each with its text and its /score."""
-    every = list(range(len(TEXTS)))
+    every = list(range(len(DOCUMENTS)))
     if sorted(i for i in ranking.indices if isinstance(i, int)) != every:
-        return [f"the results' indices are {ranking.indices}: not each of the {len(TEXTS)} documents once"]
+        return [f"the results' indices are {ranking.indices}: not each of the {len(DOCUMENTS)} documents once"]
     if not _floats(ranking.scores):
         return [f"the relevance scores are not numbers: {ranking.scores}"]
     problems = []
     if ranking.scores != sorted(ranking.scores, reverse=True):
         problems.append(f"the results are not sorted by relevance_score: {[round(s, 6) for s in ranking.scores]}")
     for index, text, score in zip(ranking.indices, ranking.documents, ranking.scores, strict=True):
-        if text != TEXTS[index]:
-            problems.append(f"result for document {index} carries the document {text!r}, not {TEXTS[index]!r}")
+        if text != DOCUMENTS[index]:
+            problems.append(f"result for document {index} carries the document {text!r}, not {DOCUMENTS[index]!r}")
         if abs(score - scored[index]) > tolerance:
             problems.append(f"document {index}'s relevance_score {score:.6f} is not its /score {scored[index]:.6f}")
     return problems

@@ -180,16 +180,19 @@ def _scorer(texts_vectors, reorder=False, skew=0.0, top_n=True):
     query = [1.0, 0.0, 0.0, 0.0]
 
     def vector(text):
-        return query if text == pooling.QUERY else texts_vectors[pooling.TEXTS.index(text)]
+        return query if text == pooling.QUERY else texts_vectors[pooling.DOCUMENTS.index(text)]
 
     def answer(path, body):
         if path == "/v1/embeddings":
             return 200, _embedded(vector(body["input"]))
-        scores = [pooling.cosine(query, vector(text)) + skew for text in pooling.TEXTS]
+        scores = [pooling.cosine(query, vector(text)) + skew for text in pooling.DOCUMENTS]
         if path == "/score":
             return 200, {"data": [{"index": i, "score": s} for i, s in enumerate(scores)]}
         results = sorted(
-            ({"index": i, "document": {"text": pooling.TEXTS[i]}, "relevance_score": s} for i, s in enumerate(scores)),
+            (
+                {"index": i, "document": {"text": pooling.DOCUMENTS[i]}, "relevance_score": s}
+                for i, s in enumerate(scores)
+            ),
             key=lambda r: r["relevance_score"],
             reverse=True,
         )
@@ -208,7 +211,7 @@ def test_score_is_the_cosine_of_the_two_embeddings():
     assert pooling.score_is_embedding_cosine(_scorer(VECTORS), "m", TOLERANCES).problems == []
     problems = pooling.score_is_embedding_cosine(_scorer(VECTORS, skew=0.01), "m", TOLERANCES).problems
     assert len(problems) == 4
-    assert problems[0].startswith("the score of 'The river runs under...' is 1.003884, the cosine of the two")
+    assert problems[0].startswith("the score of 'a cat' is 1.003884, the cosine of the two embeddings 0.993884")
 
 
 def test_rerank_is_sorted_by_the_pairs_scores_and_its_aliases_agree():
@@ -221,13 +224,13 @@ def test_rerank_is_sorted_by_the_pairs_scores_and_its_aliases_agree():
 
 
 def test_a_result_must_carry_its_own_document():
-    ranking = pooling.Ranking([0, 1, 2, 3], [0.9, 0.5, 0.2, 0.1], [*pooling.TEXTS[:2], pooling.TEXTS[3], None])
+    ranking = pooling.Ranking([0, 1, 2, 3], [0.9, 0.5, 0.2, 0.1], [*pooling.DOCUMENTS[:2], pooling.DOCUMENTS[3], None])
     problems = pooling.ranking_problems(ranking, [0.9, 0.5, 0.2, 0.1], 0.0001)
     assert problems == [
-        f"result for document 2 carries the document {pooling.TEXTS[3]!r}, not {pooling.TEXTS[2]!r}",
-        f"result for document 3 carries the document None, not {pooling.TEXTS[3]!r}",
+        f"result for document 2 carries the document {pooling.DOCUMENTS[3]!r}, not {pooling.DOCUMENTS[2]!r}",
+        f"result for document 3 carries the document None, not {pooling.DOCUMENTS[3]!r}",
     ]
-    missing = pooling.Ranking([0, 1, 1, 3], [0.9, 0.5, 0.2, 0.1], list(pooling.TEXTS))
+    missing = pooling.Ranking([0, 1, 1, 3], [0.9, 0.5, 0.2, 0.1], list(pooling.DOCUMENTS))
     assert pooling.ranking_problems(missing, [0.9] * 4, 0.0001) == [
         "the results' indices are [0, 1, 1, 3]: not each of the 4 documents once"
     ]
