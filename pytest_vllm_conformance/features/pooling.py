@@ -114,8 +114,8 @@ class Embedded:
         return [float(x) for x in value]
 
 
-def embed(client: BoundedClient, model: str, given: Any, **fields: Any) -> Embedded:
-    response = client.post(EMBEDDINGS, {"model": model, "input": given, **fields})
+def read_embedded(response: Response) -> Embedded:
+    """A /v1/embeddings answer's items; ``Unreadable`` where it is not a 200 with a list of them."""
     payload = _payload(response, f"POST {EMBEDDINGS}")
     data = payload.get("data")
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
@@ -127,12 +127,8 @@ def embed(client: BoundedClient, model: str, given: Any, **fields: Any) -> Embed
     )
 
 
-def embed_answer_of(response: Response) -> Embedded:
-    payload = _payload(response, f"POST {EMBEDDINGS}")
-    data = payload.get("data")
-    if not isinstance(data, list) or len(data) != 1 or not isinstance(data[0], dict):
-        raise Unreadable(f"one input was not answered with one item: {response.describe()}")
-    return Embedded([data[0].get("index")], [data[0].get("embedding")], None)
+def embed(client: BoundedClient, model: str, given: Any, **fields: Any) -> Embedded:
+    return read_embedded(client.post(EMBEDDINGS, {"model": model, "input": given, **fields}))
 
 
 def alone(client: BoundedClient, model: str, given: Any, **fields: Any) -> Vector:
@@ -209,7 +205,9 @@ def dimensions_as_declared(
             )
         return Checked(problems)
     try:
-        answer = embed_answer_of(response)
+        answer = read_embedded(response)
+        if len(answer.embeddings) != 1:
+            raise Unreadable(f"one input was answered with {len(answer.embeddings)} items")
         vector = answer.vector()
     except Unreadable as exc:
         return Checked([f"{asked}: {exc}"])
