@@ -12,7 +12,7 @@ A profile that explicitly requires a feature the server's release does not
 have (watermarking on 0.29, admission control on 0.28) gets one failure per
 contract saying so, instead of a quiet "not claimed".
 
-What the server serves (``serves``: generation, pooling) is read from its
+What the server serves (``serves``: generation, pooling, embeddings, scoring) is read from its
 route table, the one observation that may turn a contract off: a pooling
 server registers no generation route, so the generation features are not
 its to be judged by, and a generation server's pooling ones are not either.
@@ -74,6 +74,14 @@ SERVES: dict[str, str] = {
     "pooling": (
         "the server serves no pooling: its route table holds none of the release's pooling routes "
         "(POST /v1/embeddings, /pooling, /classify, /score, ...), as a generation runner's does"
+    ),
+    "embeddings": (
+        "the server serves no embeddings: its route table holds no POST /v1/embeddings of an embedding model, "
+        "as a generation runner's, a classifier's or a reranker's does"
+    ),
+    "scoring": (
+        "the server serves no scoring: its route table holds none of POST /score, /rerank, /v1/rerank, /v2/rerank, "
+        "which vLLM registers for an embedding model or a classifier with one label"
     ),
 }
 

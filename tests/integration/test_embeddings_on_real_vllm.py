@@ -19,13 +19,23 @@ The faults, each one rule of the fault proxy in front of that server:
 And the whole default selection (every suite, as ``vllm-conformance
 --vllm-url=...`` runs them) on that server: a pooling server is judged as one.
 Its route table holds no generation route, so no generation contract is
-claimed there, each saying why; what it does serve passes.
+claimed there, each saying why; what it does serve passes, its answers too
+(the pooling suite: base64 and floats, a batch and its inputs alone,
+dimensions refused on a model that is not Matryoshka, truncate_prompt_tokens,
+/score as the embeddings' cosine, /rerank ranked and its aliases alike).
+
+Then one relay in front of it breaks every pooling contract at once, each by
+its own fault, and the run names each by its id while the wire shapes of the
+same answers still pass: a float vector skewed in one place (item p of an
+answer at its p-th value, so floats differ from base64 and a batch from its
+inputs alone), a batch's items and a reranking's results reversed,
+``dimensions`` and ``truncate_prompt_tokens`` dropped from the request.
 """
 
 import pytest
 
-from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
-from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
+from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, StripJsonField
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, of_features
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from tests.conftest import requires_vllm, run_suites
 
@@ -39,6 +49,8 @@ endpoint:
   auth: none
 wire:
   embedding_model: tiny-bert
+pooling:
+  matryoshka: false  # tiny-bert's config.json declares no matryoshka_dimensions
 """
 EMBEDDING_CONTRACTS = "models_shape or embeddings_shape or error_shape"
 HEALTHY = {"wire.models_shape": "passed", "wire.embeddings_shape": "passed", "wire.error_shape": "passed"}
@@ -112,6 +124,17 @@ POOLING_JUDGED = {
     "wire.embeddings_shape": "passed",
     "wire.error_shape": "passed",
     "wire.error_status_map": "passed",
+    **dict.fromkeys(
+        [
+            "pooling.base64_matches_float",
+            "pooling.batch_matches_alone",
+            "pooling.dimensions_as_declared",
+            "pooling.truncate_prompt_tokens_honoured",
+            "pooling.score_is_embedding_cosine",
+            "pooling.rerank_ranked",
+        ],
+        "passed",
+    ),
 }
 POOLING_VERDICTS = {
     **dict.fromkeys(sorted(set(CATALOGUE.contracts) - set(POOLING_JUDGED)), NOT_CLAIMED),
@@ -130,3 +153,44 @@ def test_a_pooling_server_passes_the_whole_default_selection(pytester, embedding
     why = f"{NOT_CLAIMED}: {applicability.SERVES['generation']}"
     reasons = {run.key: run.message for run in contract_runs(junit) if run.contract in GENERATION}
     assert reasons and all(message == why for message in reasons.values()), reasons
+
+
+def skewed(data):
+    """Item p's p-th value moved by 0.5 (float vectors only): an answer alone is skewed at its first value, the same
+    input in a batch elsewhere."""
+    for position, item in enumerate(data):
+        vector = item.get("embedding")
+        if isinstance(vector, list) and vector:
+            vector[position % len(vector)] += 0.5
+    return data
+
+
+RERANKS = r"/(v1/|v2/)?rerank"
+# fault -> the words its contract's failure must hold
+POOLING_FAULTS = {
+    "pooling.base64_matches_float": "the base64 vector against the float one: cosine",
+    "pooling.batch_matches_alone": "the items' index fields are [3, 2, 1, 0], not [0, 1, 2, 3] in order",
+    "pooling.dimensions_as_declared": "dimensions was ignored",
+    "pooling.truncate_prompt_tokens_honoured": "usage.prompt_tokens is",
+    "pooling.score_is_embedding_cosine": "the cosine of the two embeddings",
+    "pooling.rerank_ranked": "the results are not sorted by relevance_score",
+}
+
+
+@pytest.mark.pins(failed=set(POOLING_FAULTS), healthy=of_features(POOLING_VERDICTS, "wire"))
+def test_a_relay_that_breaks_the_pooling_answers_fails_each_pooling_contract(pytester, embedding_server):
+    rules = [
+        RewriteJsonResponse(("data",), skewed, path=EMBEDDINGS),
+        RewriteJsonResponse(("data",), lambda data: data[::-1], path=EMBEDDINGS),
+        RewriteJsonResponse(("results",), lambda results: results[::-1], path=RERANKS),
+        StripJsonField("dimensions", path=EMBEDDINGS),
+        StripJsonField("truncate_prompt_tokens", path=EMBEDDINGS),
+    ]
+    with FaultProxy(embedding_server.url, rules=rules) as proxy:
+        run_suites(pytester, "-m", "pooling or wire", url=proxy.url, profile=EMBEDDING_PROFILE)
+    assert all(proxy.hits[i] > 0 for i in range(len(rules))), proxy.hits
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, of_features(POOLING_VERDICTS, "pooling", "wire"), failed=set(POOLING_FAULTS))
+    failed = failed_checks(junit)
+    for contract_id, words in POOLING_FAULTS.items():
+        assert words in failed[contract_id], failed[contract_id]

@@ -92,6 +92,18 @@ OPT_IN = {
         ],
         NOT_CLAIMED,
     ),
+    # Both serve generation only: no pooling route (the embedding server's proofs: test_embeddings_on_real_vllm.py).
+    **dict.fromkeys(
+        [
+            "pooling.base64_matches_float",
+            "pooling.batch_matches_alone",
+            "pooling.dimensions_as_declared",
+            "pooling.truncate_prompt_tokens_honoured",
+            "pooling.score_is_embedding_cosine",
+            "pooling.rerank_ranked",
+        ],
+        NOT_CLAIMED,
+    ),
     # Neither server runs a tool-call parser, and both profiles accept vLLM ignoring guided_* fields.
     **dict.fromkeys(
         [

@@ -171,22 +171,35 @@ GENERATION_TABLE = {
 }
 
 
+def _served(*tasks):
+    return {task: task in tasks for task in ("generation", "pooling", "embeddings", "scoring")}
+
+
+EVERYTHING = _served("generation", "pooling", "embeddings", "scoring")
+
+
 def test_the_route_table_says_what_the_server_serves():
-    assert route_cases.served_tasks(CATALOGUE, _facts(POOLING_TABLE)) == {"generation": False, "pooling": True}
-    assert route_cases.served_tasks(CATALOGUE, _facts(GENERATION_TABLE)) == {"generation": True, "pooling": False}
+    assert route_cases.served_tasks(CATALOGUE, _facts(POOLING_TABLE)) == _served("pooling", "embeddings", "scoring")
+    assert route_cases.served_tasks(CATALOGUE, _facts(GENERATION_TABLE)) == _served("generation")
     both = {**POOLING_TABLE, **GENERATION_TABLE}
-    assert route_cases.served_tasks(CATALOGUE, _facts(both)) == {"generation": True, "pooling": True}
+    assert route_cases.served_tasks(CATALOGUE, _facts(both)) == EVERYTHING
+    # A classifier with three labels: /classify and /pooling, neither embeddings nor scoring (vLLM's
+    # enable_scoring_api wants one label); a reranker (a classifier with one label) scores too.
+    classifier = {"/health": ("GET",), "/v1/models": ("GET",), "/pooling": ("POST",), "/classify": ("POST",)}
+    assert route_cases.served_tasks(CATALOGUE, _facts(classifier)) == _served("pooling")
+    reranker = {**classifier, "/score": ("POST",), "/rerank": ("POST",), "/v2/rerank": ("POST",)}
+    assert route_cases.served_tasks(CATALOGUE, _facts(reranker)) == _served("pooling", "scoring")
     # A listed path under another method is not the route: GET /v1/completions generates nothing.
     other_method = _facts({**POOLING_TABLE, "/v1/completions": ("GET",)})
     assert not route_cases.served_tasks(CATALOGUE, other_method)["generation"]
     # No table (nothing known of the routes), or one that shows no task's route at all (a gateway that hides them):
-    # both count as served, so nothing is turned off on a guess.
+    # every task counts as served, so nothing is turned off on a guess.
     no_model_route = {"/health": ("GET",), "/v1/models": ("GET",)}
-    assert route_cases.served_tasks(CATALOGUE, _facts(no_model_route)) == {"generation": True, "pooling": True}
+    assert route_cases.served_tasks(CATALOGUE, _facts(no_model_route)) == EVERYTHING
     speech = {**no_model_route, "/v1/audio/transcriptions": ("POST",)}
-    assert route_cases.served_tasks(CATALOGUE, _facts(speech)) == {"generation": False, "pooling": False}
-    assert route_cases.served_tasks(CATALOGUE, _facts(None)) == {"generation": True, "pooling": True}
-    assert route_cases.served_tasks(CATALOGUE, None) == {"generation": True, "pooling": True}
+    assert route_cases.served_tasks(CATALOGUE, _facts(speech)) == _served()
+    assert route_cases.served_tasks(CATALOGUE, _facts(None)) == EVERYTHING
+    assert route_cases.served_tasks(CATALOGUE, None) == EVERYTHING
 
 
 def test_a_server_that_serves_no_generation_does_not_claim_the_generation_contracts():
@@ -227,6 +240,32 @@ def test_a_server_that_serves_no_pooling_does_not_claim_the_embeddings_shape():
     assert on.claimed and on.reason.startswith("the server serves pooling; wire.embedding_model is tiny-bert")
     # Unknown (the run's inputs do not say): served.
     assert claim("wire.embeddings_shape", profile=declared).claimed
+
+
+def test_the_pooling_contracts_are_claimed_where_the_server_serves_their_routes():
+    embeddings = (
+        "pooling.base64_matches_float",
+        "pooling.batch_matches_alone",
+        "pooling.dimensions_as_declared",
+        "pooling.truncate_prompt_tokens_honoured",
+    )
+    bi_encoder = {"pooling": True, "embeddings": True, "scoring": True}
+    for contract_id in (*embeddings, "pooling.score_is_embedding_cosine", "pooling.rerank_ranked"):
+        assert claim(contract_id, **bi_encoder).claimed, contract_id
+        # A generation server: the feature's own condition says so first.
+        off = claim(contract_id, generation=True, pooling=False, embeddings=False, scoring=False)
+        assert off == applicability.Claim("not claimed", applicability.SERVES["pooling"]), contract_id
+    # A reranker (a classifier with one label): no /v1/embeddings, so no vector contract and no cosine; /rerank holds.
+    reranker = {"pooling": True, "embeddings": False, "scoring": True}
+    for contract_id in (*embeddings, "pooling.score_is_embedding_cosine"):
+        assert claim(contract_id, **reranker) == applicability.Claim(
+            "not claimed", applicability.SERVES["embeddings"]
+        ), contract_id
+    assert claim("pooling.rerank_ranked", **reranker).claimed
+    classifier = {"pooling": True, "embeddings": False, "scoring": False}
+    assert claim("pooling.rerank_ranked", **classifier) == applicability.Claim(
+        "not claimed", applicability.SERVES["scoring"]
+    )
 
 
 def test_a_serves_condition_reads_as_the_server_serving():
