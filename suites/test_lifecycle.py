@@ -42,17 +42,16 @@ def test_in_flight_drained(drained, vllm_expect, vllm_record, vllm_evidence):
 @contract("lifecycle.new_requests_refused")
 def test_new_requests_refused(drained, vllm_record, vllm_evidence):
     vllm_record("figures", f"requests sent after SIGTERM: {drain.outcomes(drained)}")
-    vllm_evidence.judged(len(drained.knocks), "requests sent after SIGTERM", missing="no request was sent after it")
+    judged = drain.judged_knocks(drained)
+    vllm_evidence.judged(len(judged), "requests sent past the grace", missing="no request was sent past the grace")
     problems = drain.knock_problems(drained)
-    assert not problems, f"{len(problems)} of {len(drained.knocks)} requests sent after SIGTERM: " + "; ".join(
-        problems[:5]
-    )
+    assert not problems, f"{len(problems)} of {len(judged)} requests sent after SIGTERM: " + "; ".join(problems[:5])
 
 
 @contract("lifecycle.health_not_ok_while_draining")
 def test_health_not_ok_while_draining(drained, vllm_record, vllm_evidence):
     vllm_record("figures", f"/health after SIGTERM: {drain.health_outcomes(drained)}")
-    judged = [probe for probe in drained.health if probe.sent > drained.plan.health_grace_seconds]
+    judged = [probe for probe in drained.health if probe.sent > drained.plan.signal_grace_seconds]
     vllm_evidence.judged(len(judged), "/health probes past the grace", missing="no /health probe after the grace")
     problems = drain.health_problems(drained)
     assert not problems, "; ".join(problems)

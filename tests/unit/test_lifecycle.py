@@ -12,7 +12,7 @@ from pytest_vllm_conformance.connection.launcher import VllmServer
 from pytest_vllm_conformance.features.lifecycle import drain
 
 PLAN = drain.Plan(
-    model="m", drain_seconds=10, exit_margin_seconds=15, refusal_seconds=5, health_grace_seconds=1, max_model_len=512
+    model="m", drain_seconds=10, exit_margin_seconds=15, refusal_seconds=5, signal_grace_seconds=1, max_model_len=512
 )
 
 
@@ -68,7 +68,7 @@ def test_a_stream_over_before_the_signal_is_not_judged():
 
 
 def test_without_a_promised_drain_an_abort_keeps_the_contract_but_a_hanging_stream_does_not():
-    plan = drain.Plan(model="m", drain_seconds=0, exit_margin_seconds=15, refusal_seconds=5, health_grace_seconds=1)
+    plan = drain.Plan(model="m", drain_seconds=0, exit_margin_seconds=15, refusal_seconds=5, signal_grace_seconds=1)
     assert drain.in_flight_problems(_drain(plan, _stream(3.0, _body(40, finish="abort")))) == []
     hanging = _drain(plan, _stream(None, b""))
     hanging.streams[0].left_open, hanging.streams[0].stream.last_chunk_at, hanging.watched_seconds = True, 2.1, 16.0
@@ -80,8 +80,9 @@ def test_without_a_promised_drain_an_abort_keeps_the_contract_but_a_hanging_stre
 def test_new_requests_refused_retryably_or_at_the_door_pass_and_hung_or_served_ones_fail():
     drained = _drain()
     drained.knocks = [
-        drain.Knock(0.2, 0.01, status=503),
-        drain.Knock(0.7, 0.01, failure="POST /v1/completions: ConnectError: All connection attempts failed"),
+        drain.Knock(0.0, 0.01, status=500),  # sent with the signal: within its grace, not judged
+        drain.Knock(1.1, 0.01, status=503),
+        drain.Knock(1.15, 0.01, failure="POST /v1/completions: ConnectError: All connection attempts failed"),
         drain.Knock(1.2, 5.0, failure="no complete answer within 5 s", hung=True),
         drain.Knock(1.7, 0.3, status=200),
         drain.Knock(2.2, 0.01, status=500),
@@ -93,7 +94,7 @@ def test_new_requests_refused_retryably_or_at_the_door_pass_and_hung_or_served_o
         "sent 2.2 s after SIGTERM",
     ]
     assert "hung" in problems[0] and "answered 200" in problems[1] and "not a refusal" in problems[2]
-    assert drain.outcomes(drained) == "503 x1, connection refused x1, hung x1, 200 x1, 500 x1"
+    assert drain.outcomes(drained) == "500 x2, 503 x1, connection refused x1, hung x1, 200 x1"
 
 
 def test_health_is_judged_after_its_grace_only():
@@ -118,7 +119,7 @@ def test_the_exit_is_judged_on_the_whole_group():
 def test_streams_are_sized_to_outlast_the_signal_within_the_context():
     # A third of a 10 s drain at 100 tokens a second; a short drain still gets two seconds.
     assert drain.stream_tokens(PLAN, 100.0) == int(100 * 10 / 3)
-    short = drain.Plan(model="m", drain_seconds=0, exit_margin_seconds=1, refusal_seconds=1, health_grace_seconds=1)
+    short = drain.Plan(model="m", drain_seconds=0, exit_margin_seconds=1, refusal_seconds=1, signal_grace_seconds=1)
     assert drain.stream_tokens(short, 100.0) == 200
     assert drain.stream_tokens(PLAN, 100_000.0) == 512 - 16
 

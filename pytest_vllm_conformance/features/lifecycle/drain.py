@@ -46,7 +46,7 @@ WATCH_PAST_DEADLINE = 1.0
 RETRYABLE = frozenset({408, 429, 502, 503, 504})
 PROBE_TOKENS = 32
 # The profile's lifecycle keys the drain reads (declarations.yaml gives each one's default).
-KEYS = ("drain_seconds", "exit_margin_seconds", "refusal_seconds", "health_grace_seconds")
+KEYS = ("drain_seconds", "exit_margin_seconds", "refusal_seconds", "signal_grace_seconds")
 NOT_OWNED = (
     "this process owns no server to stop: under pytest-xdist the controlling process started it, and the other "
     "workers may still need it; run the lifecycle suite without -n (pytest suites --vllm-serve=... -m lifecycle)"
@@ -70,7 +70,8 @@ class Plan:
     drain_seconds: float  # what the deployment promises; 0: the release aborts what is in flight
     exit_margin_seconds: float  # teardown allowed past the drain
     refusal_seconds: float  # a request sent while draining is refused, or its connection closed, within this
-    health_grace_seconds: float  # /health may still say 200 this long after the signal (the signal's own delivery)
+    # What is sent this soon after the signal races its delivery: requests and probes are judged from then on.
+    signal_grace_seconds: float
     max_model_len: int | None = None
     prompt: str = "Hello"
 
@@ -142,7 +143,7 @@ def plan_for(expect: Expectations, facts: ServerFacts) -> Plan:
         drain_seconds=value("drain_seconds"),
         exit_margin_seconds=value("exit_margin_seconds"),
         refusal_seconds=value("refusal_seconds"),
-        health_grace_seconds=value("health_grace_seconds"),
+        signal_grace_seconds=value("signal_grace_seconds"),
         max_model_len=facts.max_model_len if isinstance(facts.max_model_len, int) else None,
     )
 
@@ -245,7 +246,7 @@ async def _watch(drain: Drain, server: Owned, until: float, gone: asyncio.Event)
 
 async def _knock(client: AsyncBoundedClient, drain: Drain, until: float, gone: asyncio.Event) -> None:
     body = _completion(drain.plan, 1, stream=False)
-    while time.perf_counter() < until and not gone.is_set():
+    while _going_on(drain, until, gone):
         sent = _since(drain)
         try:
             response = await client.post("/v1/completions", body, timeout=drain.plan.refusal_seconds)
@@ -253,8 +254,6 @@ async def _knock(client: AsyncBoundedClient, drain: Drain, until: float, gone: a
             drain.knocks.append(Knock(sent, _since(drain) - sent, failure=str(exc), hung=True))
         except TransportFailure as exc:
             drain.knocks.append(Knock(sent, _since(drain) - sent, failure=str(exc)))
-            if drain.exited_after is not None:
-                break  # refused at the door of a process that is gone: nothing more to learn
         else:
             said = response.text[:80].strip() if response.status >= 400 else None
             drain.knocks.append(Knock(sent, _since(drain) - sent, status=response.status, failure=said))
@@ -262,20 +261,29 @@ async def _knock(client: AsyncBoundedClient, drain: Drain, until: float, gone: a
 
 
 async def _probe_health(client: AsyncBoundedClient, drain: Drain, until: float, gone: asyncio.Event) -> None:
-    while time.perf_counter() < until and not gone.is_set():
+    while _going_on(drain, until, gone):
         sent = _since(drain)
         try:
             response = await client.get("/health", timeout=2.0)
         except TransportFailure as exc:
             drain.health.append(Probe(sent, None, str(exc)))
-            if drain.exited_after is not None:
-                break
         else:
             drain.health.append(Probe(sent, response.status))
         await _pause(HEALTH_EVERY, gone)
 
 
+def _going_on(drain: Drain, until: float, gone: asyncio.Event) -> bool:
+    """Until the deadline, or the server is gone and the grace past by two requests' time (what is judged is sent
+    after the grace: a server gone at once is still seen refusing)."""
+    if time.perf_counter() >= until:
+        return False
+    return not gone.is_set() or _since(drain) <= drain.plan.signal_grace_seconds + 2 * KNOCK_EVERY
+
+
 async def _pause(seconds: float, gone: asyncio.Event) -> None:
+    if gone.is_set():
+        await asyncio.sleep(seconds)
+        return
     try:
         await asyncio.wait_for(gone.wait(), seconds)
     except TimeoutError:
@@ -389,7 +397,7 @@ def knock_problems(drain: Drain) -> list[str]:
     """Each request sent after the signal refused with a retryable status or at the connection, never hung or
     served (a server going away must not take new work)."""
     problems = []
-    for knock in drain.knocks:
+    for knock in judged_knocks(drain):
         when = f"sent {knock.sent:.1f} s after SIGTERM"
         if knock.hung:
             problems.append(f"{when}: no answer within {drain.plan.refusal_seconds:g} s (hung)")
@@ -399,8 +407,13 @@ def knock_problems(drain: Drain) -> list[str]:
     return problems
 
 
+def judged_knocks(drain: Drain) -> list[Knock]:
+    """The requests sent after the signal's grace: one sent with the signal races its delivery."""
+    return [knock for knock in drain.knocks if knock.sent > drain.plan.signal_grace_seconds]
+
+
 def health_problems(drain: Drain) -> list[str]:
-    grace = drain.plan.health_grace_seconds
+    grace = drain.plan.signal_grace_seconds
     late = [probe for probe in drain.health if probe.status == 200 and probe.sent > grace]
     if not late:
         return []
