@@ -55,6 +55,11 @@ INPUTS: dict[str, str] = {
         "or --vllm-ingress-url with the path callers use)"
     ),
     "fleet": "more than one replica (--vllm-url given more than once, or --vllm-fleet=FILE)",
+    "managed_server": (
+        "a server the plugin starts and owns (--vllm-serve=MODEL_DIR): a server given by URL is not the run's to "
+        "stop, so its SIGTERM drain is the deployment's to test (run the lifecycle suite with --vllm-serve and the "
+        "deployment's flags)"
+    ),
     # Read from the server, not an option: vLLM's own config says the feature is off, so nothing can be judged.
     "prefix_caching": (
         "a server that caches prefixes: its /metrics vllm:cache_config_info says enable_prefix_caching False "

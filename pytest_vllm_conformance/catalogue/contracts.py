@@ -115,6 +115,8 @@ class Feature:
     unavailable: str = ""
     # Its checks need the server to themselves (run_lock): nothing else may talk to it meanwhile.
     exclusive: bool = False
+    # Its checks stop the server (SIGTERM on one the plugin started): they run after every other test of the run.
+    stops_server: bool = False
     # Where its checks are made when the run has an ingress: "ingress" (what callers get) or "server".
     judged_at: str = "server"
     # Inputs every one of its claimed contracts needs to be checked at all (applicability.NEEDS).
@@ -309,6 +311,7 @@ def load() -> Catalogue:
             available=SpecifierSet(entry["available"]) if "available" in entry else None,
             unavailable=entry.get("unavailable", ""),
             exclusive=bool(entry.get("exclusive")),
+            stops_server=bool(entry.get("stops_server")),
             judged_at=entry.get("judged_at", "server"),
             needs=tuple(entry.get("needs", ())),
         )

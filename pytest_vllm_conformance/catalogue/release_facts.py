@@ -81,6 +81,14 @@ class ResponsesTerminalEvent(TypedDict):
     why: str
 
 
+class ShutdownModes(TypedDict):
+    flag: str  # the serve flag that sets how long SIGTERM lets in-flight requests finish
+    default_seconds: int
+    default_mode: Literal["abort", "drain"]
+    abort_effect: str  # what the default's abort does to callers, as read and measured
+    drain_effect: str
+
+
 class TinyCompletion(TypedDict):
     path: str
     body: dict[str, Any]
@@ -169,6 +177,10 @@ class ReleaseFacts:
     @property
     def admission_rejection_counter(self) -> str | None:
         return self._read("admission_rejection_counter")
+
+    @property
+    def shutdown_modes(self) -> ShutdownModes:
+        return self._read("shutdown_modes")
 
     @property
     def tiny_completion(self) -> TinyCompletion:

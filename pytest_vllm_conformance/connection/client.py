@@ -221,14 +221,21 @@ class AsyncBoundedClient:
             )
 
     async def open_stream(
-        self, method: str, path: str, *, json_body: Any = None, first_chunk_within: float | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        first_chunk_within: float | None = None,
+        keep: bool = False,
     ) -> OpenStream:
         """Send a request and return once its first body chunk arrived (or it ended), leaving it open.
 
         What follows is read and dropped in the background, so the stream
         stays drained and its end is seen; ``OpenStream.close`` hangs up,
         which a server takes as the caller going away. The deadline covers
-        the wait for the first chunk only.
+        the wait for the first chunk only. ``keep``: the body is kept too (up
+        to the byte cap), for judging how the stream ended; never sent again.
         """
         deadline = self.timeout if first_chunk_within is None else first_chunk_within
         headers = {"Content-Type": "application/json"}
@@ -236,7 +243,7 @@ class AsyncBoundedClient:
             headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
         content = json.dumps(json_body).encode() if json_body is not None else None
         started = time.perf_counter()
-        stream = OpenStream(method, path, started)
+        stream = OpenStream(method, path, started, keep_bytes=self.max_body if keep else 0)
         context = self._http().stream(method, path, content=content, headers=headers, timeout=None)
         try:
             async with asyncio.timeout(deadline):
@@ -247,6 +254,7 @@ class AsyncBoundedClient:
                 try:
                     stream.first_chunk = await anext(chunks)
                     stream.first_chunk_at = time.perf_counter()
+                    stream.keep(stream.first_chunk)
                 except StopAsyncIteration:
                     stream.ended_at = time.perf_counter()
         except BaseException as exc:
@@ -293,14 +301,27 @@ class OpenStream:
     ended_at: float | None = None
     # The end of what came last (at most 200 bytes), for saying how a stream ended.
     last_bytes: bytes = b""
+    # With ``open_stream(keep=True)``: the body as read, up to keep_bytes; ``broken``: how reading it failed.
+    keep_bytes: int = 0
+    body: bytes = b""
+    broken: str | None = None
+    last_chunk_at: float | None = None
     _closer: Any = field(default=None, repr=False)
     _drain: asyncio.Future[None] | None = field(default=None, repr=False)
+
+    def keep(self, chunk: bytes) -> None:
+        self.last_chunk_at = time.perf_counter()
+        if self.keep_bytes and len(self.body) < self.keep_bytes:
+            self.body += chunk[: self.keep_bytes - len(self.body)]
 
     async def _drain_rest(self, chunks: Any) -> None:
         try:
             async for chunk in chunks:
                 self.last_bytes = (self.last_bytes + chunk)[-200:]
-        except (httpx.HTTPError, asyncio.CancelledError):
+                self.keep(chunk)
+        except httpx.HTTPError as exc:
+            self.broken = _explain(exc)
+        except asyncio.CancelledError:
             pass
         finally:
             if self.ended_at is None:

@@ -231,9 +231,35 @@ class VllmServer:
             tail = tail.replace(self.api_key.reveal(), "***")
         return tail
 
+    def terminate_main(self) -> None:
+        """SIGTERM to the API server's process alone, as a container runtime stops a container (the drain check)."""
+        assert self.process is not None, "started first"
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGTERM)
+
+    def exit_code(self) -> int | None:
+        """The API server's exit status, None while it runs."""
+        return self.process.poll() if self.process is not None else None
+
+    def tree_alive(self) -> bool:
+        """Whether any process of the server's group (the API server, the engine core, workers) still runs."""
+        if self.process is None:
+            return False
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
     def stop(self, grace: float = 20.0) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
+        if process is None:
+            return
+        if process.poll() is not None:
+            # Stopped already (a drain check's SIGTERM): only what of its group may outlive it is taken down.
+            self._sweep(process)
             return
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
             with contextlib.suppress(ProcessLookupError):
@@ -243,8 +269,12 @@ class VllmServer:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        # Engine workers may outlive the API server for a moment; take the group
-        # down and wait until it is gone, so no orphan holds memory or a port.
+        self._sweep(process)
+
+    @staticmethod
+    def _sweep(process: subprocess.Popen[bytes]) -> None:
+        """Engine workers may outlive the API server for a moment; take the group
+        down and wait until it is gone, so no orphan holds memory or a port."""
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             try:

@@ -30,6 +30,7 @@ from pytest_vllm_conformance.connection.ingress import (
     not_exposed_line,
     undeclared_hidden_line,
 )
+from pytest_vllm_conformance.connection.launcher import VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features import startup_log
@@ -203,6 +204,14 @@ def vllm_progress(pytestconfig: pytest.Config) -> Progress:
 def vllm_exclusive(vllm_target: TargetState):
     """``with vllm_exclusive():`` no other test (on any xdist worker) talks to the server meanwhile."""
     return vllm_target.run_lock.exclusive
+
+
+@pytest.fixture(scope="session")
+def vllm_managed_server(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> VllmServer | None:
+    """The server the plugin started (--vllm-serve), in the process that owns it; None where no process of the run
+    owns one (a server given by URL, or an xdist worker: the controlling process started it)."""
+    target = run_state(pytestconfig).target
+    return target.server if target is not None else None
 
 
 @pytest.fixture(scope="session")

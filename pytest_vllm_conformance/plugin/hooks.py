@@ -351,6 +351,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         # replica's session and module fixtures are set up once.
         order = {target.name: index for index, target in enumerate(state.targets)}
         items.sort(key=lambda item: order.get(_replica_of(item) or "", -1))
+    # Last of all, whatever the order of the files: checks that stop the server the plugin started (SIGTERM).
+    items.sort(key=lambda item: _stops_server(state, item))
+
+
+def _stops_server(state: RunState, item: pytest.Item) -> bool:
+    contract_id = _contract_id(item)
+    if contract_id is None:
+        return False
+    return state.catalogue.features[state.catalogue.contract(contract_id).feature].stops_server
 
 
 def _cannot_generate(target: TargetState) -> str | None:

