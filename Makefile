@@ -13,7 +13,7 @@ PIP_ARGS ?=
 STAMP := $(VENV)/.installed
 TINY_LLAMA = $$($(PY) -m fixtures.tiny_models --path tiny-llama)
 DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-eager --vllm-serve-arg=--max-model-len=512 \
-	--vllm-serve-arg=--enable-prompt-embeds
+	--vllm-serve-arg=--enable-prompt-embeds --vllm-serve-arg=--shutdown-timeout=10
 # The demo server and the suites share this key through the environment (never argv).
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
