@@ -45,6 +45,16 @@ OPT_IN = {
     "startup_log.phases_not_slower": NOT_CLAIMED,
     # Claimed where a body bound is declared (vLLM sets none): tests/faults/test_endpoint_faults.py.
     "validation_bounds.request_body_bounded": NOT_CLAIMED,
+    # Claimed only on a server the plugin starts (--vllm-serve): tests/integration/test_reports_on_real_vllm.py.
+    **dict.fromkeys(
+        [
+            "lifecycle.in_flight_drained",
+            "lifecycle.new_requests_refused",
+            "lifecycle.health_not_ok_while_draining",
+            "lifecycle.exits_within_drain",
+        ],
+        NOT_CLAIMED,
+    ),
     **dict.fromkeys(
         [
             "serving.load_success",
