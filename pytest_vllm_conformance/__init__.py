@@ -1,9 +1,11 @@
 """pytest-vllm-conformance: conformance suites for live vLLM servers.
 
 The public face is small: a suite test names the contract it checks with
-``contract`` and the cases it runs over with ``each``; everything else is
-the plugin's own (``plugin/``, ``connection/``, ``catalogue/``, ``features/``,
-``reporting/``).
+``contract`` and the cases it runs over with ``each``, and ends a check it
+cannot decide with ``undecided``. The package holds the floors every feature
+stands on (``connection/``, ``protocol/``, ``catalogue/``, ``reporting/``,
+``profiles/``, ``plugin/``); each feature is a folder of the suites
+(``suites/<feature>/``: its contracts, its test, its machinery).
 
 The ``vllm-conformance`` command imports this package before pytest starts,
 too early for pytest's assertion rewriting, which then warns on every run
@@ -13,12 +15,7 @@ opts out: PYTEST_DONT_REWRITE.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import pytest
@@ -73,31 +70,3 @@ def undecided(reason: str) -> NoReturn:
 
 
 __all__ = ["NOT_CLAIMED", "UNDECIDED", "Undecided", "__version__", "contract", "each", "undecided"]
-
-
-class _CheckoutSuites(importlib.abc.MetaPathFinder):
-    """``pytest_vllm_conformance.suites`` in a source checkout: the repository's ``suites/`` folder.
-
-    The wheel carries the suites inside the package (pyproject.toml's force-include maps ``suites/`` to
-    ``pytest_vllm_conformance/suites``); an editable install (``pip install -e .``, the Makefile's) puts the
-    checkout itself on the path, where ``suites/`` stands beside the package. This finder answers that one
-    name from the checkout, so ``pytest --pyargs pytest_vllm_conformance.suites`` and ``vllm-conformance``
-    find the suites either way.
-    """
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: Any = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != f"{__name__}.suites":
-            return None
-        return importlib.util.spec_from_file_location(
-            fullname, self.folder / "__init__.py", submodule_search_locations=[str(self.folder)]
-        )
-
-
-_CHECKOUT = Path(__file__).resolve().parent.parent / "suites"
-if not Path(__file__).with_name("suites").is_dir() and (_CHECKOUT / "__init__.py").is_file():
-    sys.meta_path.append(_CheckoutSuites(_CHECKOUT))

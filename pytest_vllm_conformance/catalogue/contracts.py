@@ -1,9 +1,10 @@
 """The contract catalogue and vLLM's behaviour by version, as data.
 
-The files beside this module are the single source: ``catalogue.yaml`` (the
-releases the facts were read from, and the features in order),
-``features/<feature>.yaml`` (a feature, its claim and its contracts: the file
-a new contract goes in), ``declarations.yaml`` (where a profile key left out
+The data files are the single source: beside this module ``catalogue.yaml`` (the
+releases the facts were read from, and the features in order); in each feature's
+folder of the suites, ``suites/<feature>/contracts.yaml`` (a feature, its claim and
+its contracts: the file a new contract goes in, beside its test); beside this module
+again ``declarations.yaml`` (where a profile key left out
 takes its value) and ``facts/<subsystem>.yaml`` with ``route_tables.yaml``
 (what vLLM does, by version, grouped by the part of vLLM each was read from).
 This module only puts them together and answers: which features and contracts exist (for which
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
@@ -24,7 +26,8 @@ from packaging.version import Version
 from pytest_vllm_conformance.catalogue import yaml_data
 
 CATALOGUE_FILE = "catalogue.yaml"  # the index: releases, and the features in the order reports list them
-FEATURES_DIR = "features"  # features/<feature>.yaml: the feature and its contracts
+FEATURE_FILE = "contracts.yaml"  # suites/<feature>/contracts.yaml: the feature and its contracts
+LEGACY_FEATURES_DIR = "features"  # catalogue/features/<feature>.yaml: a feature not yet moved to its folder
 DECLARATIONS_FILE = "declarations.yaml"
 FACTS_DIR = "facts"  # facts/<subsystem>.yaml: what vLLM does, by version
 ROUTE_TABLES_FILE = "route_tables.yaml"
@@ -180,7 +183,7 @@ class Catalogue:
         try:
             return self.contracts[contract_id]
         except KeyError:
-            raise UnknownContract(f"contract {contract_id!r} is not in the catalogue ({FEATURES_DIR}/*.yaml)") from None
+            raise UnknownContract(f"contract {contract_id!r} is in no suites/*/{FEATURE_FILE}") from None
 
     def declaration(self, key: str) -> Declaration:
         try:
@@ -259,9 +262,28 @@ def _read(*parts: str) -> Any:
 
 
 def _yaml_files(folder: str) -> list[str]:
-    return sorted(
-        entry.name for entry in resources.files(__package__).joinpath(folder).iterdir() if entry.name.endswith(".yaml")
-    )
+    place = resources.files(__package__).joinpath(folder)
+    return sorted(entry.name for entry in place.iterdir() if entry.name.endswith(".yaml")) if place.is_dir() else []
+
+
+def suites_folder() -> Path:
+    """The suites: inside the package in a wheel (pyproject.toml's force-include puts them there), beside it in a
+    checkout. Found by path, never by an import name: a checkout imports them as ``suites``, a wheel as
+    ``pytest_vllm_conformance.suites``, and each suite reaches its own folder's modules by relative imports."""
+    package = Path(__file__).resolve().parents[1]
+    shipped = package / "suites"
+    return shipped if shipped.is_dir() else package.parent / "suites"
+
+
+def feature_folders() -> dict[str, Path]:
+    """Each feature's folder of the suites, by feature name: the folders that hold a ``contracts.yaml``."""
+    return {file.parent.name: file for file in sorted(suites_folder().glob(f"*/{FEATURE_FILE}"))}
+
+
+def _feature_part(name: str, folders: dict[str, Path]) -> tuple[Any, str]:
+    if name in folders:
+        return yaml_data.load_shipped(folders[name].read_text(encoding="utf-8")), f"suites/{name}/{FEATURE_FILE}"
+    return _read(LEGACY_FEATURES_DIR, f"{name}.yaml"), f"{LEGACY_FEATURES_DIR}/{name}.yaml"
 
 
 @cache
@@ -273,16 +295,18 @@ def raw_catalogue() -> dict[str, Any]:
     index = _read(CATALOGUE_FILE)
     raw: dict[str, Any] = {"releases": index["releases"], "features": {}, "contracts": [], "facts": {}}
     raw["declarations"] = _read(DECLARATIONS_FILE)
-    unlisted = sorted({name.removesuffix(".yaml") for name in _yaml_files(FEATURES_DIR)} - set(index["features"]))
+    folders = feature_folders()
+    legacy = {name.removesuffix(".yaml") for name in _yaml_files(LEGACY_FEATURES_DIR)}
+    unlisted = sorted((set(folders) | legacy) - set(index["features"]))
     if unlisted:
-        raise ValueError(f"{CATALOGUE_FILE}: features {unlisted} have a file in {FEATURES_DIR}/ but are not listed")
+        raise ValueError(f"{CATALOGUE_FILE}: features {unlisted} have a {FEATURE_FILE} but are not listed")
     for name in index["features"]:
-        part = _read(FEATURES_DIR, f"{name}.yaml")
+        part, where = _feature_part(name, folders)
         raw["features"][name] = part["feature"]
         for entry in part["contracts"] or ():
             owner = entry["id"].split(".", 1)[0]
             if owner != name:
-                raise ValueError(f"{FEATURES_DIR}/{name}.yaml: contract {entry['id']} belongs in {owner}.yaml")
+                raise ValueError(f"{where}: contract {entry['id']} belongs in suites/{owner}/{FEATURE_FILE}")
             raw["contracts"].append({**entry, "feature": name})
     found_in: dict[str, str] = {}
     for file in _yaml_files(FACTS_DIR):
@@ -323,7 +347,7 @@ def load() -> Catalogue:
         if entry["feature"] not in features:
             raise ValueError(f"contract {entry['id']} names unknown feature {entry['feature']!r}")
         if entry["id"] in contracts:
-            raise ValueError(f"contract {entry['id']} is listed twice ({FEATURES_DIR}/{entry['feature']}.yaml)")
+            raise ValueError(f"contract {entry['id']} is listed twice (suites/{entry['feature']}/{FEATURE_FILE})")
         contracts[entry["id"]] = Contract(
             id=entry["id"],
             feature=entry["feature"],

@@ -169,8 +169,8 @@ def _cell(text: str) -> str:
 def render_contracts(catalogue: contracts.Catalogue | None = None) -> str:
     catalogue = contracts.load() if catalogue is None else catalogue
     lines = [
-        f"<!-- Generated from pytest_vllm_conformance/catalogue/ ({contracts.FEATURES_DIR}/, {contracts.FACTS_DIR}/) "
-        f"by `{COMMAND}`; "
+        f"<!-- Generated from suites/*/{contracts.FEATURE_FILE} and "
+        f"pytest_vllm_conformance/catalogue/{contracts.FACTS_DIR}/ by `{COMMAND}`; "
         "do not edit by hand. -->",
         "",
         "# Contracts",

@@ -1,6 +1,8 @@
 """``vllm-conformance``: the installed suites, without a clone.
 
-Equivalent to ``pytest --pyargs pytest_vllm_conformance.suites ARGS``.
+Equivalent to ``pytest SUITES ARGS``, SUITES the folder the catalogue reads
+(``catalogue.contracts.suites_folder``): in a wheel the package's own, which is
+``pytest --pyargs pytest_vllm_conformance.suites``; in a checkout ``suites/``.
 ``vllm-conformance merge REPORT... -o OUT`` merges shards' reports instead
 (``reporting/merge.py``).
 """
@@ -34,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         from pytest_vllm_conformance.reporting import merge
 
         return merge.main(args[1:], compare=compare_replicas)
-    return int(pytest.main(["--pyargs", "pytest_vllm_conformance.suites", "-p", "no:cacheprovider", *args]))
+    from pytest_vllm_conformance.catalogue.contracts import suites_folder
+
+    return int(pytest.main([str(suites_folder()), "-p", "no:cacheprovider", *args]))
 
 
 def compare_replicas(observed: dict[str, dict[str, Any] | None], rules: dict[str, Any]) -> dict[str, tuple[str, str]]:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from packaging.version import Version
 
+from pytest_vllm_conformance.catalogue.contracts import suites_folder
 from pytest_vllm_conformance.connection.secrets import Secret, key_line
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.plugin.option_table import OPTIONS, Option
@@ -164,13 +165,12 @@ def plugin_run(config: pytest.Config, environ: Mapping[str, str] | None = None) 
 def _names_our_suites(arg: str) -> bool:
     if arg.startswith("pytest_vllm_conformance"):
         return True
-    package = Path(__file__).resolve().parents[1]
-    homes = (package / "suites", package.parent / "suites")
+    home = suites_folder()
     try:
         path = Path(arg.split("::", 1)[0]).resolve()
     except (OSError, ValueError):
         return False
-    return any(path == home or home in path.parents for home in homes if home.is_dir())
+    return path == home or home in path.parents
 
 
 def report_path(config: pytest.Config, environ: Mapping[str, str] | None = None) -> Path | None:

@@ -1,8 +1,8 @@
 """docs/architecture.md's room list, drawn from the code: every room and every module in it, by its docstring.
 
-A room is a folder of the package (``features/`` and each of its packages
-apart: each feature is a room of its own), the package's top level, the suites,
-and each folder of the checkout beside them that holds Python (the harness,
+A room is a folder of the package, the package's top level, the suites and
+each feature's folder in them (``suites/<feature>/``: a room of its own), and
+each folder of the checkout beside them that holds Python (the harness,
 the atlas, the benches, the examples, the tests' own support). A module's line
 is the first paragraph of its docstring, so the list changes where the code
 does. The list sits between two markers in docs/architecture.md; the rest of
@@ -41,7 +41,11 @@ def rooms(repo: Path = REPO) -> list[tuple[str, list[Path]]]:
     folders = [package, *(p for p in package.iterdir() if (p / "__init__.py").is_file())]
     features = package / "features"
     folders += [p for p in features.iterdir() if (p / "__init__.py").is_file()] if features.is_dir() else []
+    suites = repo / "suites"
+    feature_folders = sorted(p for p in suites.iterdir() if (p / "__init__.py").is_file()) if suites.is_dir() else []
     folders = sorted(folders) + [repo / name for name in BESIDE if (repo / name).is_dir()]
+    if suites in folders:
+        folders[folders.index(suites) + 1 : folders.index(suites) + 1] = feature_folders
     found = []
     for folder in folders:
         inner = {f for f in folders if f != folder and folder in f.parents}

@@ -114,47 +114,88 @@ def test_no_any_hides_a_cycle():
     assert not dodges, dodges
 
 
-# A suite is its contracts: module-level code that is not a test (fixtures, helpers, constants) belongs in
-# its feature room. 30 lines is the share of a new suite; the suites listed still hold more, and may only
-# shrink (lower the number when they do).
-HELPER_LINES = 30
-HELPER_LINES_STILL_OVER: dict[str, int] = {}
+# Each feature is one folder of the suites: suites/<feature>/ holds its contracts.yaml, its test_<feature>.py (the
+# tests and their fixtures) and its machinery, plain Python that imports no pytest. A checkout imports the folders
+# as `suites.<feature>`, a wheel as `pytest_vllm_conformance.suites.<feature>`: a folder reaches its own modules by
+# relative imports and the package by absolute ones, and nothing in the package reaches up into the suites.
+SUITES = REPO / "suites"
 
 
-def helper_lines(path: Path) -> int:
-    """Lines of a suite's top-level code other than its docstring, imports and test functions (decorators included)."""
-    body = ast.parse(path.read_text()).body
-    counted = 0
-    for index, node in enumerate(body):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            continue
-        if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_"):
-            continue
-        start = min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])])
-        counted += (node.end_lineno or node.lineno) - start + 1
-    return counted
+def feature_folder_crossings(folder: Path) -> list[str]:
+    """Each import by which a feature folder reaches past itself into the suites (another folder, or by name)."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        depth = len(path.relative_to(folder).parts)  # 1: a module of the folder itself
+        where = f"{folder.name}/{path.relative_to(folder)}"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= depth + 1:
+                found.append(f"{where}: from {'.' * node.level}{node.module or ''} import ...")
+            named = [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            named += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            for module in named:
+                if module.split(".")[0] == "suites" or module.startswith("pytest_vllm_conformance.suites"):
+                    found.append(f"{where}: imports {module} by name")
+    return found
 
 
-def test_every_suite_is_its_contracts():
-    over = {}
-    for path in sorted((REPO / "suites").glob("test_*.py")):
-        share = HELPER_LINES_STILL_OVER.get(path.name, HELPER_LINES)
-        if (lines := helper_lines(path)) > share:
-            over[path.name] = f"{lines} helper lines, its share is {share}"
-    assert not over, f"machinery in suites (move it into the feature room): {over}"
+def test_no_feature_folder_reaches_into_another():
+    """Features stand side by side: what two share lives in the package below them (protocol, catalogue, ...)."""
+    folders = sorted(path for path in SUITES.iterdir() if path.is_dir())
+    found = [line for folder in folders for line in feature_folder_crossings(folder)]
+    assert not found, found
 
 
-def test_the_suites_still_over_their_share_are_real():
-    """A suite that shrank below its listed number lowers it; one gone or under 30 leaves the list."""
-    stale = {}
-    for name, share in HELPER_LINES_STILL_OVER.items():
-        path = REPO / "suites" / name
-        lines = helper_lines(path) if path.exists() else 0
-        if lines < share or lines <= HELPER_LINES:
-            stale[name] = f"listed at {share}, holds {lines}"
-    assert not stale, f"lower or remove these entries of HELPER_LINES_STILL_OVER: {stale}"
+def test_the_folder_rule_catches_a_crossing(tmp_path):
+    folder = tmp_path / "admission"
+    (folder / "inner").mkdir(parents=True)
+    (folder / "measure.py").write_text("from . import limits\nfrom ..metrics import scrape\n")
+    (folder / "inner" / "deep.py").write_text("from .. import measure\nfrom ...serving import stats\n")
+    (folder / "test_admission.py").write_text("import suites.metrics\nfrom pytest_vllm_conformance.suites import x\n")
+    assert [line.rsplit(": ", 1)[1] for line in feature_folder_crossings(folder)] == [
+        "from ...serving import ...",
+        "from ..metrics import ...",
+        "imports suites.metrics by name",
+        "imports pytest_vllm_conformance.suites by name",
+    ]
+
+
+def test_the_package_never_imports_the_suites():
+    reaching = [
+        f"{path.relative_to(REPO)} imports {module}"
+        for path in PACKAGE.rglob("*.py")
+        for module in _imports(path)
+        if module.split(".")[0] == "suites" or module.startswith("pytest_vllm_conformance.suites")
+    ]
+    assert not reaching, reaching
+
+
+def test_a_feature_folder_is_its_contracts_test_and_plain_machinery():
+    """A folder holds its contracts.yaml and its test_<feature>.py; its other modules import no pytest (the test
+    module holds the fixtures), and no conftest.py: from an installed wheel a conftest's fixtures leak into
+    every folder beside it."""
+    wrong = []
+    for folder in sorted(path for path in SUITES.iterdir() if (path / "contracts.yaml").is_file()):
+        if not (folder / f"test_{folder.name}.py").is_file():
+            wrong.append(f"{folder.name}: no test_{folder.name}.py")
+        for path in sorted(folder.rglob("*.py")):
+            if path.name == "conftest.py":
+                wrong.append(f"{path.relative_to(REPO)}: a conftest.py")
+            elif not path.name.startswith("test_") and any(m.split(".")[0] == "pytest" for m in _imports(path)):
+                wrong.append(f"{path.relative_to(REPO)}: machinery that imports pytest")
+    assert not wrong, wrong
+
+
+def test_no_suite_re_exports_a_name():
+    """``from x import name as name`` in a test module is a fixture carried in from elsewhere: define it here."""
+    carried = [
+        f"{path.relative_to(REPO)}: {alias.name}"
+        for path in SUITES.glob("*/test_*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name
+    ]
+    assert not carried, carried
 
 
 # One name, one module: a reader who greps for `fleet.py` finds the one it means.

@@ -75,22 +75,23 @@ def test_a_pre_release_of_a_covered_release_is_claimed_like_the_release(catalogu
 
 def test_every_contract_is_checked_by_exactly_one_suite_test(catalogue):
     uses: dict[str, list[str]] = {}
-    for module in sorted(SUITES.glob("test_*.py")):
+    for module in sorted(SUITES.rglob("test_*.py")):
         for contract_id in CONTRACT_USE.findall(module.read_text()):
             uses.setdefault(contract_id, []).append(module.name)
     unknown = sorted(set(uses) - set(catalogue.contracts))
     unchecked = sorted(set(catalogue.contracts) - set(uses))
     repeated = {cid: mods for cid, mods in uses.items() if len(mods) > 1}
-    assert not unknown, f"suites name contracts missing from the catalogue's features/: {unknown}"
+    assert not unknown, f"suites name contracts missing from every suites/<feature>/contracts.yaml: {unknown}"
     assert not unchecked, f"contracts without a suite test: {unchecked}"
     assert not repeated, f"contracts checked twice: {repeated}"
 
 
 def test_every_contract_lives_in_the_module_of_its_feature(catalogue):
-    for module in SUITES.glob("test_*.py"):
+    for module in SUITES.rglob("test_*.py"):
         for contract_id in CONTRACT_USE.findall(module.read_text()):
             feature = catalogue.contract(contract_id).feature
             assert module.name == f"test_{feature}.py", f"{contract_id} ({feature}) is checked in {module.name}"
+            assert module.parent.name in (feature, "suites"), f"{contract_id} is checked outside suites/{feature}/"
 
 
 def test_every_wire_contract_names_the_document_it_holds_the_server_to(catalogue):
@@ -102,7 +103,7 @@ def test_every_wire_contract_names_the_document_it_holds_the_server_to(catalogue
 def test_every_suite_test_is_named_after_its_contract():
     """``auth.unguarded_route_is_public`` is checked by ``test_unguarded_route_is_public``: one name per contract."""
     contract_then_def = re.compile(r"""@contract\(\s*["']([\w.]+)["']\)(?:\n@[^\n]+)*\ndef (\w+)\(""")
-    for module in SUITES.glob("test_*.py"):
+    for module in SUITES.rglob("test_*.py"):
         for contract_id, function in contract_then_def.findall(module.read_text()):
             assert function == "test_" + contract_id.split(".", 1)[1], f"{module.name}: {function} checks {contract_id}"
 

@@ -1,6 +1,6 @@
 """The wheel carries the suites, the contract data and the entry points,
 so a pip install without a clone can gate a server; an editable install
-(``pip install -e .``, the Makefile's) finds the same suites by the same name."""
+(``pip install -e .``, the Makefile's) runs the checkout's ``suites/`` in place."""
 
 import os
 import subprocess
@@ -32,7 +32,8 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
         entry_text = archive.read(entry_points).decode()
     for needed in (
         "pytest_vllm_conformance/suites/__init__.py",
-        "pytest_vllm_conformance/suites/test_auth.py",
+        "pytest_vllm_conformance/suites/scale_out/test_scale_out.py",
+        "pytest_vllm_conformance/suites/scale_out/contracts.yaml",
         "pytest_vllm_conformance/catalogue/catalogue.yaml",
         "pytest_vllm_conformance/catalogue/declarations.yaml",
         "pytest_vllm_conformance/catalogue/features/auth.yaml",
@@ -93,7 +94,7 @@ def test_installed_suites_collect_from_the_wheel_alone(wheel, tmp_path):
     )
     assert run.returncode == 0, run.stdout + run.stderr
     # Collected from the wheel's copy (paths relative to the run folder), not the clone.
-    assert "site/pytest_vllm_conformance/suites/test_discovery.py::test_version_parses" in run.stdout
+    assert "site/pytest_vllm_conformance/suites/scale_out/test_scale_out.py::test_enabled_routes_served" in run.stdout
     # A plain run from the wheel warns of nothing (pytest-asyncio's loop scope, assertion rewriting).
     assert "Warning" not in run.stdout + run.stderr
 
@@ -134,12 +135,12 @@ def editable(tmp_path_factory) -> Path:
     return where
 
 
-def test_an_editable_install_finds_the_suites_by_the_wheel_s_name(editable, tmp_path):
+def test_an_editable_install_runs_the_checkout_s_suites(editable, tmp_path):
+    """No import hook: the command finds the checkout's suites/ by path, as it finds the wheel's in the package."""
     deps = next(Path(path) for path in sys.path if path.endswith("site-packages"))
     env = {**os.environ, "PYTHONPATH": str(deps)}
-    python = str(editable / "bin" / "python")
     run = subprocess.run(
-        [python, "-m", "pytest", "--pyargs", "pytest_vllm_conformance.suites", "--collect-only", "-q"],
+        [str(editable / "bin" / "vllm-conformance"), "--collect-only", "-q"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -147,7 +148,7 @@ def test_an_editable_install_finds_the_suites_by_the_wheel_s_name(editable, tmp_
         timeout=120,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "test_discovery.py::test_version_parses" in run.stdout
+    assert "suites/scale_out/test_scale_out.py::test_enabled_routes_served" in run.stdout
     listed = subprocess.run(
         [str(editable / "bin" / "vllm-conformance"), "--vllm-list-contracts"],
         cwd=tmp_path,

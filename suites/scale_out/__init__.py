@@ -1,0 +1,1 @@
+"""Scale-out routes (render, derender, token generate): served or refused as the profile declares."""
