@@ -1,7 +1,7 @@
 """The rooms behind the metrics, admission and startup_log suites, without a server.
 
 Each kind of start-up finding is matched against vLLM's own texts (from its
-source, docs/vllm-contracts.md), including those a CPU server never prints
+source, as catalogue/facts/startup.yaml cites it by file and tag), including those a CPU server never prints
 (legacy RoPE rewrites, a deprecated entrypoint); the real logs are in
 tests/integration/test_operational_suites.py.
 """

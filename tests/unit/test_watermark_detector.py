@@ -1,7 +1,8 @@
 """Our numpy watermark detector against the executed vLLM 0.32 test vectors.
 
-The vectors are those of ``docs/vllm-contracts.md`` §6.5 (computed with vLLM's
-own reference functions); no vLLM install is needed here. The bit-for-bit
+The vectors were computed with vLLM 0.32.0's own functions
+(``vllm/v1/watermarking/gumbel.py``'s detectors, ``vllm/v1/watermarking/prfs/philox.py``'s
+PRF, at the v0.32.0 tag); no vLLM install is needed here. The bit-for-bit
 comparison with a live vLLM package is in
 ``tests/integration/test_watermark_crosscheck.py``.
 """
