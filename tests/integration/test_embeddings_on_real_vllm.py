@@ -38,20 +38,12 @@ from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, StripJsonField
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, of_features
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from tests.conftest import requires_vllm, run_suites
+from tests.support.profiles import EMBEDDING_PROFILE
+from tests.support.scenarios import POOLING
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("embedding")]
 
 # The served name is the model folder's (pytest_vllm_conformance/connection/launcher.py, served_model).
-EMBEDDING_PROFILE = """
-profile: 1
-name: embedding
-endpoint:
-  auth: none
-wire:
-  embedding_model: tiny-bert
-pooling:
-  matryoshka: false  # tiny-bert's config.json declares no matryoshka_dimensions
-"""
 EMBEDDING_CONTRACTS = "models_shape or embeddings_shape or error_shape"
 HEALTHY = {"wire.models_shape": "passed", "wire.embeddings_shape": "passed", "wire.error_shape": "passed"}
 EMBEDDINGS = "/v1/embeddings"
@@ -111,35 +103,8 @@ GENERATION = {
         condition.kind == "serves" and condition.subject == "generation" for condition in CATALOGUE.conditions(contract)
     )
 }
-# What the pooling server is judged by under the embedding profile, by contract id; the rest of the catalogue is
-# opt-in (a baseline, manifests, a log, a fleet, a checkpoint, dashboards, a key) and not claimed here either.
-POOLING_JUDGED = {
-    "discovery.version_parses": "passed",
-    "discovery.max_model_len_published": "passed",
-    "sdk.lists_model": "passed",
-    "auth.open_server_declared": "passed",
-    "metrics.exposition_parses": "passed",
-    "metrics.version_families_exported": "passed",
-    "wire.models_shape": "passed",
-    "wire.embeddings_shape": "passed",
-    "wire.error_shape": "passed",
-    "wire.error_status_map": "passed",
-    **dict.fromkeys(
-        [
-            "pooling.base64_matches_float",
-            "pooling.batch_matches_alone",
-            "pooling.dimensions_as_declared",
-            "pooling.truncate_prompt_tokens_honoured",
-            "pooling.score_is_embedding_cosine",
-            "pooling.rerank_ranked",
-        ],
-        "passed",
-    ),
-}
-POOLING_VERDICTS = {
-    **dict.fromkeys(sorted(set(CATALOGUE.contracts) - set(POOLING_JUDGED)), NOT_CLAIMED),
-    **POOLING_JUDGED,
-}
+# The pooling scenario's table (tests/support/scenarios.py): generation contracts not claimed, pooling ones passed.
+POOLING_VERDICTS = POOLING.verdicts()
 
 
 @pytest.mark.pins(healthy=POOLING_VERDICTS)

@@ -23,15 +23,12 @@ import yaml
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, junit_results
 from tests.conftest import requires_vllm, run_suites
+from tests.support.scenarios import FLEET
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "short_context")]
 
-DISCOVERY = (
-    "discovery.version_parses",
-    "discovery.max_model_len_published",
-    "discovery.core_routes_served",
-    "discovery.ready_generates",
-)
+HEALTHY_FLEET = FLEET.verdicts("discovery", "fleet")  # one server under two names
+DISCOVERY = tuple(FLEET.verdicts("discovery"))
 
 
 def fleet_file(pytester, replicas):
@@ -135,7 +132,7 @@ def test_an_unreachable_replica_fails_its_own_tests_named_while_the_other_runs(p
     assert "vllm unreachable: replica down" in result.stdout.str()
 
 
-@pytest.mark.pins(healthy={*DISCOVERY, "fleet.replicas_reached", "fleet.replicas_agree"})
+@pytest.mark.pins(healthy=HEALTHY_FLEET)
 def test_one_server_under_two_names_agrees_and_under_xdist_each_replica_runs_on_one_worker(pytester, plain_server):
     pytest.importorskip("xdist")
     report = pytester.path / "report.yaml"
@@ -145,11 +142,7 @@ def test_one_server_under_two_names_agrees_and_under_xdist_each_replica_runs_on_
         result = run_fleet(pytester, fleet, "-n", "2", "-v", f"--vllm-report={report}")
     assert result.ret == pytest.ExitCode.OK
     junit = pytester.path / "junit.xml"
-    assert_verdicts(
-        junit,
-        {**dict.fromkeys(DISCOVERY, "passed"), "fleet.replicas_reached": "passed", "fleet.replicas_agree": "passed"},
-        failed=set(),
-    )
+    assert_verdicts(junit, HEALTHY_FLEET, failed=set())
     keys = set(per_replica(contract_runs(junit)))
     assert {f"{contract}[{name}]" for contract in DISCOVERY for name in ("one", "two")} <= keys
     assert "fleet.replicas_agree[two]" in keys

@@ -25,6 +25,7 @@ from tests.support.profiles import (
     WATERMARK_PROFILE,
     tool_call_verdicts,
 )
+from tests.support.scenarios import V0_29
 
 PYTHON_0_29 = executable_from_env("VLLM_CONFORMANCE_PYTHON_0_29")
 
@@ -44,29 +45,11 @@ def server_0_29(vllm_server_pool, tiny_models):
     return vllm_server_pool.get(tiny_models["tiny-llama"], CPU_SERVE_ARGS, python=PYTHON_0_29)
 
 
-@pytest.mark.pins(
-    healthy={
-        "scale_out.enabled_routes_served",
-        "discovery.version_parses",
-        "discovery.max_model_len_published",
-        "discovery.core_routes_served",
-    }
-)
+@pytest.mark.pins(healthy=V0_29.verdicts("scale_out", "discovery"))
 def test_0_29_serves_scale_out_routes_without_a_flag(pytester, server_0_29):
     run_suites(pytester, "-m", "scale_out or discovery", url=server_0_29.url)
     junit = pytester.path / "junit.xml"
-    # /v1/responses/render (0.30) and /inference/v1/abort_requests (0.32) do not exist on 0.29.
-    assert_verdicts(
-        junit,
-        {
-            "scale_out.enabled_routes_served": {"passed": 6},
-            "scale_out.disabled_routes_refused": "not claimed",
-            "discovery.version_parses": "passed",
-            "discovery.max_model_len_published": "passed",
-            "discovery.core_routes_served": "passed",
-            "discovery.ready_generates": "passed",
-        },
-    )
+    assert_verdicts(junit, V0_29.verdicts("scale_out", "discovery"))
     reason = next(r.properties["vllm_claim_reason"] for r in contract_runs(junit) if r.verdict == "not claimed")
     assert reason == "endpoint.scale_out is enabled (vLLM 0.29.0 default)"
 

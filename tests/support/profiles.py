@@ -21,6 +21,18 @@ generation:
   legacy_fields: ignored_ok
 """
 
+# The embedding server's profile (tiny-bert, --runner pooling).
+EMBEDDING_PROFILE = """
+profile: 1
+name: embedding
+endpoint:
+  auth: none
+wire:
+  embedding_model: tiny-bert
+pooling:
+  matryoshka: false  # tiny-bert's config.json declares no matryoshka_dimensions
+"""
+
 # The generation server's profile: its tool-call parser. Legacy guided_* fields keep
 # the default (refused), which vLLM 0.32 fails: it answers them 200 and ignores them.
 GENERATION_PROFILE = """
