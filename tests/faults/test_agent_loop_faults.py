@@ -28,7 +28,8 @@ from fixtures.fault_proxy import (
 )
 from fixtures.verdicts import assert_verdicts, failed_checks
 from tests.conftest import requires_vllm, run_suites
-from tests.support.profiles import GENERATION_PROFILE, agent_loop_verdicts
+from tests.support.profiles import GENERATION_PROFILE
+from tests.support.scenarios import GENERATION
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("generation")]
 
@@ -62,13 +63,16 @@ def test_each_broken_loop_fails_its_contract(pytester, served):
     junit = run_through(pytester, served, rules)
     assert_verdicts(
         junit,
-        agent_loop_verdicts(
-            "agent_loops.responses_stream_is_the_answer",
-            "agent_loops.responses_stream_call_is_the_answer",
-            "agent_loops.responses_stream_custom_call_is_the_answer",
-            "agent_loops.chat_tool_loop_round_trips",
-            "agent_loops.messages_errors_in_anthropic_envelope",
-            "agent_loops.messages_stream_is_the_answer",
+        GENERATION.verdicts(
+            "agent_loops",
+            failed=(
+                "agent_loops.responses_stream_is_the_answer",
+                "agent_loops.responses_stream_call_is_the_answer",
+                "agent_loops.responses_stream_custom_call_is_the_answer",
+                "agent_loops.chat_tool_loop_round_trips",
+                "agent_loops.messages_errors_in_anthropic_envelope",
+                "agent_loops.messages_stream_is_the_answer",
+            ),
         ),
     )
     failed = failed_checks(junit)

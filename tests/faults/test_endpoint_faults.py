@@ -31,7 +31,8 @@ from fixtures.server_specs import TEST_KEY
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, of_features
 from tests.conftest import requires_vllm, run_suites
 from tests.integration.test_suites_on_real_vllm import GATED_VERDICTS, PLAIN_VERDICTS
-from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, TOOL_CALLS_WITH_PARSER, hiding
+from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, hiding
+from tests.support.scenarios import TOOL_CALLS_WITH_PARSER
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain", "hardened")]
 

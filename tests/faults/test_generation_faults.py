@@ -14,7 +14,8 @@ from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream,
 from fixtures.fault_proxy.stream_rules import PAST_THE_CAP_BYTES
 from fixtures.verdicts import assert_verdicts, failed_checks
 from tests.conftest import requires_vllm, run_suites
-from tests.support.profiles import GENERATION_PROFILE, TOOL_CALLS_WITH_PARSER, tool_call_verdicts
+from tests.support.profiles import GENERATION_PROFILE
+from tests.support.scenarios import GENERATION, TOOL_CALLS_WITH_PARSER
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("generation")]
 
@@ -71,11 +72,14 @@ def test_dropped_tools_fail_every_call(pytester, generation_server):
     junit = run_through(pytester, generation_server, StripJsonField(field="tools"), "tool_calls")
     assert_verdicts(
         junit,
-        tool_call_verdicts(
-            "tool_calls.named_function_called",
-            "tool_calls.required_function_called",
-            "tool_calls.stream_reassembles_to_the_same_calls",
-            "tool_calls.cut_call_ends_length",
+        GENERATION.verdicts(
+            "tool_calls",
+            failed=(
+                "tool_calls.named_function_called",
+                "tool_calls.required_function_called",
+                "tool_calls.stream_reassembles_to_the_same_calls",
+                "tool_calls.cut_call_ends_length",
+            ),
         ),
     )
     assert "was not served" in failed_checks(junit)["tool_calls.named_function_called"]
@@ -93,10 +97,13 @@ def test_corrupted_arguments_fail_the_calls(pytester, generation_server):
     junit = run_through(pytester, generation_server, corrupt, "tool_calls")
     assert_verdicts(
         junit,
-        tool_call_verdicts(
-            "tool_calls.named_function_called",
-            "tool_calls.required_function_called",
-            "tool_calls.stream_reassembles_to_the_same_calls",
+        GENERATION.verdicts(
+            "tool_calls",
+            failed=(
+                "tool_calls.named_function_called",
+                "tool_calls.required_function_called",
+                "tool_calls.stream_reassembles_to_the_same_calls",
+            ),
         ),
     )
     message = failed_checks(junit)["tool_calls.required_function_called"]
@@ -107,7 +114,9 @@ def test_corrupted_arguments_fail_the_calls(pytester, generation_server):
 def test_reordered_tool_call_deltas_fail_the_stream_only(pytester, generation_server):
     swap = RewriteStream(path="/v1/chat/completions", edit="swap_tool_call_fragments")
     junit = run_through(pytester, generation_server, swap, "tool_calls")
-    assert_verdicts(junit, tool_call_verdicts("tool_calls.stream_reassembles_to_the_same_calls"))
+    assert_verdicts(
+        junit, GENERATION.verdicts("tool_calls", failed=("tool_calls.stream_reassembles_to_the_same_calls",))
+    )
     message = failed_checks(junit)["tool_calls.stream_reassembles_to_the_same_calls"]
     assert "the streamed tool-call deltas reassemble to other calls" in message
 
@@ -138,7 +147,7 @@ def test_an_answer_cut_at_the_byte_cap_fails_every_check_that_reads_it(pytester,
             "structured_outputs.constraint_enforced": {"failed": 8},
             "structured_outputs.invalid_constraint_refused": {"passed": 4},
             "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
-            **tool_call_verdicts(*TOOL_CALLS_WITH_PARSER),
+            **GENERATION.verdicts("tool_calls", failed=TOOL_CALLS_WITH_PARSER),
         },
     )
     failed = failed_checks(junit)
@@ -169,10 +178,13 @@ def test_tool_call_arguments_sent_as_an_object_fail_the_shape(pytester, generati
     junit = run_through(pytester, generation_server, decoded, "tool_calls")
     assert_verdicts(
         junit,
-        tool_call_verdicts(
-            "tool_calls.named_function_called",
-            "tool_calls.required_function_called",
-            "tool_calls.stream_reassembles_to_the_same_calls",
+        GENERATION.verdicts(
+            "tool_calls",
+            failed=(
+                "tool_calls.named_function_called",
+                "tool_calls.required_function_called",
+                "tool_calls.stream_reassembles_to_the_same_calls",
+            ),
         ),
     )
     message = failed_checks(junit)["tool_calls.required_function_called"]
@@ -184,7 +196,9 @@ def test_tool_call_arguments_sent_as_an_object_fail_the_shape(pytester, generati
 def test_a_streamed_tool_call_without_its_index_fails_the_shape(pytester, generation_server):
     unindexed = RewriteStream(path="/v1/chat/completions", edit="drop_tool_call_index")
     junit = run_through(pytester, generation_server, unindexed, "tool_calls")
-    assert_verdicts(junit, tool_call_verdicts("tool_calls.stream_reassembles_to_the_same_calls"))
+    assert_verdicts(
+        junit, GENERATION.verdicts("tool_calls", failed=("tool_calls.stream_reassembles_to_the_same_calls",))
+    )
     message = failed_checks(junit)["tool_calls.stream_reassembles_to_the_same_calls"]
     assert "not OpenAI's chat chunk shape" in message
     assert ".delta.tool_calls[0].index: expected the field (required by OpenAI), got no such field" in message
@@ -223,10 +237,13 @@ def test_answers_without_any_tool_call_compare_nothing_and_fail(pytester, genera
     junit = run_through(pytester, generation_server, no_calls, "tool_calls", text_only)
     assert_verdicts(
         junit,
-        tool_call_verdicts(
-            "tool_calls.named_function_called",
-            "tool_calls.required_function_called",
-            "tool_calls.stream_reassembles_to_the_same_calls",
+        GENERATION.verdicts(
+            "tool_calls",
+            failed=(
+                "tool_calls.named_function_called",
+                "tool_calls.required_function_called",
+                "tool_calls.stream_reassembles_to_the_same_calls",
+            ),
         ),
     )
     message = failed_checks(junit)["tool_calls.stream_reassembles_to_the_same_calls"]
@@ -303,11 +320,14 @@ def test_a_dropped_tool_choice_fails_where_the_model_pads(pytester, served):
     junit = run_through(pytester, served("padding"), StripJsonField(field="tool_choice"), "tool_calls")
     assert_verdicts(
         junit,
-        tool_call_verdicts(
-            "tool_calls.named_function_called",
-            "tool_calls.required_function_called",
-            "tool_calls.stream_reassembles_to_the_same_calls",
-            "tool_calls.cut_call_ends_length",
+        GENERATION.verdicts(
+            "tool_calls",
+            failed=(
+                "tool_calls.named_function_called",
+                "tool_calls.required_function_called",
+                "tool_calls.stream_reassembles_to_the_same_calls",
+                "tool_calls.cut_call_ends_length",
+            ),
         ),
     )
     failed = failed_checks(junit)

@@ -23,7 +23,8 @@ import pytest
 
 from fixtures.verdicts import assert_verdicts, contract_runs
 from tests.conftest import requires_vllm, run_suites
-from tests.support.profiles import GENERATION_PROFILE, agent_loop_verdicts
+from tests.support.profiles import GENERATION_PROFILE
+from tests.support.scenarios import GENERATION
 
 # The loops that need a whole function call, which the other-seed model pads past its token limit.
 NEED_A_WHOLE_CALL = (
@@ -36,11 +37,11 @@ NEED_A_WHOLE_CALL = (
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("generation")]
 
 
-@pytest.mark.pins(healthy=agent_loop_verdicts())
+@pytest.mark.pins(healthy=GENERATION.verdicts("agent_loops"))
 def test_agent_loops_hold_behind_the_hermes_parser(pytester, served):
     result = run_suites(pytester, "-m", "agent_loops", url=served("generation").url, profile=GENERATION_PROFILE)
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, agent_loop_verdicts())
+    assert_verdicts(junit, GENERATION.verdicts("agent_loops"))
     assert result.ret == 0
     runs = {run.key: run.properties for run in contract_runs(junit)}
     call = runs["agent_loops.responses_stream_call_is_the_answer"]
@@ -66,11 +67,11 @@ def test_agent_loops_hold_behind_the_hermes_parser(pytester, served):
 
 
 @pytest.mark.servers("padding")
-@pytest.mark.pins(healthy=set(agent_loop_verdicts()))
+@pytest.mark.pins(healthy=set(GENERATION.verdicts("agent_loops")))
 def test_a_model_padding_its_calls_leaves_the_loops_undecided_never_failed(pytester, served):
     result = run_suites(pytester, "-m", "agent_loops", url=served("padding").url, profile=GENERATION_PROFILE)
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, {**agent_loop_verdicts(), **dict.fromkeys(NEED_A_WHOLE_CALL, "undecided")})
+    assert_verdicts(junit, {**GENERATION.verdicts("agent_loops"), **dict.fromkeys(NEED_A_WHOLE_CALL, "undecided")})
     assert result.ret == 0
     for run in contract_runs(junit):
         if run.verdict == "undecided":

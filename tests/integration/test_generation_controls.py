@@ -15,7 +15,9 @@ from fixtures.fault_proxy import FaultProxy, RefuseJsonFields
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import requires_vllm, run_suites
-from tests.support.profiles import GENERATION_PROFILE, TOOL_CALLS_WITH_PARSER, tool_call_verdicts
+from tests.support import scenarios
+from tests.support.profiles import GENERATION_PROFILE
+from tests.support.scenarios import TOOL_CALLS_WITH_PARSER
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "generation")]
 
@@ -45,7 +47,7 @@ def test_generation_controls_hold_and_ignored_legacy_fields_fail(pytester, gener
             "structured_outputs.constraint_enforced": {"passed": 8},
             "structured_outputs.invalid_constraint_refused": {"passed": 4},
             "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
-            **tool_call_verdicts(),
+            **scenarios.GENERATION.verdicts("tool_calls"),
         },
     )
     failed = failed_checks(junit)
@@ -84,7 +86,7 @@ def test_a_model_padding_its_json_is_undecided_never_failed(pytester, served):
             "structured_outputs.constraint_enforced": {"passed": 4, "undecided": 4},
             "structured_outputs.invalid_constraint_refused": {"passed": 4},
             "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
-            **tool_call_verdicts(undecided=tuple(f"tool_calls.{name}" for name in padded)),
+            **scenarios.GENERATION.verdicts("tool_calls", undecided=tuple(f"tool_calls.{name}" for name in padded)),
         },
     )
     runs = {run.key: run for run in contract_runs(junit)}

@@ -19,7 +19,8 @@ from fixtures.scripted_output import CONTENT, REASONING
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
 from tests.conftest import requires_vllm, run_suites
-from tests.support.profiles import REASONING_PASSED, REASONING_PROFILE, agent_loop_verdicts
+from tests.support import scenarios
+from tests.support.profiles import REASONING_PROFILE
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("reasoning")]
 
@@ -30,11 +31,11 @@ WHAT_THE_MODEL_SEES = {
 SUITES = "reasoning or rendering or token_accounting"
 
 
-@pytest.mark.pins(healthy={**REASONING_PASSED, **WHAT_THE_MODEL_SEES})
+@pytest.mark.pins(healthy={**scenarios.REASONING.verdicts("reasoning"), **WHAT_THE_MODEL_SEES})
 def test_a_real_reasoning_parser_on_scripted_output_passes_reasoning_rendering_and_accounting(pytester, served):
     run_suites(pytester, "-m", SUITES, url=served("reasoning").url, profile=REASONING_PROFILE)
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, {**REASONING_PASSED, **WHAT_THE_MODEL_SEES})
+    assert_verdicts(junit, {**scenarios.REASONING.verdicts("reasoning"), **WHAT_THE_MODEL_SEES})
     # The template renders the history's reasoning, so the history cases compared renderings, not only acceptance.
     notes = {run.case: run.properties.get("vllm_reasoning_history") for run in contract_runs(junit)}
     assert notes["reasoning_content"] and "with the reasoning" in notes["reasoning_content"], notes
@@ -50,7 +51,10 @@ def test_reasoning_moved_into_content_in_streams_only_fails_the_field_and_the_re
         f"reasoning.reasoning_in_its_field[chat{after} streamed]" for after in ("", " after a tool result")
     ]
     reassembly = "reasoning.stream_reassembles_to_the_same_answer"
-    kept = {**REASONING_PASSED, "reasoning.reasoning_in_its_field": {"passed": 2}}  # the unstreamed cases
+    kept = {
+        **scenarios.REASONING.verdicts("reasoning"),
+        "reasoning.reasoning_in_its_field": {"passed": 2},
+    }  # the unstreamed cases
     assert_verdicts(junit, kept, failed={*streamed_field, reassembly})
     failed = failed_checks(junit)
     for key, after in zip(streamed_field, ("", " after a tool result"), strict=True):
@@ -105,7 +109,7 @@ ELSEWHERE = "agent_loops or sdk or token_accounting"
 # What a deployment other than ours sends, and each suite must take (issue 51): reasoning items without a status,
 # answers cut while the model still thinks (only reasoning: no message item, null chat content, thinking blocks).
 ELSEWHERE_VERDICTS: dict[str, str | dict[str, int]] = {
-    **agent_loop_verdicts(parser=False),
+    **scenarios.PLAIN.verdicts("agent_loops"),
     **{
         f"sdk.{name}": "passed"
         for name in (

@@ -17,15 +17,12 @@ from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import run_suites
 from tests.support.profiles import (
     GENERATION_PROFILE,
-    REASONING_PASSED,
     REASONING_PROFILE,
-    TOOL_CALLS_WITH_PARSER,
     WATERMARK_KEY,
     WATERMARK_KEY_ENV,
     WATERMARK_PROFILE,
-    tool_call_verdicts,
 )
-from tests.support.scenarios import V0_29
+from tests.support.scenarios import GENERATION, REASONING, TOOL_CALLS_WITH_PARSER, V0_29
 
 PYTHON_0_29 = executable_from_env("VLLM_CONFORMANCE_PYTHON_0_29")
 
@@ -141,7 +138,7 @@ def test_0_29_generation_controls_match_its_facts(pytester, vllm_server_pool, ti
             "structured_outputs.constraint_enforced": {"passed": 8},
             "structured_outputs.invalid_constraint_refused": {"passed": 3},
             "structured_outputs.legacy_fields_not_silently_dropped": {"failed": 4},
-            **tool_call_verdicts(),
+            **GENERATION.verdicts("tool_calls"),
         },
     )
     named = next(run for run in contract_runs(junit) if run.contract == "tool_calls.named_function_called")
@@ -256,7 +253,7 @@ def test_a_0_29_capture_diffed_against_0_32_compares_the_extension_fields(pytest
     )
 
 
-@pytest.mark.pins(healthy=REASONING_PASSED)
+@pytest.mark.pins(healthy=REASONING.verdicts("reasoning"))
 def test_0_29_reasoning_comes_back_where_its_facts_say(pytester, vllm_server_pool, tiny_models):
     """0.29 as 0.32: the reasoning in `reasoning` (the field 0.28 already had), a history's reasoning_content
     renamed and rendered, reasoning items and thinking blocks; on the same scripted thinking model and parser."""
@@ -267,6 +264,6 @@ def test_0_29_reasoning_comes_back_where_its_facts_say(pytester, vllm_server_poo
     server = vllm_server_pool.get(model, args, env=scripted_output.server_env(model), python=PYTHON_0_29)
     run_suites(pytester, "-m", "reasoning", url=server.url, profile=REASONING_PROFILE)
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, REASONING_PASSED)
+    assert_verdicts(junit, REASONING.verdicts("reasoning"))
     cases = {run.case for run in contract_runs(junit) if run.contract == "reasoning.history_rendered_as_documented"}
     assert cases == {"reasoning", "reasoning_content"}

@@ -50,41 +50,6 @@ generation:
   reasoning_parser: deepseek_r1
 """
 
-# The reasoning contracts on the reasoning server: four chat cases (a question and after a tool result, plain and
-# streamed), the two history field names of 0.28-0.32, Responses and Anthropic messages plain and streamed.
-REASONING_PASSED = {
-    "reasoning.reasoning_in_its_field": {"passed": 4},
-    "reasoning.stream_reassembles_to_the_same_answer": "passed",
-    "reasoning.history_rendered_as_documented": {"passed": 2},
-    "reasoning.routes_return_reasoning_blocks": {"passed": 4},
-}
-
-# The tool_calls contracts a declared tool-call parser claims.
-TOOL_CALLS_WITH_PARSER = tuple(
-    f"tool_calls.{name}"
-    for name in (
-        "named_function_called",
-        "required_function_called",
-        "none_calls_nothing",
-        "stream_reassembles_to_the_same_calls",
-        "cut_call_ends_length",
-    )
-)
-
-
-def tool_call_verdicts(*failed: str, undecided: tuple[str, ...] = ()) -> dict[str, str]:
-    """A run of the tool_calls suite with a parser declared: the contracts named in ``failed`` fail, those in
-    ``undecided`` are undecided, the rest pass."""
-
-    def verdict(contract: str) -> str:
-        return "failed" if contract in failed else "undecided" if contract in undecided else "passed"
-
-    return {
-        **{contract: verdict(contract) for contract in TOOL_CALLS_WITH_PARSER},
-        "tool_calls.forced_choice_refused_without_parser": "not claimed",
-    }
-
-
 # vLLM 0.32 leaves these routes outside its guarded prefixes; this profile
 # accepts them as public so that the fault tests can show one more leak.
 GATED_PROFILE = """
@@ -141,40 +106,6 @@ def watermark_ingress_rules():
         ),
         StripJsonField("watermarking", within=("sampling_params",), path="/inference/v1/generate"),
     ]
-
-
-# The agent_loops suite (suites/test_agent_loops.py): the contracts that need a tool-call parser, and the rest.
-AGENT_LOOPS_WITH_PARSER = (
-    "agent_loops.responses_stream_call_is_the_answer",
-    "agent_loops.chat_tool_loop_round_trips",
-    "agent_loops.responses_tool_loop_round_trips",
-    "agent_loops.responses_tool_choice_forms",
-    "agent_loops.messages_tool_use_round_trips",
-    "agent_loops.responses_custom_tool_round_trips",
-    "agent_loops.responses_stream_custom_call_is_the_answer",
-)
-AGENT_LOOPS_ALWAYS = (
-    "agent_loops.responses_stream_is_the_answer",
-    "agent_loops.messages_answer_shape",
-    "agent_loops.messages_stream_is_the_answer",
-    "agent_loops.messages_errors_in_anthropic_envelope",
-    "agent_loops.responses_previous_response_continues",
-    "agent_loops.responses_request_shapes",
-    "agent_loops.responses_item_status_consistent",
-    "agent_loops.responses_custom_tool_formats",
-)
-
-
-def agent_loop_verdicts(*failed: str, parser: bool = True) -> dict[str, str]:
-    """A run of the agent_loops suite: the contracts named in ``failed`` fail, the rest pass; without a parser
-    declared, the tool contracts are not claimed."""
-
-    def verdict(contract: str) -> str:
-        if contract in AGENT_LOOPS_WITH_PARSER and not parser:
-            return "not claimed"
-        return "failed" if contract in failed else "passed"
-
-    return {contract: verdict(contract) for contract in (*AGENT_LOOPS_ALWAYS, *AGENT_LOOPS_WITH_PARSER)}
 
 
 def hiding(profile: str, *routes: str) -> str:

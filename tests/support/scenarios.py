@@ -23,7 +23,13 @@ from packaging.version import Version
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, validate
-from tests.support.profiles import EMBEDDING_PROFILE, GATED_PROFILE, PLAIN_PROFILE
+from tests.support.profiles import (
+    EMBEDDING_PROFILE,
+    GATED_PROFILE,
+    GENERATION_PROFILE,
+    PLAIN_PROFILE,
+    REASONING_PROFILE,
+)
 
 Verdict = str | dict[str, int]
 NOT_CLAIMED = "not claimed"
@@ -66,9 +72,12 @@ class Scenario:
     cases: Mapping[str, Verdict] = field(default_factory=dict)  # applied where the contract is claimed
     verdicts_seen: Mapping[str, Verdict] = field(default_factory=dict)  # applied always: a real run's own verdict
 
-    def verdicts(self, *features: str) -> dict[str, Verdict]:
-        """The whole table, or the contracts of ``features`` (a run that selects them with ``-m``)."""
-        table = _table(self)
+    def verdicts(
+        self, *features: str, failed: tuple[str, ...] = (), undecided: tuple[str, ...] = ()
+    ) -> dict[str, Verdict]:
+        """The whole table, or the contracts of ``features`` (a run that selects them with ``-m``); a fault run
+        names what it fails (or leaves undecided) on top."""
+        table = _table(self) | dict.fromkeys(undecided, "undecided") | dict.fromkeys(failed, "failed")
         return {cid: v for cid, v in table.items() if not features or cid.split(".", 1)[0] in features}
 
 
@@ -109,3 +118,20 @@ FLEET = Scenario("fleet", None, given=("fleet",))
 # tiny-llama on vLLM 0.29 (tests/integration/test_version_matrix.py), no profile: no scale-out gate yet, and
 # /v1/responses/render (0.30) and /inference/v1/abort_requests (0.32) do not exist.
 V0_29 = Scenario("0.29", None, version="0.29.0", cases={"scale_out.enabled_routes_served": {"passed": 6}})
+# tiny-llama served with the hermes tool-call parser (the generation server).
+GENERATION = Scenario("generation", GENERATION_PROFILE)
+# The project's reasoning model served with the deepseek_r1 reasoning parser: four chat cases (a question and after
+# a tool result, plain and streamed), the two history field names of 0.28-0.32, Responses and Anthropic messages
+# plain and streamed.
+REASONING = Scenario(
+    "reasoning",
+    REASONING_PROFILE,
+    cases=TINY_LLAMA_CASES
+    | {
+        "reasoning.reasoning_in_its_field": {"passed": 4},
+        "reasoning.history_rendered_as_documented": {"passed": 2},
+        "reasoning.routes_return_reasoning_blocks": {"passed": 4},
+    },
+)
+# The tool_calls contracts a declared tool-call parser claims.
+TOOL_CALLS_WITH_PARSER = tuple(c for c, v in GENERATION.verdicts("tool_calls").items() if v != NOT_CLAIMED)
