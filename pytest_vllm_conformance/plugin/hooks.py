@@ -1,9 +1,11 @@
 """pytest wiring: options, markers, the run's target, collection and reporting hooks.
 
 Everything here delegates to the rooms: ``options`` and ``run`` (the run's
-configuration), ``target`` (launcher + discovery), ``contracts``/``cases``/
-``expectations``, ``capture`` and ``reporting``. The fixtures live in
-``plugin/fixtures.py``.
+configuration and state), ``connection.connect`` (the launcher and discovery
+behind one call), ``targets`` (a fleet's replicas), the catalogue's
+``contracts``, ``cases`` and ``route_cases``, ``selection`` and ``verdicts``
+(what a run selected and how each test ends), and ``reporter`` (the report
+files and the summary). The fixtures live in ``plugin/fixtures.py``.
 """
 
 from __future__ import annotations

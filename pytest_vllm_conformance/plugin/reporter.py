@@ -1,8 +1,8 @@
 """The reporting plugin object: listens to pytest's hooks, never called by suites.
 
-``plugin.py`` registers one ``ConformanceReporter`` per pytest process. In
+``hooks.py`` registers one ``ConformanceReporter`` per pytest process. In
 every process it scrubs what pytest shows (header lines, warnings, log
-records; test reports are scrubbed by ``plugin.py`` as they are made). Only
+records; test reports are scrubbed by ``hooks.py`` as they are made). Only
 in the process that controls the run (not in a pytest-xdist worker, whose
 reports reach the controller anyway) does it judge the features, write the
 ``--vllm-report`` files, finish the JUnit file and print the summary, so
