@@ -1,4 +1,4 @@
-"""Malformed requests for the validation_bounds suite: a list field filled with wrong-typed items.
+"""Malformed requests for the validation_bounds checks: a list field filled with wrong-typed items.
 
 The routes and fields are contract data (fact ``malformed_list_requests``);
 each is sent only where the server serves its route.

@@ -13,7 +13,8 @@ import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message, validation_listing
-from pytest_vllm_conformance.features.validation_bounds import malformed_list_requests, padded_completion
+
+from .malformed_requests import malformed_list_requests, padded_completion
 
 INTERNALS = re.compile(
     r"(?P<path>/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+|[\w\-]+(?:/[\w\-]+)+\.py\b)"
