@@ -26,6 +26,8 @@ slash, a dot segment, an escaped letter, a trailing dot, another case, a Host
 header holding / or ?) is refused without a key, or not served.
 """
 
+import pytest
+
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.route_cases import (
     bare_guarded_routes,
@@ -34,18 +36,64 @@ from pytest_vllm_conformance.catalogue.route_cases import (
     path_variants,
     unguarded_routes,
 )
-from pytest_vllm_conformance.features.auth import NOT_ROUTED, WRONG_KEY, bare_path_cause
 
-# The suite's fixtures, from its feature room.
-from pytest_vllm_conformance.features.auth import auth as auth
-from pytest_vllm_conformance.features.auth import entry as entry
-from pytest_vllm_conformance.features.auth import entry_requires_key as entry_requires_key
-from pytest_vllm_conformance.features.auth import hidden as hidden
-from pytest_vllm_conformance.features.auth import refusals as refusals
-from pytest_vllm_conformance.features.auth import refused as refused
-from pytest_vllm_conformance.features.auth import root_path as root_path
-from pytest_vllm_conformance.features.auth import through_ingress as through_ingress
-from pytest_vllm_conformance.features.auth import via as via
+from .key_refusals import NOT_ROUTED, WRONG_KEY, bare_path_cause, refusal_statuses, refused_here
+
+
+@pytest.fixture(scope="module")
+def auth(vllm_expect):
+    return vllm_expect.declared("endpoint", "auth")
+
+
+@pytest.fixture(scope="module")
+def through_ingress(vllm_ingress_exposure):
+    return vllm_ingress_exposure.separate
+
+
+@pytest.fixture(scope="module")
+def entry(through_ingress):
+    """Where the probes go, as failures name it."""
+    return "the ingress" if through_ingress else "the server"
+
+
+@pytest.fixture(scope="module")
+def via(through_ingress):
+    """Said after what a probe saw, so that an ingress's answer is never taken for vLLM's."""
+    return " through the ingress" if through_ingress else ""
+
+
+@pytest.fixture(scope="module")
+def refusals(vllm_expect, through_ingress):
+    return refusal_statuses(vllm_expect, through_ingress)
+
+
+@pytest.fixture(scope="module")
+def entry_requires_key(vllm_ingress_client, entry):
+    response = vllm_ingress_client.get("/v1/models", auth=False)
+    if 200 <= response.status < 300:
+        pytest.skip(f"{entry} answers /v1 without a key, so every route does (see auth.open_server_declared)")
+
+
+@pytest.fixture
+def hidden(vllm_not_exposed):
+    """``hidden(route, report=False)``: the ingress does not expose ``route`` (asked its own request, with the key)."""
+
+    def hidden(route, report=False):
+        return vllm_not_exposed(str(route), lambda client: route.send(client), report=report)
+
+    return hidden
+
+
+@pytest.fixture
+def refused(through_ingress, refusals, hidden):
+    """``refused(variant, response)``: the probe got no answer from past a key check."""
+    return lambda variant, response: refused_here(response, variant.route, refusals, through_ingress, hidden)
+
+
+@pytest.fixture(scope="module")
+def root_path(vllm_ingress_client):
+    """The path of the URL the probes go to (the server's --root-path, or an ingress's mount point); "" for none."""
+    return vllm_ingress_client.root_path
 
 
 @contract("auth.open_server_declared")
