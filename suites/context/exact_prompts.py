@@ -1,4 +1,4 @@
-"""Generation requests whose prompt has an exact token length, for the context suite.
+"""Generation requests whose prompt has an exact token length, for the context checks.
 
 A boundary check is only as exact as its prompt: one token off and "at the
 limit" becomes "one over". Completions accept a prompt as token ids, so its
@@ -16,11 +16,8 @@ clamp, not the model choosing to stop.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
-
-import pytest
 
 from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
@@ -176,44 +173,9 @@ def context_endpoints(ctx: CaseContext) -> list[ContextEndpoint]:
     return [e for e in CONTEXT_ENDPOINTS if ctx.server.serves("POST", e.path)]
 
 
-# The suite's fixtures and its one shared verdict (suites/test_context.py imports them).
-
-
-@pytest.fixture(scope="module")
-def max_model_len(vllm_facts):
-    """The limit as /v1/models advertises it (the contracts need it reported): every boundary is placed there."""
-    return vllm_facts.max_model_len
-
-
-@pytest.fixture(scope="module")
-def refusal(vllm_expect):
-    return vllm_expect.fact("context_limit_refusal")
-
-
-@pytest.fixture(scope="module")
-def overflow(vllm_expect):
-    return vllm_expect.fact("context_overflow")
-
-
-@pytest.fixture(scope="module")
-def clamp(vllm_expect):
-    return vllm_expect.declared("context", "max_tokens_clamp")
-
-
-@pytest.fixture
-def generate(endpoint, vllm_client, vllm_facts) -> Callable[[int, int], Generation]:
-    """``generate(prompt_tokens, max_tokens)`` on the case's endpoint; a skip when no such prompt can be built."""
-
-    def generate(prompt_tokens: int, max_tokens: int) -> Generation:
-        try:
-            return endpoint.generate(vllm_client, vllm_facts.model, prompt_tokens, max_tokens)
-        except PromptUnavailable as exc:
-            pytest.skip(str(exc))
-
-    return generate
-
-
 def assert_refused_naming_the_limit(generation: Generation, max_model_len: int, refusal: dict[str, Any]) -> None:
+    """The verdict two checks share: refused as the release refuses (fact ``context_limit_refusal``), naming the
+    limit /v1/models advertises."""
     assert generation.status < 500, (
         f"a server error instead of a refusal naming max_model_len {max_model_len}: {generation}"
     )

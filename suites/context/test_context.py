@@ -12,16 +12,44 @@ and without one the version's documented behaviour is.
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.context import assert_refused_naming_the_limit, context_endpoints
 
-# The suite's fixtures, from its feature room.
-from pytest_vllm_conformance.features.context import clamp as clamp
-from pytest_vllm_conformance.features.context import generate as generate
-from pytest_vllm_conformance.features.context import max_model_len as max_model_len
-from pytest_vllm_conformance.features.context import overflow as overflow
-from pytest_vllm_conformance.features.context import refusal as refusal
+from .exact_prompts import PromptUnavailable, assert_refused_naming_the_limit, context_endpoints
 
 OUTPUT_TOKENS = 2
+
+
+@pytest.fixture(scope="module")
+def max_model_len(vllm_facts):
+    """The limit as /v1/models advertises it (the contracts need it reported): every boundary is placed there."""
+    return vllm_facts.max_model_len
+
+
+@pytest.fixture(scope="module")
+def refusal(vllm_expect):
+    return vllm_expect.fact("context_limit_refusal")
+
+
+@pytest.fixture(scope="module")
+def overflow(vllm_expect):
+    return vllm_expect.fact("context_overflow")
+
+
+@pytest.fixture(scope="module")
+def clamp(vllm_expect):
+    return vllm_expect.declared("context", "max_tokens_clamp")
+
+
+@pytest.fixture
+def generate(endpoint, vllm_client, vllm_facts):
+    """``generate(prompt_tokens, max_tokens)`` on the case's endpoint; a skip when no such prompt can be built."""
+
+    def generate(prompt_tokens, max_tokens):
+        try:
+            return endpoint.generate(vllm_client, vllm_facts.model, prompt_tokens, max_tokens)
+        except PromptUnavailable as exc:
+            pytest.skip(str(exc))
+
+    return generate
 
 
 @contract("context.max_model_len_as_declared")
