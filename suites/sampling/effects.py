@@ -18,7 +18,10 @@ from typing import Any
 
 from pytest_vllm_conformance import undecided
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.sampling import (
+from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
+
+from .token_answers import (
     PATHS,
     SEED_COLLISION_BOUND,
     collision_chance,
@@ -27,8 +30,6 @@ from pytest_vllm_conformance.features.sampling import (
     sampled_logprobs,
     top_logprobs,
 )
-from pytest_vllm_conformance.protocol import sse
-from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 # Answers narrowed to their top token (top_k=1, a tiny top_p, min_p=1) are compared with greedy over this many.
 NARROW_TOKENS = 6

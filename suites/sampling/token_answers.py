@@ -1,4 +1,4 @@
-"""Sampling parameters judged by their effect on the server's own answers, never by their wording.
+"""A request for the sampling checks' fixed prompt, and its answer read by token (greedy or seeded).
 
 The models under test have random weights, so no answer is known in advance:
 each check first asks the server for its own greedy (or seeded) answer to a

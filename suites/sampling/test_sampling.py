@@ -3,7 +3,7 @@
 An upgrade that renames or drops a request parameter rarely fails: vLLM
 ignores what it does not know and the answer looks fine. Our models have
 random weights, so each check compares against the server's own greedy or
-seeded answer to the same prompt (features/sampling/); a model whose answer
+seeded answer to the same prompt (token_answers.py); a model whose answer
 cannot show the effect (no stop string to take) is undecided, never failed.
 Each parameter chat takes is judged on both routes: chat builds its sampling
 parameters apart from completions (its own request model); prompt_logprobs and
@@ -13,7 +13,23 @@ echo are judged on completions.
 import pytest
 
 from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.features.sampling import (
+from pytest_vllm_conformance.protocol.generation_routes import MESSAGES
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
+
+from .effects import (
+    FORCED,
+    INSTRUCTIONS,
+    MOST_PENALTY,
+    NARROW_TOKENS,
+    REPETITION_PENALTY,
+    added_prompt_tokens,
+    ask,
+    end_of_sequence,
+    first_greedy_token,
+    narrowed_problem,
+    subtracted_penalty_problem,
+)
+from .token_answers import (
     PATHS,
     PROMPT,
     ROUTES,
@@ -28,21 +44,6 @@ from pytest_vllm_conformance.features.sampling import (
     streamed_token_ids,
     top_logprobs,
 )
-from pytest_vllm_conformance.features.sampling.effects import (
-    FORCED,
-    INSTRUCTIONS,
-    MOST_PENALTY,
-    NARROW_TOKENS,
-    REPETITION_PENALTY,
-    added_prompt_tokens,
-    ask,
-    end_of_sequence,
-    first_greedy_token,
-    narrowed_problem,
-    subtracted_penalty_problem,
-)
-from pytest_vllm_conformance.protocol.generation_routes import MESSAGES
-from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 N_CHOICES = 3
 EXACT_TOKENS = 8
