@@ -20,8 +20,10 @@ from typing import Any
 from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.wire import Exchange, Verdict, WireRules
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.profiles.wire_requests import Exchange
+from pytest_vllm_conformance.protocol import sse
+
+from .wire_rules import Verdict, WireRules
 
 # Who breaks when a validation error arrives as 200 and an error event, quoted in failures.
 PRESTREAM_BREAKS = (

@@ -1,10 +1,9 @@
-"""The wire suite's requests, and how a judged answer becomes a verdict and report lines.
+"""How a judged wire answer becomes a verdict and report lines, by the contract data and the profile's strictness.
 
-Each request is sent once per run and judged by every contract that reads
-it (its shape, its framing). What vLLM does on purpose (``wire_deviations``)
-and the fields it adds (``wire_extension_fields``) come from the contract
-data for the server's version; they are reported as JUnit properties and in
-the report's figures, and fail only under ``wire.strict_openai``.
+What vLLM does on purpose (``wire_deviations``) and the fields it adds
+(``wire_extension_fields``) come from the contract data for the server's
+version; they are reported as JUnit properties and in the report's figures,
+and fail only under ``wire.strict_openai``.
 """
 
 from __future__ import annotations
@@ -14,137 +13,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.protocol import generation_routes
-from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS, EMBEDDINGS
 from pytest_vllm_conformance.protocol.schemas import Deviation, deviations_from, judge
-
-MAX_TOKENS = 4
-PROMPT = "Name three colours."
-TOP_LOGPROBS = 2
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One request of the suite: where it goes, which schema its answer has, what it asks of a stream."""
-
-    name: str
-    path: str
-    answer: str  # the schema of the answer (of each event, for a stream)
-    extra: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    stream: bool = False
-    include_usage: bool = False
-    logprobs: bool = False
-    stream_options: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)  # beyond include_usage
-
-    @property
-    def id(self) -> str:
-        return f"{self.path} {self.name}"
-
-    def __str__(self) -> str:
-        return self.id
-
-    @property
-    def chat(self) -> bool:
-        return self.path == CHAT.path
-
-    def body(self, model: str) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "temperature": 0, **self.extra}
-        if self.path == EMBEDDINGS:
-            return {"model": model, "input": [PROMPT]}
-        if self.path == RESPONSES:
-            body = {"model": model, "input": PROMPT, "max_output_tokens": MAX_TOKENS, "temperature": 0, **self.extra}
-            return {**body, "stream": True} if self.stream else body
-        body.update({"messages": [{"role": "user", "content": PROMPT}]} if self.chat else {"prompt": PROMPT})
-        if self.logprobs:
-            body.update({"logprobs": True, "top_logprobs": TOP_LOGPROBS} if self.chat else {"logprobs": TOP_LOGPROBS})
-        if self.stream:
-            body["stream"] = True
-            if self.include_usage:
-                body["stream_options"] = {"include_usage": True, **self.stream_options}
-        return body
-
-
-def _generation(path: str, answer: str, *, stream: bool) -> list[Exchange]:
-    if stream:
-        return [
-            Exchange("stream usage logprobs", path, answer, stream=True, include_usage=True, logprobs=True),
-            Exchange("stream", path, answer, stream=True),
-        ]
-    return [Exchange("plain", path, answer), Exchange("logprobs", path, answer, logprobs=True)]
-
-
-def completion_exchanges(ctx: CaseContext) -> list[Exchange]:
-    return _generation(COMPLETIONS.path, "completion", stream=False)
-
-
-def completion_stream_exchanges(ctx: CaseContext) -> list[Exchange]:
-    return _generation(COMPLETIONS.path, "completion_chunk", stream=True)
-
-
-def chat_exchanges(ctx: CaseContext) -> list[Exchange]:
-    return _generation(CHAT.path, "chat_completion", stream=False)
-
-
-def chat_stream_exchanges(ctx: CaseContext) -> list[Exchange]:
-    return _generation(CHAT.path, "chat_chunk", stream=True)
-
-
-def embedding_exchanges(ctx: CaseContext) -> list[Exchange]:
-    model = ctx.expect.declared("wire", "embedding_model")
-    if model.value is None:
-        raise NoCases("no wire.embedding_model declared")
-    return [Exchange(f"model {model.value}", EMBEDDINGS, "embeddings", extra={"model": model.value})]
-
-
-def continuous_usage_exchanges(ctx: CaseContext) -> list[Exchange]:
-    """A streamed completion and chat completion with usage on every chunk, and logprobs to count tokens by."""
-    fact = ctx.expect.fact("wire_continuous_usage")
-    if not fact:
-        raise NoCases(f"the contract data has no stream_options.continuous_usage_stats for {ctx.expect.version_label}")
-    options = {key: value for key, value in fact["stream_options"].items() if key != "include_usage"}
-    return [
-        Exchange(
-            "stream continuous usage logprobs",
-            path,
-            answer,
-            stream=True,
-            include_usage=True,
-            logprobs=True,
-            stream_options=options,
-        )
-        for path, answer in ((COMPLETIONS.path, "completion_chunk"), (CHAT.path, "chat_chunk"))
-    ]
-
-
-RESPONSES = generation_routes.RESPONSES.path
-
-
-def _responses(ctx: CaseContext) -> None:
-    if not ctx.server.serves("POST", RESPONSES):
-        raise NoCases(f"the server does not serve POST {RESPONSES}")
-
-
-def responses_exchanges(ctx: CaseContext) -> list[Exchange]:
-    _responses(ctx)
-    return [Exchange("plain", RESPONSES, "responses")]
-
-
-def responses_stream_exchanges(ctx: CaseContext) -> list[Exchange]:
-    _responses(ctx)
-    return [Exchange("stream", RESPONSES, "responses_event", stream=True)]
-
-
-UNKNOWN_MODEL = "no-such-model-wire-probe"
-
-
-def error_exchanges(ctx: CaseContext) -> list[Exchange]:
-    """A request for a model the server does not serve, on the first model route it serves."""
-    for path in (CHAT.path, COMPLETIONS.path, EMBEDDINGS):
-        if ctx.server.serves("POST", path):
-            return [Exchange("unknown model", path, "error", extra={"model": UNKNOWN_MODEL})]
-    raise NoCases("the server serves none of /v1/chat/completions, /v1/completions, /v1/embeddings")
 
 
 @dataclass

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.release_facts import ResponsesTerminalEvent
-from pytest_vllm_conformance.features.wire import WireRules
 from pytest_vllm_conformance.protocol.sse import TERMINAL, TERMINAL_FOR_STATUS, Event, Stream
+
+from .wire_rules import WireRules
 
 
 def _type(event: Event) -> str:

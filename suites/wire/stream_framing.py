@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from typing import Any, TypeGuard
 
-from pytest_vllm_conformance.protocol.sse import DONE, Event, Stream, parse
-
-__all__ = ["DONE", "Event", "Stream", "parse"]
+from pytest_vllm_conformance.protocol.sse import Event, Stream
 
 
 def finish_problems(stream: Stream) -> list[str]:

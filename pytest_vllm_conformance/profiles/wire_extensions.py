@@ -3,7 +3,7 @@
 An upgrade can drop a vLLM extension (``token_ids``, ``stop_reason``,
 ``prompt_logprobs``, ...) that a pipeline reads without a word at the API;
 profile_diff compares the sets of two captures. The fields are found by the
-wire suite's own judgement (``schemas.judge``): whatever OpenAI's schema of
+wire checks' own judgement (``schemas.judge``): whatever OpenAI's schema of
 the answer does not define, named as the contract data names it
 (``choices.*.token_ids``). Six short greedy requests: a completion, a chat
 completion and a Responses answer, each plain and streamed (with the usage
@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, TransportFailure
-from pytest_vllm_conformance.features.wire import RESPONSES, Exchange
-from pytest_vllm_conformance.features.wire import stream as sse
+from pytest_vllm_conformance.profiles.wire_requests import RESPONSES, Exchange
+from pytest_vllm_conformance.protocol import sse
 from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS
 from pytest_vllm_conformance.protocol.schemas import judge
 

@@ -13,7 +13,7 @@ the verdict.
 
 from __future__ import annotations
 
-from pytest_vllm_conformance.features.wire import Verdict
+from .wire_rules import Verdict
 
 INTRODUCED = "introduced by the ingress: the same request straight to vLLM is conformant"
 NOT_INTRODUCED = "not introduced by the ingress: vLLM's own answer to the same request fails too"
