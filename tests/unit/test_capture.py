@@ -10,7 +10,6 @@ import yaml
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, load_profile, validate
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.connection.secrets import Redactor
-from pytest_vllm_conformance.features.wire.extensions import observe_extensions
 from pytest_vllm_conformance.profiles.capture import (
     captured_profile,
     metric_names,
@@ -19,6 +18,7 @@ from pytest_vllm_conformance.profiles.capture import (
     write_profile,
 )
 from pytest_vllm_conformance.profiles.diff import differences
+from pytest_vllm_conformance.profiles.wire_extensions import observe_extensions
 from pytest_vllm_conformance.protocol.prometheus import family_names
 from tests.unit.sample_observation import observation
 

@@ -152,18 +152,18 @@ def test_each_replica_is_in_the_test_id_and_one_target_keeps_its_ids(pytester):
     from tests.conftest import SUITES
 
     two = pytester.runpytest_subprocess(
-        str(SUITES / "test_discovery.py"),
+        str(SUITES / "discovery" / "test_discovery.py"),
         "--collect-only",
         "-q",
         "--vllm-url=http://a:8000",
         "--vllm-url=http://b:8000",
     )
-    assert "suites/test_discovery.py::test_version_parses[a:8000]" in two.stdout.str()
-    assert "suites/test_discovery.py::test_version_parses[b:8000]" in two.stdout.str()
+    assert "suites/discovery/test_discovery.py::test_version_parses[a:8000]" in two.stdout.str()
+    assert "suites/discovery/test_discovery.py::test_version_parses[b:8000]" in two.stdout.str()
     one = pytester.runpytest_subprocess(
-        str(SUITES / "test_discovery.py"), "--collect-only", "-q", "--vllm-url=http://a:8000"
+        str(SUITES / "discovery" / "test_discovery.py"), "--collect-only", "-q", "--vllm-url=http://a:8000"
     )
-    assert "suites/test_discovery.py::test_version_parses\n" in one.stdout.str() + "\n"
+    assert "suites/discovery/test_discovery.py::test_version_parses\n" in one.stdout.str() + "\n"
 
 
 def test_a_bad_fleet_file_stops_the_run_before_any_request(pytester):

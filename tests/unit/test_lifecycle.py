@@ -164,7 +164,7 @@ def test_the_drain_runs_after_every_other_test_whatever_the_files_order(pytester
     from tests.conftest import SUITES
 
     # test_lifecycle.py given first: its tests still come last, since they stop the server.
-    files = [str(SUITES / name) for name in ("test_lifecycle.py", "test_discovery.py", "test_wire.py")]
+    files = [str(SUITES / name) for name in ("test_lifecycle.py", "discovery/test_discovery.py", "wire/test_wire.py")]
     result = pytester.runpytest_subprocess(*files, "--collect-only", "-q", "-p", "no:cacheprovider")
     tests = [line for line in result.stdout.lines if "::test_" in line]
     assert len(tests) > 8

@@ -36,7 +36,7 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
         "pytest_vllm_conformance/suites/scale_out/contracts.yaml",
         "pytest_vllm_conformance/catalogue/catalogue.yaml",
         "pytest_vllm_conformance/catalogue/declarations.yaml",
-        "pytest_vllm_conformance/catalogue/features/auth.yaml",
+        "pytest_vllm_conformance/suites/auth/contracts.yaml",
         "pytest_vllm_conformance/catalogue/facts/api_server.yaml",
         "pytest_vllm_conformance/catalogue/route_tables.yaml",
         "pytest_vllm_conformance/catalogue/profile.schema.json",

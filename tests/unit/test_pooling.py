@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from pytest_vllm_conformance.connection.response import Response
-from pytest_vllm_conformance.features import pooling
+from suites.pooling import pooled_answers
 
-TOLERANCES = pooling.Tolerances(min_cosine=0.9999, score=0.0001)
+TOLERANCES = pooled_answers.Tolerances(min_cosine=0.9999, score=0.0001)
 REFUSAL = {"refusal_status": 400, "refusal_names": "dimensions"}
 FULL = [0.6, 0.0, 0.0, 0.8]
 
@@ -52,10 +52,10 @@ def _encoded(vector: list[float], order: str = "<") -> str:
 
 
 def test_a_base64_vector_is_read_as_little_endian_float32():
-    assert pooling.decode_base64(_encoded([1.0, -2.5])) == [1.0, -2.5]
-    assert pooling.decode_base64(_encoded([1.0, -2.5], ">")) != [1.0, -2.5]  # big-endian bytes read otherwise
+    assert pooled_answers.decode_base64(_encoded([1.0, -2.5])) == [1.0, -2.5]
+    assert pooled_answers.decode_base64(_encoded([1.0, -2.5], ">")) != [1.0, -2.5]  # big-endian bytes read otherwise
     with pytest.raises(ValueError, match="not a whole number of float32"):
-        pooling.decode_base64(base64.b64encode(b"abcdef").decode())
+        pooled_answers.decode_base64(base64.b64encode(b"abcdef").decode())
 
 
 @pytest.mark.parametrize(
@@ -72,12 +72,12 @@ def test_base64_must_decode_to_the_float_answer(encoded, problem):
     def answer(path, body):
         return 200, _embedded(encoded if body.get("encoding_format") == "base64" else FULL)
 
-    checked = pooling.base64_matches_float(Answers(answer), "m", TOLERANCES)
+    checked = pooled_answers.base64_matches_float(Answers(answer), "m", TOLERANCES)
     assert (checked.problems == []) if problem is None else (problem in "; ".join(checked.problems)), checked
 
 
 def _vector_of(text: str) -> list[float]:
-    return [float(len(text)), 1.0, float(pooling.TEXTS.index(text) if text in pooling.TEXTS else -1), 0.5]
+    return [float(len(text)), 1.0, float(pooled_answers.TEXTS.index(text) if text in pooled_answers.TEXTS else -1), 0.5]
 
 
 def test_a_batch_is_answered_in_order_with_each_inputs_own_vector():
@@ -85,21 +85,21 @@ def test_a_batch_is_answered_in_order_with_each_inputs_own_vector():
         given = body["input"]
         return 200, _embedded(*(_vector_of(text) for text in (given if isinstance(given, list) else [given])))
 
-    assert pooling.batch_matches_alone(Answers(answer), "m", TOLERANCES).problems == []
+    assert pooled_answers.batch_matches_alone(Answers(answer), "m", TOLERANCES).problems == []
 
     def reordered(path, body):
         status, payload = answer(path, body)
         payload["data"].reverse()
         return status, payload
 
-    problems = pooling.batch_matches_alone(Answers(reordered), "m", TOLERANCES).problems
+    problems = pooled_answers.batch_matches_alone(Answers(reordered), "m", TOLERANCES).problems
     assert problems[0] == "the items' index fields are [3, 2, 1, 0], not [0, 1, 2, 3] in order"
     assert problems[1].startswith("item 0 of the batch ('The river runs under...') against that input alone: cosine")
 
     def short(path, body):
         return 200, _embedded(FULL)
 
-    assert pooling.batch_matches_alone(Answers(short), "m", TOLERANCES).problems == [
+    assert pooled_answers.batch_matches_alone(Answers(short), "m", TOLERANCES).problems == [
         "a batch of 4 inputs answered 1 items"
     ]
 
@@ -127,13 +127,13 @@ REFUSED = {"error": {"message": "Model 'm' does not support Matryoshka embedding
 )
 def test_dimensions_are_refused_or_honoured_as_declared_never_ignored(matryoshka, answer, conformant):
     client = _dimensions(*answer)
-    checked = pooling.dimensions_as_declared(client, "m", TOLERANCES, matryoshka, REFUSAL)
+    checked = pooled_answers.dimensions_as_declared(client, "m", TOLERANCES, matryoshka, REFUSAL)
     assert (checked.problems == []) == conformant[matryoshka], checked
     assert client.sent[-1]["dimensions"] == 2  # half the full vector
 
 
 def test_dimensions_ignored_says_so():
-    checked = pooling.dimensions_as_declared(_dimensions(200, _embedded(FULL)), "m", TOLERANCES, None, REFUSAL)
+    checked = pooled_answers.dimensions_as_declared(_dimensions(200, _embedded(FULL)), "m", TOLERANCES, None, REFUSAL)
     assert checked.problems == [
         "dimensions 2 (the full vector has 4) answered 4 values: dimensions was ignored, neither refused nor honoured"
     ]
@@ -152,7 +152,7 @@ def test_truncation_compares_the_truncated_text_with_its_leading_token_ids():
         return 200, payload
 
     client = Answers(answer)
-    assert pooling.truncate_prompt_tokens_honoured(client, "m", TOLERANCES).problems == []
+    assert pooled_answers.truncate_prompt_tokens_honoured(client, "m", TOLERANCES).problems == []
     assert client.sent[-1]["input"] == ids[:6]
     assert client.sent[-2] | {"input": None} == {
         "model": "m",
@@ -165,14 +165,14 @@ def test_truncation_compares_the_truncated_text_with_its_leading_token_ids():
         body.pop("truncate_prompt_tokens", None)
         return answer(path, body)
 
-    problems = pooling.truncate_prompt_tokens_honoured(Answers(dropped), "m", TOLERANCES).problems
+    problems = pooled_answers.truncate_prompt_tokens_honoured(Answers(dropped), "m", TOLERANCES).problems
     assert problems[0] == "truncate_prompt_tokens 6: usage.prompt_tokens is 12"
     assert problems[1].startswith("the text truncated to 6 of its 12 tokens, against those 6 token ids: cosine")
 
     def no_tokenize(path, body):
         return (404, {"detail": "Not Found"}) if path == "/tokenize" else answer(path, body)
 
-    checked = pooling.truncate_prompt_tokens_honoured(Answers(no_tokenize), "m", TOLERANCES)
+    checked = pooled_answers.truncate_prompt_tokens_honoured(Answers(no_tokenize), "m", TOLERANCES)
     assert checked.undecided and checked.undecided.startswith("the input's token ids are unknown: /tokenize")
 
 
@@ -180,17 +180,17 @@ def _scorer(texts_vectors, reorder=False, skew=0.0, top_n=True):
     query = [1.0, 0.0, 0.0, 0.0]
 
     def vector(text):
-        return query if text == pooling.QUERY else texts_vectors[pooling.DOCUMENTS.index(text)]
+        return query if text == pooled_answers.QUERY else texts_vectors[pooled_answers.DOCUMENTS.index(text)]
 
     def answer(path, body):
         if path == "/v1/embeddings":
             return 200, _embedded(vector(body["input"]))
-        scores = [pooling.cosine(query, vector(text)) + skew for text in pooling.DOCUMENTS]
+        scores = [pooled_answers.cosine(query, vector(text)) + skew for text in pooled_answers.DOCUMENTS]
         if path == "/score":
             return 200, {"data": [{"index": i, "score": s} for i, s in enumerate(scores)]}
         results = sorted(
             (
-                {"index": i, "document": {"text": pooling.DOCUMENTS[i]}, "relevance_score": s}
+                {"index": i, "document": {"text": pooled_answers.DOCUMENTS[i]}, "relevance_score": s}
                 for i, s in enumerate(scores)
             ),
             key=lambda r: r["relevance_score"],
@@ -208,29 +208,30 @@ ALIASES = ["/v1/rerank", "/v2/rerank"]
 
 
 def test_score_is_the_cosine_of_the_two_embeddings():
-    assert pooling.score_is_embedding_cosine(_scorer(VECTORS), "m", TOLERANCES).problems == []
-    problems = pooling.score_is_embedding_cosine(_scorer(VECTORS, skew=0.01), "m", TOLERANCES).problems
+    assert pooled_answers.score_is_embedding_cosine(_scorer(VECTORS), "m", TOLERANCES).problems == []
+    problems = pooled_answers.score_is_embedding_cosine(_scorer(VECTORS, skew=0.01), "m", TOLERANCES).problems
     assert len(problems) == 4
     assert problems[0].startswith("the score of 'a cat' is 1.003884, the cosine of the two embeddings 0.993884")
 
 
 def test_rerank_is_sorted_by_the_pairs_scores_and_its_aliases_agree():
-    assert pooling.rerank_ranked(_scorer(VECTORS), "m", TOLERANCES, ALIASES).problems == []
-    problems = pooling.rerank_ranked(_scorer(VECTORS, reorder=True), "m", TOLERANCES, ALIASES).problems
+    assert pooled_answers.rerank_ranked(_scorer(VECTORS), "m", TOLERANCES, ALIASES).problems == []
+    problems = pooled_answers.rerank_ranked(_scorer(VECTORS, reorder=True), "m", TOLERANCES, ALIASES).problems
     assert problems[0].startswith("the results are not sorted by relevance_score: ")
     assert "POST /v1/rerank ranks the documents [0, 2, 1, 3], POST /rerank [3, 1, 2, 0]" in problems
-    ignored = pooling.rerank_ranked(_scorer(VECTORS, top_n=False), "m", TOLERANCES, ALIASES).problems
+    ignored = pooled_answers.rerank_ranked(_scorer(VECTORS, top_n=False), "m", TOLERANCES, ALIASES).problems
     assert ignored == ["top_n 2 answered the documents [0, 2, 1, 3], not [0, 2]"]
 
 
 def test_a_result_must_carry_its_own_document():
-    ranking = pooling.Ranking([0, 1, 2, 3], [0.9, 0.5, 0.2, 0.1], [*pooling.DOCUMENTS[:2], pooling.DOCUMENTS[3], None])
-    problems = pooling.ranking_problems(ranking, [0.9, 0.5, 0.2, 0.1], 0.0001)
+    documents = pooled_answers.DOCUMENTS
+    ranking = pooled_answers.Ranking([0, 1, 2, 3], [0.9, 0.5, 0.2, 0.1], [*documents[:2], documents[3], None])
+    problems = pooled_answers.ranking_problems(ranking, [0.9, 0.5, 0.2, 0.1], 0.0001)
     assert problems == [
-        f"result for document 2 carries the document {pooling.DOCUMENTS[3]!r}, not {pooling.DOCUMENTS[2]!r}",
-        f"result for document 3 carries the document None, not {pooling.DOCUMENTS[3]!r}",
+        f"result for document 2 carries the document {documents[3]!r}, not {documents[2]!r}",
+        f"result for document 3 carries the document None, not {documents[3]!r}",
     ]
-    missing = pooling.Ranking([0, 1, 1, 3], [0.9, 0.5, 0.2, 0.1], list(pooling.DOCUMENTS))
-    assert pooling.ranking_problems(missing, [0.9] * 4, 0.0001) == [
+    missing = pooled_answers.Ranking([0, 1, 1, 3], [0.9, 0.5, 0.2, 0.1], list(pooled_answers.DOCUMENTS))
+    assert pooled_answers.ranking_problems(missing, [0.9] * 4, 0.0001) == [
         "the results' indices are [0, 1, 1, 3]: not each of the 4 documents once"
     ]

@@ -6,17 +6,17 @@ from packaging.version import Version
 from atlas.plan import RELEASES
 from atlas.render import sampling_parameters_table
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.features.sampling import (
+from suites.sampling.effects import (
+    input_tokens,
+    token_id_named,
+)
+from suites.sampling.token_answers import (
     ANSWER_TOKENS,
     PROMPT,
     ROUTES,
     UNSUPPORTED_PROBES,
     request_body,
     top_logprobs,
-)
-from pytest_vllm_conformance.features.sampling.effects import (
-    input_tokens,
-    token_id_named,
 )
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.features.wire import Verdict, WireRules, through_ingress
 from pytest_vllm_conformance.protocol.schemas import deviations_from
+from suites.wire import through_ingress
+from suites.wire.wire_rules import Verdict, WireRules
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 

@@ -23,9 +23,9 @@ from starlette.routing import Route
 from fixtures.fault_proxy import ErrorAsStreamEvent, FaultProxy, RewriteStream, UvicornThread, rule_from_dict
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, names_events, split_events
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.features.wire import WireRules, responses_stream
-from pytest_vllm_conformance.features.wire import stream as sse
-from pytest_vllm_conformance.protocol import schemas
+from pytest_vllm_conformance.protocol import schemas, sse
+from suites.wire import responses_stream, stream_framing
+from suites.wire.wire_rules import WireRules
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 MAX_TOKENS = 3  # what the samples were recorded with
@@ -37,17 +37,17 @@ def _sample(name: str) -> bytes:
 
 def _all_problems(body: bytes, *, chat: bool, usage: bool = True) -> list[str]:
     stream = sse.parse(body)
-    tokens = sse.streamed_tokens(stream, chat=chat)
-    problems = [*stream.problems, *sse.finish_problems(stream)]
-    problems += sse.usage_problems(stream, asked=usage, max_tokens=MAX_TOKENS, tokens_streamed=tokens)
-    problems += sse.logprob_problems(stream, chat=chat)
-    return problems + (sse.role_problems(stream) if chat else [])
+    tokens = stream_framing.streamed_tokens(stream, chat=chat)
+    problems = [*stream.problems, *stream_framing.finish_problems(stream)]
+    problems += stream_framing.usage_problems(stream, asked=usage, max_tokens=MAX_TOKENS, tokens_streamed=tokens)
+    problems += stream_framing.logprob_problems(stream, chat=chat)
+    return problems + (stream_framing.role_problems(stream) if chat else [])
 
 
 @pytest.mark.parametrize(("name", "chat"), [("chat_stream.sse", True), ("completion_stream.sse", False)])
 def test_real_vllm_streams_are_well_framed(name, chat):
     assert _all_problems(_sample(name), chat=chat) == []
-    assert sse.streamed_tokens(sse.parse(_sample(name)), chat=chat) == MAX_TOKENS
+    assert stream_framing.streamed_tokens(sse.parse(_sample(name)), chat=chat) == MAX_TOKENS
 
 
 def _edited(name: str, edit: str) -> bytes:
@@ -104,9 +104,9 @@ CONTINUOUS_MAX_TOKENS = 4
 def test_continuous_usage_counts_the_tokens_streamed_so_far(name, chat):
     stream = sse.parse(_sample(name))
     assert stream.problems == []
-    assert sse.continuous_usage_problems(stream, max_tokens=CONTINUOUS_MAX_TOKENS, chat=chat) == []
+    assert stream_framing.continuous_usage_problems(stream, max_tokens=CONTINUOUS_MAX_TOKENS, chat=chat) == []
     dropped = sse.parse(_edited(name, "drop_mid_stream_usage"))
-    assert sse.continuous_usage_problems(dropped, max_tokens=CONTINUOUS_MAX_TOKENS, chat=chat) == [
+    assert stream_framing.continuous_usage_problems(dropped, max_tokens=CONTINUOUS_MAX_TOKENS, chat=chat) == [
         "event 2 $.usage: a chunk without usage under continuous_usage_stats"
     ]
 
@@ -115,7 +115,7 @@ def test_continuous_usage_that_does_not_grow_with_the_tokens_is_named():
     body = _sample("completion_stream_continuous_usage.sse").replace(
         b'"total_tokens":11,"completion_tokens":3', b'"total_tokens":10,"completion_tokens":2'
     )
-    problems = sse.continuous_usage_problems(sse.parse(body), max_tokens=CONTINUOUS_MAX_TOKENS, chat=False)
+    problems = stream_framing.continuous_usage_problems(sse.parse(body), max_tokens=CONTINUOUS_MAX_TOKENS, chat=False)
     assert problems == ["event 3 $.usage.completion_tokens: 2, but 3 token(s) streamed up to this chunk"]
 
 

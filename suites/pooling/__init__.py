@@ -1,0 +1,1 @@
+"""A pooling server's vectors and scores, each asked for two ways and held to each other."""

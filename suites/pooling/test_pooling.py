@@ -1,0 +1,63 @@
+"""Pooling answers: a pooling server's vectors and scores, each asked for two ways and compared.
+
+RAG stacks embed, score and rerank through vLLM, and what breaks them on an
+upgrade or behind a gateway is silent: a base64 vector that decodes to
+something else, a batch answered out of order, ``dimensions`` or
+``truncate_prompt_tokens`` dropped on the way, a reranking that is not
+sorted or not the scores' (vllm-project/vllm#21681, #20794). Each check
+compares the server with itself, so it holds for whatever model it serves;
+the tolerances are the profile's (``pooled_answers.min_cosine``,
+``pooled_answers.score_tolerance``), what a release refuses its facts'.
+"""
+
+from pytest_vllm_conformance import contract, undecided
+
+from .pooled_answers import (
+    Checked,
+    Tolerances,
+    base64_matches_float,
+    batch_matches_alone,
+    dimensions_as_declared,
+    rerank_ranked,
+    score_is_embedding_cosine,
+    truncate_prompt_tokens_honoured,
+)
+
+
+def settle(checked: Checked) -> None:
+    if checked.undecided:
+        undecided(checked.undecided)
+    assert not checked.problems, "; ".join(checked.problems)
+
+
+@contract("pooling.base64_matches_float")
+def test_base64_matches_float(vllm_client, vllm_facts, vllm_expect):
+    settle(base64_matches_float(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect)))
+
+
+@contract("pooling.batch_matches_alone")
+def test_batch_matches_alone(vllm_client, vllm_facts, vllm_expect):
+    settle(batch_matches_alone(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect)))
+
+
+@contract("pooling.dimensions_as_declared")
+def test_dimensions_as_declared(vllm_client, vllm_facts, vllm_expect):
+    matryoshka = vllm_expect.declared("pooling", "matryoshka").value
+    tolerances, refusal = Tolerances.of(vllm_expect), vllm_expect.fact("embedding_dimensions")
+    settle(dimensions_as_declared(vllm_client, vllm_facts.model, tolerances, matryoshka, refusal))
+
+
+@contract("pooling.truncate_prompt_tokens_honoured")
+def test_truncate_prompt_tokens_honoured(vllm_client, vllm_facts, vllm_expect):
+    settle(truncate_prompt_tokens_honoured(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect)))
+
+
+@contract("pooling.score_is_embedding_cosine")
+def test_score_is_embedding_cosine(vllm_client, vllm_facts, vllm_expect):
+    settle(score_is_embedding_cosine(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect)))
+
+
+@contract("pooling.rerank_ranked")
+def test_rerank_ranked(vllm_client, vllm_facts, vllm_expect):
+    aliases = vllm_expect.fact("scoring_routes")["rerank_aliases"]
+    settle(rerank_ranked(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect), aliases))

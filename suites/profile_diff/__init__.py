@@ -1,0 +1,1 @@
+"""What changed since a captured baseline: the observed profile compared, one test per difference."""

@@ -1,0 +1,1 @@
+"""Validation errors stay small, fast and free of server internals; an oversized request body is refused."""
