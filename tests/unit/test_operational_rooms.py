@@ -25,9 +25,9 @@ from pytest_vllm_conformance.features.admission import (
     exact_burst,
     measure,
 )
-from pytest_vllm_conformance.features.metrics import series_gap
 from pytest_vllm_conformance.protocol.prometheus import ExpositionError, parse, reading_of
 from pytest_vllm_conformance.protocol.sample_stats import percentile
+from suites.metrics.families import series_gap
 
 FINDINGS = contracts.load().fact("startup_log_findings", None)
 KINDS = startup_log.finding_kinds(FINDINGS)
