@@ -8,7 +8,7 @@ declare nothing are merged as before, except that one file given twice is
 refused.
 
 Shards of different targets (one per replica) are also compared as the
-in-process fleet compares its replicas (``suites/test_fleet.py``): a shard
+in-process fleet compares its replicas (``suites/fleet/test_fleet.py``): a shard
 stopped before any test (its replica unreachable) fails
 ``fleet.replicas_reached``, and every replica's observed serving profile is
 judged for ``fleet.replicas_agree`` by the fleet's own decision (the

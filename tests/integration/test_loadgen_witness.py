@@ -30,7 +30,7 @@ from fixtures import executable_from_env
 from fixtures import loadgen_witness as aiperf
 from fixtures.fault_proxy import Delay, FaultProxy
 from fixtures.loadgen_witness import AIPERF_ENV_VAR, WitnessWorkload
-from pytest_vllm_conformance.features.serving import witness
+from suites.serving import witness
 from tests.conftest import requires_vllm
 
 AIPERF = executable_from_env(AIPERF_ENV_VAR)

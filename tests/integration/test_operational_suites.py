@@ -293,7 +293,7 @@ def test_a_server_looser_than_declared_fails_the_bound_and_the_latency(pytester,
     junit = pytester.path / "junit.xml"
     assert_verdicts(junit, {"admission.burst_bounded": "failed"})
     assert re.search(
-        # One served past a bound of 0 is measured again (features/admission.measure), and again the same.
+        # One served past a bound of 0 is measured again (suites/admission/queue_burst.measure), and again the same.
         r"a burst of 7 concurrent requests: [1-7] served, [0-6] refused with 503"
         r"( \(after [12] burst\(s\) that let one request past the bound, measured again\))?: with the bound of 0 "
         r"\(profile looser-bound\) filled, [1-7] more were served",

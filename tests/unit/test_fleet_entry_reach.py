@@ -4,7 +4,7 @@ tests/integration/test_fleet_on_real_vllm.py)."""
 import httpx
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.fleet_entry import burst_reaches
+from suites.fleet_entry.entry_requests import burst_reaches
 
 COUNTER = "vllm:request_success"
 

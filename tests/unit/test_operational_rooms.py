@@ -18,16 +18,16 @@ import pytest
 from pytest_vllm_conformance.catalogue import contracts, serving_profile
 from pytest_vllm_conformance.connection.client import OpenStream, Response
 from pytest_vllm_conformance.features import startup_log
-from pytest_vllm_conformance.features.admission import (
+from pytest_vllm_conformance.protocol.prometheus import ExpositionError, parse, reading_of
+from pytest_vllm_conformance.protocol.sample_stats import percentile
+from suites.admission.queue_burst import (
     BoundNotHeld,
     Burst,
     HeldRequest,
     exact_burst,
     measure,
 )
-from pytest_vllm_conformance.features.metrics import series_gap
-from pytest_vllm_conformance.protocol.prometheus import ExpositionError, parse, reading_of
-from pytest_vllm_conformance.protocol.sample_stats import percentile
+from suites.metrics.families import series_gap
 
 FINDINGS = contracts.load().fact("startup_log_findings", None)
 KINDS = startup_log.finding_kinds(FINDINGS)

@@ -9,9 +9,9 @@ import pytest
 from pytest_vllm_conformance.connection.discovery import ModelCard, ServerFacts
 from pytest_vllm_conformance.connection.launcher import VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
-from pytest_vllm_conformance.features.serving import rounds, serving_run
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round
 from pytest_vllm_conformance.plugin.progress import Progress
+from suites.serving import rounds, serving_run
+from suites.serving.loadgen import RequestTiming, Round
 
 
 class Clock:

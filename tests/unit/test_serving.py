@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, validate
-from pytest_vllm_conformance.features.serving import figures, loadgen, same_server
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round, SseReader, token_prompts
-from pytest_vllm_conformance.features.serving.rounds import Gauges, ServingRun
-from pytest_vllm_conformance.features.serving.stats import Design, compare_pairs, t_quantile
+from suites.serving import figures, loadgen, same_server
+from suites.serving.loadgen import RequestTiming, Round, SseReader, token_prompts
+from suites.serving.rounds import Gauges, ServingRun
+from suites.serving.stats import Design, compare_pairs, t_quantile
 
 
 def _event(payload: str) -> bytes:
@@ -196,7 +196,7 @@ def test_a_concurrency_above_the_requests_of_a_round_is_refused_when_the_profile
 def test_a_round_probes_how_late_the_clients_own_loop_wakes():
     import asyncio
 
-    from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, Workload
+    from suites.serving.loadgen import ClosedLoop, Workload
 
     class Instant:
         async def request(self, method, path, **kw):

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from pytest_vllm_conformance.features.serving import figures
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round
-from pytest_vllm_conformance.features.serving.saved_rounds import PerfFileError, PerfRecording, recording, refusal
+from suites.serving import figures
+from suites.serving.loadgen import RequestTiming, Round
+from suites.serving.saved_rounds import PerfFileError, PerfRecording, recording, refusal
 
 WORKLOAD = {"prompt_tokens": 32, "output_tokens": 16, "concurrency": 8, "requests": 32}
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_vllm_conformance.features.serving import capacity
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Workload
-from pytest_vllm_conformance.features.serving.open_loop import Goodput, OpenLoop, Sent, Trial, arrival_times
+from suites.serving import capacity
+from suites.serving.loadgen import RequestTiming, Workload
+from suites.serving.open_loop import Goodput, OpenLoop, Sent, Trial, arrival_times
 
 OBJECTIVE = Goodput(ttft_seconds=0.2, tpot_seconds=0.05, share=0.9)
 

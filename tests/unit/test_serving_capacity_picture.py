@@ -7,10 +7,10 @@ import builtins
 
 import matplotlib
 
-from pytest_vllm_conformance.features.serving import capacity, capacity_picture
-from pytest_vllm_conformance.features.serving.capacity_run import Capacity
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming
-from pytest_vllm_conformance.features.serving.open_loop import MAX_IN_FLIGHT, Goodput, Sent, Trial
+from suites.serving import capacity, capacity_picture
+from suites.serving.capacity_run import Capacity
+from suites.serving.loadgen import RequestTiming
+from suites.serving.open_loop import MAX_IN_FLIGHT, Goodput, Sent, Trial
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt

@@ -2,8 +2,8 @@
 
 import builtins
 
-from pytest_vllm_conformance.features.serving import picture
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round
+from suites.serving import picture
+from suites.serving.loadgen import RequestTiming, Round
 
 
 def _round(ttft: float) -> Round:

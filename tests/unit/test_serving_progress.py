@@ -10,8 +10,8 @@ from starlette.routing import Route
 
 from fixtures.fault_proxy import UvicornThread
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.serving.loadgen import Workload
-from pytest_vllm_conformance.features.serving.rounds import progress_while_healthy
+from suites.serving.loadgen import Workload
+from suites.serving.rounds import progress_while_healthy
 
 STREAMS = {
     "keep-alive then a hung engine": [b": ping\n\n", None],

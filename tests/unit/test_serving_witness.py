@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from fixtures import loadgen_witness
-from pytest_vllm_conformance.features.serving import witness
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming
-from pytest_vllm_conformance.features.serving.witness import Figures, Slo
+from suites.serving import witness
+from suites.serving.loadgen import RequestTiming
+from suites.serving.witness import Figures, Slo
 
 # AIPerf 0.13.0 against a tiny-llama 0.32 server, 64 requests at concurrency 8, 32 prompt and 64 output tokens,
 # --goodput "time_to_first_token:500 inter_token_latency:100"; its machine paths removed, the figures as written.

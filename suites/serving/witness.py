@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming
+from .loadgen import RequestTiming
 
 # A summary export is a few hundred KB; a file far larger is not one.
 MAX_FILE_BYTES = 16 * 1024 * 1024

@@ -12,9 +12,10 @@ are interleaved (or compared with a run saved by --vllm-perf-save, given as
 import pytest
 
 from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.features.serving import capacity_run, figures, open_loop, serving_run, witness
-from pytest_vllm_conformance.features.serving import rounds as measured_rounds
-from pytest_vllm_conformance.features.serving.stats import MIN_PAIRS
+
+from . import capacity_run, figures, open_loop, serving_run, witness
+from . import rounds as measured_rounds
+from .stats import MIN_PAIRS
 
 
 @pytest.fixture(scope="module")

@@ -17,17 +17,18 @@ from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.serving import figures, picture, rounds, same_server
-from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, LoadGenerator, Workload
-from pytest_vllm_conformance.features.serving.saved_rounds import (
+from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, LiveBaseline, connect_baseline
+
+from . import figures, picture, rounds, same_server
+from .loadgen import ClosedLoop, LoadGenerator, Workload
+from .saved_rounds import (
     MIN_ROUNDS,
     PerfFileError,
     PerfRecording,
     recording,
     refusal,
 )
-from pytest_vllm_conformance.features.serving.stats import Design
-from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, LiveBaseline, connect_baseline
+from .stats import Design
 
 # The profile's serving keys (catalogue defaults for all but concurrency).
 KEYS = (

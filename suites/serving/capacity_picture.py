@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_vllm_conformance.features.serving.capacity import Search, Side
-from pytest_vllm_conformance.features.serving.open_loop import Goodput, Trial
-from pytest_vllm_conformance.features.serving.picture import INSTALL_HINT
+from .capacity import Search, Side
+from .open_loop import Goodput, Trial
+from .picture import INSTALL_HINT
 
 if TYPE_CHECKING:  # matplotlib is optional: its types for the checker only
     from matplotlib.axes import Axes

@@ -15,15 +15,32 @@ import pytest
 
 from pytest_vllm_conformance import contract
 from pytest_vllm_conformance.catalogue.vllm_answers import error
-from pytest_vllm_conformance.features import admission
-
-# The suite's fixtures, from its feature room.
-from pytest_vllm_conformance.features.admission import bound as bound
-from pytest_vllm_conformance.features.admission import burst as burst
-from pytest_vllm_conformance.features.admission import rejection as rejection
 from pytest_vllm_conformance.protocol.sample_stats import percentile
 
+from . import queue_burst
+
 CAPACITY_WITHIN = 10.0
+
+
+@pytest.fixture(scope="module")
+def bound(vllm_expect):
+    return vllm_expect.declared("admission", "max_queued_requests")
+
+
+@pytest.fixture(scope="module")
+def rejection(vllm_expect):
+    return vllm_expect.fact("admission_rejection")
+
+
+@pytest.fixture(scope="module")
+def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive):
+    with vllm_exclusive():
+        try:
+            return queue_burst.burst_past_the_bound(
+                vllm_client, vllm_facts, vllm_expect, bound.value, rejection["status"]
+            )
+        except queue_burst.BoundNotHeld as void:
+            pytest.skip(f"could not run: {void}")
 
 
 @contract("admission.burst_bounded")
@@ -80,7 +97,7 @@ def test_rejection_error_response(burst, rejection, vllm_expect, vllm_evidence):
 @contract("admission.rejections_counted")
 def test_rejections_counted(burst, vllm_client, vllm_expect, vllm_evidence):
     counter = vllm_expect.release.admission_rejection_counter
-    after = admission.metric_total(vllm_client, vllm_expect, counter)
+    after = queue_burst.metric_total(vllm_client, vllm_expect, counter)
     assert burst.counted_before is not None and after is not None, f"/metrics has no {counter} to count refusals with"
     grown = after - burst.counted_before
     refused = len(burst.rejected) + len(burst.held_refused)
@@ -93,7 +110,7 @@ def test_capacity_released(burst, vllm_client, vllm_facts, vllm_expect):
     request = vllm_expect.release.tiny_completion
     body = {"model": vllm_facts.model, **request["body"]}
     response = vllm_client.run(
-        lambda client: admission.wait_until_served(client, request["path"], body, CAPACITY_WITHIN)
+        lambda client: queue_burst.wait_until_served(client, request["path"], body, CAPACITY_WITHIN)
     )
     assert response.status == 200, (
         f"{CAPACITY_WITHIN:g} s after the burst, a single request is still not served: {response.describe()} "

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, TransportFailure
-from pytest_vllm_conformance.features.serving.loadgen import (
+from pytest_vllm_conformance.protocol import prometheus as metrics
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
+
+from .loadgen import (
     LoadGenerator,
     RequestTiming,
     Round,
@@ -24,8 +27,6 @@ from pytest_vllm_conformance.features.serving.loadgen import (
     Workload,
     token_prompts,
 )
-from pytest_vllm_conformance.protocol import prometheus as metrics
-from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 SAMPLE_EVERY = 0.1
 # Distinct prompts per workload: each round of each side takes the next ones (Workload.offset).

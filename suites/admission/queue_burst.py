@@ -28,8 +28,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import pytest
-
 from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import (
@@ -40,6 +38,7 @@ from pytest_vllm_conformance.connection.client import (
     Response,
     TransportFailure,
 )
+from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.protocol import prometheus as metrics
 from pytest_vllm_conformance.protocol import sse
 
@@ -289,23 +288,13 @@ async def wait_until_served(client: AsyncBoundedClient, path: str, body: dict[st
         await asyncio.sleep(0.1)
 
 
-# The suite's fixtures (suites/test_admission.py imports them): the one burst its five contracts judge.
+# The one burst the suite's five contracts judge (its fixture ``burst`` holds the server exclusively meanwhile).
 
 # A void burst, a slow clean one, or one that let a single request past the bound is measured again, up to
 # this many times each (measure, above).
 ATTEMPTS = 3
 IDLE_WITHIN = 30.0
 FIRST_TOKEN_WITHIN = 60.0
-
-
-@pytest.fixture(scope="module")
-def bound(vllm_expect):
-    return vllm_expect.declared("admission", "max_queued_requests")
-
-
-@pytest.fixture(scope="module")
-def rejection(vllm_expect):
-    return vllm_expect.fact("admission_rejection")
 
 
 def metric_total(client: BoundedClient, expect: Expectations, name: str | None) -> float | None:
@@ -324,40 +313,40 @@ def _wait_until_idle(client: BoundedClient, expect: Expectations) -> None:
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def burst(bound, rejection, vllm_client, vllm_facts, vllm_expect, vllm_exclusive):
-    size = vllm_expect.declared("admission", "burst_requests").value
-    request = vllm_expect.fact("admission_burst_request")
-    hold = vllm_expect.fact("admission_hold_request")
-    hold_body = {
-        "model": vllm_facts.model,
-        **hold["body"],
-        "max_tokens": vllm_facts.max_model_len - hold["prompt_allowance"],
-    }
-    call = ("POST", request["path"], {"json_body": {"model": vllm_facts.model, **request["body"]}})
-    counter = vllm_expect.release.admission_rejection_counter
+def burst_past_the_bound(
+    client: BoundedClient, facts: ServerFacts, expect: Expectations, bound: int, rejection_status: int
+) -> Burst:
+    """The declared bound filled, then the declared burst sent past it, measured up to ATTEMPTS times.
 
-    def attempt():
-        _wait_until_idle(vllm_client, vllm_expect)
-        return vllm_client.run(
+    Raises BoundNotHeld when no attempt held the bound (the measurement says nothing)."""
+    size = expect.declared("admission", "burst_requests").value
+    request = expect.fact("admission_burst_request")
+    hold = expect.fact("admission_hold_request")
+    hold_body = {
+        "model": facts.model,
+        **hold["body"],
+        "max_tokens": facts.max_model_len - hold["prompt_allowance"],
+    }
+    call = ("POST", request["path"], {"json_body": {"model": facts.model, **request["body"]}})
+    counter = expect.release.admission_rejection_counter
+
+    def attempt() -> Burst:
+        _wait_until_idle(client, expect)
+        return client.run(
             functools.partial(
                 exact_burst,
-                bound=bound.value,
+                bound=bound,
                 hold_path=hold["path"],
                 hold_body=hold_body,
                 burst_calls=[call] * size,
-                rejection_status=rejection["status"],
-                counted_before=metric_total(vllm_client, vllm_expect, counter),
+                rejection_status=rejection_status,
+                counted_before=metric_total(client, expect, counter),
                 first_chunk_within=FIRST_TOKEN_WITHIN,
             )
         )
 
-    with vllm_exclusive():
-        # A first generation is slow (warm-up): one tiny request first keeps the burst's arrivals close together.
-        warm_up = vllm_expect.release.tiny_completion
-        vllm_client.post(warm_up["path"], {"model": vllm_facts.model, **warm_up["body"]})
-        limit = vllm_expect.declared("admission", "max_rejection_seconds").value
-        try:
-            return measure(attempt, max_rejection_seconds=limit, tries=ATTEMPTS)
-        except BoundNotHeld as void:
-            pytest.skip(f"could not run: {void}")
+    # A first generation is slow (warm-up): one tiny request first keeps the burst's arrivals close together.
+    warm_up = expect.release.tiny_completion
+    client.post(warm_up["path"], {"model": facts.model, **warm_up["body"]})
+    limit = expect.declared("admission", "max_rejection_seconds").value
+    return measure(attempt, max_rejection_seconds=limit, tries=ATTEMPTS)

@@ -13,18 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, Named, since
-from pytest_vllm_conformance.protocol.prometheus import (  # re-exported: the metrics suite reads pages from here
-    SERIES_SUFFIXES,
-    Exposition,
-    ExpositionError,
-    Family,
-    Reading,
-    parse,
-    read,
-    reading_of,
-)
-
-__all__ = ["Exposition", "ExpositionError", "Family", "Reading", "parse", "read", "reading_of"]
+from pytest_vllm_conformance.protocol.prometheus import SERIES_SUFFIXES, Exposition
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.serving.loadgen import Workload
 from pytest_vllm_conformance.protocol import prometheus as metrics
+
+from .loadgen import Workload
 
 PROBES = 3
 # prometheus_client's process collector (Linux): when the server's process started, in seconds since the epoch.

@@ -12,14 +12,9 @@ version's replacement.
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.metrics import (
-    ExpositionError,
-    dashboard_series,
-    expected_metric_families,
-    parse,
-    reading_of,
-    series_gap,
-)
+from pytest_vllm_conformance.protocol.prometheus import ExpositionError, parse, reading_of
+
+from .families import dashboard_series, expected_metric_families, series_gap
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ with nothing else of this run talking to it meanwhile.
 """
 
 from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.features.fleet_entry import (
+
+from .entry_requests import (
     burst_reaches,
     cached_tokens_of,
     create_stored_response,

@@ -21,10 +21,11 @@ from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.serving import capacity, capacity_picture, picture, serving_run
-from pytest_vllm_conformance.features.serving.loadgen import ClosedLoop, RequestTiming, Round, Workload
-from pytest_vllm_conformance.features.serving.open_loop import Goodput, OpenLoop, Trial, requests_for
 from pytest_vllm_conformance.protocol.live_baseline import LiveBaseline
+
+from . import capacity, capacity_picture, picture, serving_run
+from .loadgen import ClosedLoop, RequestTiming, Round, Workload
+from .open_loop import Goodput, OpenLoop, Trial, requests_for
 
 # A trial lasts this long at its rate, with at least this many arrivals: a share of fewer requests says little.
 TRIAL_SECONDS = 2.0

@@ -23,8 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round
 from pytest_vllm_conformance.reporting.saved_runs import read_saved, write_whole
+
+from .loadgen import RequestTiming, Round
 
 FORMAT = "pytest-vllm-conformance serving baseline"
 FORMAT_VERSION = 1

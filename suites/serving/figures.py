@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Round
-from pytest_vllm_conformance.features.serving.rounds import Gauges, ServingRun
-from pytest_vllm_conformance.features.serving.stats import Design, PairedComparison, compare_pairs, percentile
+from .loadgen import RequestTiming, Round
+from .rounds import Gauges, ServingRun
+from .stats import Design, PairedComparison, compare_pairs, percentile
 
 
 def load_failures(timings: Sequence[RequestTiming], prompt_tokens: int, output_tokens: int) -> list[str]:

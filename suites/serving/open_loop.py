@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient
-from pytest_vllm_conformance.features.serving.loadgen import RequestTiming, Workload, _one
 from pytest_vllm_conformance.protocol.sample_stats import percentile
+
+from .loadgen import RequestTiming, Workload, _one
 
 # How often the loop looks at the requests in flight for ones that have already missed the objective.
 CHECK_EVERY = 0.05

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_vllm_conformance.features.serving.loadgen import Round
+from .loadgen import Round
 
 INSTALL_HINT = "pip install 'pytest-vllm-conformance[serving]'"
 

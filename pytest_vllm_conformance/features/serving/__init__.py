@@ -1,1 +1,0 @@
-"""The serving-performance gate's machinery: the load generator, the run, the statistics, the verdicts' figures."""
