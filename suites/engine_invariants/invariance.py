@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, OpenStream
 from pytest_vllm_conformance.protocol import prometheus
@@ -37,13 +35,6 @@ LONGEST_ANSWER = 2000
 
 def long_answer_tokens(max_model_len: int | None) -> int:
     return min((max_model_len or 512) - 32, LONGEST_ANSWER)
-
-
-@pytest.fixture
-def engine_alone(vllm_exclusive):
-    """No other test talks to the server meanwhile: the counters, the gauge and the burst are this test's own."""
-    with vllm_exclusive():
-        yield
 
 
 def token_prompt(tokens: int, *, fresh: bool = False) -> list[int]:
