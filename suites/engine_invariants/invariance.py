@@ -3,7 +3,7 @@
 Users report answers that change with the cache or a busy server (vllm-project/vllm#5543, #22808, #21609).
 Each check compares the server's greedy answer to itself, sent as token ids with top-5 logprobs, so the
 verdict does not depend on the model. A divergence where the two tokens are nearly tied is undecided, as
-in the quality gate's greedy comparison (features/quality/greedy.py); that room is another feature's, so
+in the quality gate's greedy comparison (suites/quality/greedy.py); that room is another feature's, so
 the near-tie rule is restated here in its few lines: each side's token in the other side's top-k and,
 on both sides, the two logprobs within the gap. Counters and gauges are read from /metrics with
 prometheus_client's parser (protocol/prometheus.py).
