@@ -46,7 +46,7 @@ from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse
 from fixtures.logprob_damage import PROMPT_LOGPROBS, lower_every_position, shift_positions
 from fixtures.verdicts import contract_runs
 from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer
-from pytest_vllm_conformance.features.quality import logprob_drift
+from suites.quality import logprob_drift
 
 REPO = Path(__file__).resolve().parents[1]
 

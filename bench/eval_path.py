@@ -30,9 +30,9 @@ from pathlib import Path
 
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import discover
-from pytest_vllm_conformance.features.quality import task_files
-from pytest_vllm_conformance.features.quality.offline import OFFLINE_ENV
-from pytest_vllm_conformance.features.quality.runner import EVAL_CONCURRENCY
+from suites.quality import task_files
+from suites.quality.offline import OFFLINE_ENV
+from suites.quality.runner import EVAL_CONCURRENCY
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,7 +43,7 @@ OUR_PATH = """
 import json, sys
 from pathlib import Path
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.quality.runner import Endpoint, evaluate, language_model, task_manager
+from suites.quality.runner import Endpoint, evaluate, language_model, task_manager
 url, model, max_model_len, task, include, out = sys.argv[1:7]
 client = BoundedClient(url)
 endpoint = Endpoint("target", url, model, max_model_len=int(max_model_len))

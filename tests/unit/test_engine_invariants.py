@@ -1,7 +1,7 @@
 """The engine_invariants room's judgements on recorded answers, and the cache configuration read from /metrics."""
 
-from pytest_vllm_conformance.features.engine_invariants import Greedy, divergence, mean_logprob_drift
 from pytest_vllm_conformance.protocol import prometheus
+from suites.engine_invariants.invariance import Greedy, divergence, mean_logprob_drift
 
 CACHE_INFO = (
     "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"

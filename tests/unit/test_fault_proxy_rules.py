@@ -338,7 +338,7 @@ def test_a_buffering_relay_coalesces_the_completion_into_one_event() -> None:
 
 def test_the_answer_key_knows_the_shipped_set_the_user_task_and_a_needle() -> None:
     from fixtures.eval_answer_key import AnswerKey, shipped_short_answers, user_task_answers
-    from pytest_vllm_conformance.features.quality import long_context
+    from suites.quality import long_context
 
     shipped = shipped_short_answers(60)
     assert len(shipped) == 60 and shipped["What is 2 + 3?"] == "5"

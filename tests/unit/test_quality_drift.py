@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from pytest_vllm_conformance.features.quality import assemble, baseline_file, greedy, logprob_drift
-from pytest_vllm_conformance.features.quality.logprob_drift import Bucket, Scored, Thresholds
+from suites.quality import assemble, baseline_file, greedy, logprob_drift
+from suites.quality.logprob_drift import Bucket, Scored, Thresholds
 
 
 def scored(actual: list[float], top_tokens: int = 2) -> Scored:
@@ -194,7 +194,7 @@ def test_without_top_logprobs_a_divergence_is_never_a_near_tie():
 
 
 def test_near_ties_that_end_every_prompt_early_leave_the_comparison_undecided():
-    from pytest_vllm_conformance.features.quality.session import GreedyOutcome
+    from suites.quality.session import GreedyOutcome
 
     tie = {7: -2.00, 8: -2.04}, {8: -2.01, 7: -2.03}
     early = [divergence(*tie)] * 8  # every prompt parts at a near-tie at position 1

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pytest_vllm_conformance.features.quality import baseline_file, greedy, long_context, paired, task_files
-from pytest_vllm_conformance.features.quality.runner import MetricResult, TaskResult, _task_result
+from suites.quality import baseline_file, greedy, long_context, paired, task_files
+from suites.quality.runner import MetricResult, TaskResult, _task_result
 
 # ---- the paired gate ------------------------------------------------------------
 
@@ -284,7 +284,7 @@ def loopback_only(monkeypatch):
 
 def test_shipped_tasks_load_offline_with_lm_evals_own_metrics(tmp_path, loopback_only):
     pytest.importorskip("lm_eval", reason="needs the quality extra")
-    from pytest_vllm_conformance.features.quality.runner import task_manager
+    from suites.quality.runner import task_manager
 
     run_dir = task_files.write_shipped(tmp_path / "tasks", 60)
     task_files.write_long_context(run_dir, 25, [{"context": "x", "question": "q", "answer": "1"}])
@@ -308,7 +308,7 @@ def test_shipped_tasks_load_offline_with_lm_evals_own_metrics(tmp_path, loopback
 def test_lm_eval_gets_our_key_as_a_header_and_never_openai_api_key(monkeypatch):
     pytest.importorskip("lm_eval", reason="needs the quality extra")
     from pytest_vllm_conformance.connection.secrets import Secret
-    from pytest_vllm_conformance.features.quality.runner import Endpoint, language_model
+    from suites.quality.runner import Endpoint, language_model
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-someone-elses")
     keyless = language_model(Endpoint("target", "http://127.0.0.1:1", "m", max_model_len=512), "chat", client=None)

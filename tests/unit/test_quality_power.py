@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fixtures.verdicts import contract_runs
-from pytest_vllm_conformance.features.quality import assemble, generated, long_context, paired, task_files
+from suites.quality import assemble, generated, long_context, paired, task_files
 
 
 def items(values):
@@ -227,8 +227,8 @@ def clean_env(monkeypatch):
 
 STAND_IN = """
 from pytest_vllm_conformance import contract
-from pytest_vllm_conformance.features.quality import paired, session
-from pytest_vllm_conformance.features.quality.not_worse import assert_not_worse
+from suites.quality import paired, session
+from suites.quality.not_worse import assert_not_worse
 
 def outcome(right, n, **gate):
     same = {str(index): float(index < right) for index in range(n)}

@@ -8,15 +8,15 @@ import httpx
 import pytest
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features import token_accounting as accounting
-from pytest_vllm_conformance.features.rendering.chat_path import Compared, refusal_compared
-from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS
-from pytest_vllm_conformance.features.rendering.drift import changes, first_difference
-from pytest_vllm_conformance.features.rendering.render import render_corpus
-from pytest_vllm_conformance.features.rendering.text import date_spans, date_texts, token_bytes, tokens_text
-from pytest_vllm_conformance.features.token_accounting import Usage, usage_problems
 from pytest_vllm_conformance.profiles.diff import differences
+from pytest_vllm_conformance.profiles.rendering import render_corpus
+from pytest_vllm_conformance.profiles.rendering_corpus import CONVERSATIONS
+from pytest_vllm_conformance.profiles.rendering_drift import changes, first_difference
+from pytest_vllm_conformance.profiles.token_text import date_spans, date_texts, token_bytes, tokens_text
 from pytest_vllm_conformance.protocol import sse
+from suites.rendering.chat_path import Compared, refusal_compared
+from suites.token_accounting import usage as accounting
+from suites.token_accounting.usage import Usage, usage_problems
 from tests.unit.sample_observation import observation
 
 

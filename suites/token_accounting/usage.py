@@ -9,7 +9,7 @@ exactly ``MAX_TOKENS``), ``total`` their sum (required where the version
 sends it: every OpenAI route), and a stream's final usage the
 non-streamed answer's. The same conversation sent on the chat path must be
 rendered as ``/tokenize`` renders it: that is the rendering suite's
-(``features/rendering/chat_path.py``).
+(``suites/rendering/chat_path.py``).
 """
 
 from __future__ import annotations

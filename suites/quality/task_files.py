@@ -20,7 +20,8 @@ import yaml
 
 from pytest_vllm_conformance.catalogue import yaml_data
 from pytest_vllm_conformance.catalogue.cases import CaseContext, Named
-from pytest_vllm_conformance.features.quality import generated
+
+from . import generated
 
 TASKS_DIR = Path(__file__).with_name("tasks")
 SHORT_ANSWER = "vllm_conformance_short_answer"

@@ -3,7 +3,9 @@
 Each conversation is kept with its status: rendered (ids, token strings
 where the version returns them, and the token ranges of any date the
 template wrote, which the diff compares as one ``<date>`` mark), or refused
-by the template (the status and vLLM's message), never dropped.
+by the template (the status and vLLM's message), never dropped. The corpus is
+``rendering_corpus.py``; ``rendering_drift.py`` compares two captured renderings,
+and the rendering suite (suites/rendering/) sends the same corpus on the chat path.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import datetime
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, Response
-from pytest_vllm_conformance.features.rendering.corpus import CONVERSATIONS, CORPUS_VERSION
-from pytest_vllm_conformance.features.rendering.text import date_spans, date_texts
+from pytest_vllm_conformance.profiles.rendering_corpus import CONVERSATIONS, CORPUS_VERSION
+from pytest_vllm_conformance.profiles.token_text import date_spans, date_texts
 from pytest_vllm_conformance.protocol.error_envelope import error_message
 from pytest_vllm_conformance.protocol.tokenize import answer_or_none, tokenized
 

@@ -7,6 +7,13 @@ Each side's lm-eval runs are made once and shared by the tests: each shipped
 set (short answers on each backend, multiple choice, the four long-context
 lengths together) in one ``simple_evaluate`` call per server, each user task
 in its own, so a run selected with ``-k`` evaluates only what it asserts.
+
+The folder: ``runner`` drives lm-eval's own API backends (``lm_eval_backends``) offline
+(``offline``) over tasks shipped in ``tasks/`` (``task_files``) or generated
+to a context length (``long_context``); ``greedy`` compares temperature-0
+tokens; ``paired`` is the statistics; ``baseline_file`` stores a run;
+this module ties one run together for the suite. lm-eval is imported only
+when an eval runs, so the plugin works without the ``quality`` extra.
 """
 
 from __future__ import annotations
@@ -17,19 +24,20 @@ from pathlib import Path
 
 from pytest_vllm_conformance.connection.client import BoundedClient, display_url
 from pytest_vllm_conformance.connection.discovery import ServerFacts
-from pytest_vllm_conformance.features.quality import (
+
+from . import (
     greedy,
     logprob_drift,
     long_context,
     paired,
     task_files,
 )
-from pytest_vllm_conformance.features.quality.baseline_file import (
+from .baseline_file import (
     BaselineFile,
     DriftRecording,
     run_key,
 )
-from pytest_vllm_conformance.features.quality.results import (  # re-exported: the suite reads them as session.X
+from .results import (  # re-exported: the suite reads them as session.X
     DriftFailed,
     DriftScores,
     GreedyOutcome,
@@ -37,7 +45,7 @@ from pytest_vllm_conformance.features.quality.results import (  # re-exported: t
     NotComparable,
     Outcome,
 )
-from pytest_vllm_conformance.features.quality.runner import (
+from .runner import (
     Backend,
     Endpoint,
     TaskResult,

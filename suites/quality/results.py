@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_vllm_conformance.features.quality import greedy, logprob_drift, paired
+from . import greedy, logprob_drift, paired
 
 
 class NotComparable(Exception):

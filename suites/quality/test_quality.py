@@ -21,7 +21,7 @@ the same requests in this run) or the results an earlier run saved
   chat), multiple choice by loglikelihood, retrieval at 25-100 % of
   max_model_len (the YaRN-sensitive one), and any task of your own. A task
   fails only when the paired interval of target minus baseline lies wholly
-  below -tolerance (pytest_vllm_conformance/features/quality/paired.py).
+  below -tolerance (paired.py beside this file).
 
 Random-weight test models score about nothing on these tasks: the tests
 assert contracts (agreement, statistical gates), never wording.
@@ -29,19 +29,50 @@ assert contracts (agreement, statistical gates), never wording.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
+from typing import TypeVar
 
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.features.quality import logprob_drift, session, task_files
 
-# The suite's fixtures, from its feature room.
-from pytest_vllm_conformance.features.quality.assemble import lm_eval_ready as lm_eval_ready
-from pytest_vllm_conformance.features.quality.assemble import outcome_of
-from pytest_vllm_conformance.features.quality.assemble import quality as quality
-from pytest_vllm_conformance.features.quality.not_worse import assert_not_worse
-from pytest_vllm_conformance.features.quality.task_files import user_eval_tasks
+from . import assemble, logprob_drift, offline, session, task_files
+from .not_worse import assert_not_worse
+from .task_files import user_eval_tasks
+
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, tmp_path_factory):
+    spread = hasattr(pytestconfig, "workerinput") and pytestconfig.getoption("dist", "no") in ("load", "worksteal")
+    run_dir = tmp_path_factory.mktemp("quality")
+    try:
+        with assemble.suite_run(
+            vllm_settings, vllm_expect, vllm_facts, vllm_client, run_dir, spread_over_workers=spread
+        ) as run:
+            yield run
+    except assemble.QualityRunRefused as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def lm_eval_ready(quality):
+    try:
+        offline.require_lm_eval()
+    except offline.LmEvalMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def outcome_of(compare: Callable[[], T]) -> T:
+    """One comparison; a skip when it cannot be made, a failure when a server could not answer it."""
+    try:
+        return compare()
+    except assemble.NOT_COMPARED as exc:
+        pytest.skip(f"could not compare: {exc}")
+    except assemble.NOT_ANSWERED as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @contract("quality.logprob_drift_within_noise")

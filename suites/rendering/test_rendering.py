@@ -11,7 +11,8 @@ the template, so the conversation is undecided.
 """
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.features.rendering.chat_path import chat_prompt_compared, corpus_conversations
+
+from .chat_path import chat_prompt_compared, corpus_conversations
 
 
 @contract("rendering.chat_renders_as_tokenize")

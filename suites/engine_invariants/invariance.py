@@ -3,7 +3,7 @@
 Users report answers that change with the cache or a busy server (vllm-project/vllm#5543, #22808, #21609).
 Each check compares the server's greedy answer to itself, sent as token ids with top-5 logprobs, so the
 verdict does not depend on the model. A divergence where the two tokens are nearly tied is undecided, as
-in the quality gate's greedy comparison (features/quality/greedy.py); that room is another feature's, so
+in the quality gate's greedy comparison (suites/quality/greedy.py); that room is another feature's, so
 the near-tie rule is restated here in its few lines: each side's token in the other side's top-k and,
 on both sides, the two logprobs within the gap. Counters and gauges are read from /metrics with
 prometheus_client's parser (protocol/prometheus.py).
@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import pytest
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, OpenStream
@@ -37,13 +35,6 @@ LONGEST_ANSWER = 2000
 
 def long_answer_tokens(max_model_len: int | None) -> int:
     return min((max_model_len or 512) - 32, LONGEST_ANSWER)
-
-
-@pytest.fixture
-def engine_alone(vllm_exclusive):
-    """No other test talks to the server meanwhile: the counters, the gauge and the burst are this test's own."""
-    with vllm_exclusive():
-        yield
 
 
 def token_prompt(tokens: int, *, fresh: bool = False) -> list[int]:

@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
-from pytest_vllm_conformance.features.quality.logprob_scoring import (  # re-exported: the drift gate's inputs
+
+from .logprob_scoring import (  # re-exported: the drift gate's inputs
     DECOY_LENGTHS,
     TOP_K,
     DriftUnavailable,

@@ -1,12 +1,15 @@
 """The engine's invariants: a greedy answer is the same from the prefix cache, inside a burst, and after a cancel.
 
-Each check compares the server's greedy answer with itself (features/engine_invariants.py), so random
+Each check compares the server's greedy answer with itself (invariance.py), so random
 weights do not matter. A divergence at a near-tie is undecided, never failed; a cache hit or a freed slot
 is proven from the server's own counters and gauges on /metrics, or the check is undecided, naming why.
 """
 
+import pytest
+
 from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.features.engine_invariants import (
+
+from .invariance import (
     CACHED_PROMPT_TOKENS,
     cancel_mid_stream,
     counted_hits,
@@ -17,9 +20,13 @@ from pytest_vllm_conformance.features.engine_invariants import (
     mean_logprob_drift,
     token_prompt,
 )
-from pytest_vllm_conformance.features.engine_invariants import (
-    engine_alone as engine_alone,
-)
+
+
+@pytest.fixture
+def engine_alone(vllm_exclusive):
+    """No other test talks to the server meanwhile: the counters, the gauge and the burst are this test's own."""
+    with vllm_exclusive():
+        yield
 
 
 def judge_same(first, second, gap, what):

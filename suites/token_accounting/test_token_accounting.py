@@ -9,7 +9,8 @@ usage that of the same greedy request unstreamed.
 """
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.token_accounting import accounting_cases, accounting_problems
+
+from .usage import accounting_cases, accounting_problems
 
 
 @contract("token_accounting.usage_adds_up")

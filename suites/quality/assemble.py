@@ -3,39 +3,40 @@
 The baseline is a live server (``--vllm-baseline-url``) or a recording
 (``--vllm-eval-baseline-file``); a recording is refused in one line when
 the target tokenizes differently or serves another model than recorded.
+The suite's fixture opens the run with ``suite_run``; ``NOT_COMPARED`` and
+``NOT_ANSWERED`` sort a comparison's exceptions into a skip and a failure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
-
-import pytest
+from typing import Any
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.quality import (
+from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, client_key, connect_baseline
+
+from . import (
     baseline_file,
     generated,
     greedy,
     logprob_drift,
     long_context,
-    offline,
     task_files,
 )
-from pytest_vllm_conformance.features.quality.baseline_file import BaselineFile, BaselineFileError
-from pytest_vllm_conformance.features.quality.runner import Endpoint, EvalFailed
-from pytest_vllm_conformance.features.quality.session import (
+from .baseline_file import BaselineFile, BaselineFileError
+from .runner import Endpoint, EvalFailed
+from .session import (
     DriftFailed,
     NoBaseline,
     NotComparable,
     QualityRun,
     ServerSide,
 )
-from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, client_key, connect_baseline
 
 
 def check_greedy(greedy_tokens: int, min_compared_tokens: int) -> None:
@@ -196,47 +197,35 @@ def open_run(
     return run
 
 
-T = TypeVar("T")
+class QualityRunRefused(Exception):
+    """The run could not be opened as the options ask (its baseline unusable, a setting never met), or not saved."""
 
-# The suite's fixtures (suites/test_quality.py imports them).
 
-
-@pytest.fixture(scope="module")
-def quality(pytestconfig, vllm_settings, vllm_facts, vllm_client, vllm_expect, tmp_path_factory):
-    settings = vllm_settings
-    spread = hasattr(pytestconfig, "workerinput") and pytestconfig.getoption("dist", "no") in ("load", "worksteal")
+@contextmanager
+def suite_run(
+    settings: Settings,
+    expect: Expectations,
+    target_facts: ServerFacts,
+    target_client: BoundedClient,
+    run_dir: Path,
+    *,
+    spread_over_workers: bool,
+) -> Iterator[QualityRun]:
+    """The run the suite's tests share, closed and saved (``--vllm-eval-save``) after the last of them."""
     try:
         run = open_declared_run(
-            settings,
-            vllm_expect,
-            vllm_facts,
-            vllm_client,
-            tmp_path_factory.mktemp("quality"),
-            spread_over_workers=spread,
+            settings, expect, target_facts, target_client, run_dir, spread_over_workers=spread_over_workers
         )
     except (BaselineUnusable, ValueError) as exc:
-        pytest.fail(str(exc), pytrace=False)
+        raise QualityRunRefused(str(exc)) from None
     yield run
     run.close()
     try:
         run.save()
     except OSError as exc:
-        pytest.fail(f"cannot write --vllm-eval-save {settings.eval_save}: {exc.strerror or exc}", pytrace=False)
+        raise QualityRunRefused(f"cannot write --vllm-eval-save {settings.eval_save}: {exc.strerror or exc}") from None
 
 
-@pytest.fixture(scope="module")
-def lm_eval_ready(quality):
-    try:
-        offline.require_lm_eval()
-    except offline.LmEvalMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-def outcome_of(compare: Callable[[], T]) -> T:
-    """One comparison; a skip when it cannot be made, a failure when a server could not answer it."""
-    try:
-        return compare()
-    except (NoBaseline, NotComparable) as exc:
-        pytest.skip(f"could not compare: {exc}")
-    except (EvalFailed, greedy.GreedyUnavailable, DriftFailed) as exc:
-        pytest.fail(str(exc), pytrace=False)
+# A comparison that cannot be made (no baseline, nothing comparable) is skipped; one a server could not answer fails.
+NOT_COMPARED = (NoBaseline, NotComparable)
+NOT_ANSWERED = (EvalFailed, greedy.GreedyUnavailable, DriftFailed)

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, Response, TransportFailure
-from pytest_vllm_conformance.features.quality.long_context import BYTES_PER_TOKEN_IN_TOKENIZE_ANSWER, filler_words
 from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
+
+from .long_context import BYTES_PER_TOKEN_IN_TOKENIZE_ANSWER, filler_words
 
 TEXTS = 3
 TOP_K = 5  # vLLM's --max-logprobs defaults to 20

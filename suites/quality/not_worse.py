@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance import undecided
-from pytest_vllm_conformance.features.quality.session import Outcome
 from pytest_vllm_conformance.reporting.evidence import Evidence
+
+from .session import Outcome
 
 
 @dataclass

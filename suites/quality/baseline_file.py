@@ -20,10 +20,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_vllm_conformance.features.quality.greedy import Continuation
-from pytest_vllm_conformance.features.quality.logprob_drift import Scored, top_from_json, top_to_json
-from pytest_vllm_conformance.features.quality.runner import TaskResult
 from pytest_vllm_conformance.reporting.saved_runs import read_saved, write_whole
+
+from .greedy import Continuation
+from .logprob_drift import Scored, top_from_json, top_to_json
+from .runner import TaskResult
 
 FORMAT = "pytest-vllm-conformance quality baseline"
 FORMAT_VERSION = 2

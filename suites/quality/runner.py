@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, TransportFailure
 from pytest_vllm_conformance.connection.secrets import Secret
-from pytest_vllm_conformance.features.quality.offline import require_lm_eval
+
+from .offline import require_lm_eval
 
 Backend = Literal["completions", "chat"]
 SEED = 1234
@@ -128,7 +129,7 @@ def task_manager(include_paths: Sequence[Path], names: Sequence[str]):
 def language_model(endpoint: Endpoint, backend: Backend, client: BoundedClient, max_length: int | None = None):
     """lm-eval's backend object for ``endpoint``; ``max_length`` defaults to the server's max_model_len."""
     require_lm_eval()
-    from pytest_vllm_conformance.features.quality import lm_eval_backends
+    from . import lm_eval_backends
 
     key = endpoint.api_key.reveal() if endpoint.api_key else None
     common: dict[str, Any] = {

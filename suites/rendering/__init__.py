@@ -1,0 +1,1 @@
+"""Rendering: the chat path renders each conversation of the corpus as ``/tokenize`` renders it."""
