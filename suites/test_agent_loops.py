@@ -31,7 +31,7 @@ from pytest_vllm_conformance.features.agent_loops import unknown_call_output as 
 from pytest_vllm_conformance.features.generation.forced_calls import uncalled as uncalled
 from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
 from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
-from pytest_vllm_conformance.features.generation.tool_calls import skip_if_cut
+from pytest_vllm_conformance.protocol.cut_calls import skip_if_cut
 
 
 @contract("agent_loops.responses_stream_is_the_answer")

@@ -16,9 +16,7 @@ from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message
 from pytest_vllm_conformance.features.generation.tool_calls import (
     CUT_MAX_TOKENS,
-    argument_problem,
     assert_one_valid_call,
-    skip_if_cut,
     without_strict,
 )
 
@@ -27,6 +25,7 @@ from pytest_vllm_conformance.features.generation.tool_calls import call as call
 from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
 from pytest_vllm_conformance.features.generation.tool_calls import finish_reasons as finish_reasons
 from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
+from pytest_vllm_conformance.protocol.cut_calls import argument_problem, skip_if_cut
 from pytest_vllm_conformance.protocol.tools import CHAT, TOOLS, WEATHER, named, tool_request
 
 

@@ -11,7 +11,7 @@ as the named function's bare JSON arguments, or as the JSON list of calls
 gateway that turned the choice into ``none``) fails, as does an answer that
 was not cut; an answer with no text at all says nothing, and stays undecided
 when cut. The agent_loops suite judges its Responses and Messages loops by it
-(the ``uncalled`` fixture); the chat answers are judged by ``tool_calls.judge_cut_call``.
+(the ``uncalled`` fixture); the chat answers are judged by ``protocol/cut_calls.py``'s ``judge_cut_call``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
-from pytest_vllm_conformance.features.generation.tool_calls import Envelope, envelope_problem, parameters_of
+from pytest_vllm_conformance.protocol.cut_calls import Envelope, envelope_problem, parameters_of
+from pytest_vllm_conformance.protocol.json_prefix import prefix_problem
 
 
 def _required_schema(names: Sequence[str]) -> dict[str, Any]:

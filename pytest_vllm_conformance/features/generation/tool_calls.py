@@ -25,14 +25,13 @@ from typing import Any
 
 import pytest
 
-from pytest_vllm_conformance import undecided
+from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.generation.answer_controls import HELD, Answer, Judgement, ToolCall, read_answer
-from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
-from pytest_vllm_conformance.features.generation.structured_outputs import padding_note, schema_problem
 from pytest_vllm_conformance.protocol import sse as stream
+from pytest_vllm_conformance.protocol.answer_reader import Answer, ToolCall, read_answer
+from pytest_vllm_conformance.protocol.cut_calls import argument_problem, judge_cut_call, skip_if_cut
 from pytest_vllm_conformance.protocol.schemas import Deviation, Finding, deviations_from, json_type, judge
-from pytest_vllm_conformance.protocol.tools import CHAT, TOOLS, tool_request
+from pytest_vllm_conformance.protocol.tools import CHAT, tool_request
 
 MISSING = object()
 CUT_MAX_TOKENS = 4
@@ -42,25 +41,6 @@ def without_strict(tool: dict[str, Any]) -> dict[str, Any]:
     loose = copy.deepcopy(tool)
     del loose["function"]["strict"]
     return loose
-
-
-def parameters_of(name: str | None, tools: tuple[dict[str, Any], ...] = TOOLS) -> dict[str, Any] | None:
-    for tool in tools:
-        if tool["function"]["name"] == name:
-            return tool["function"]["parameters"]
-    return None
-
-
-def argument_problem(call: ToolCall, tools: tuple[dict[str, Any], ...] = TOOLS) -> str | None:
-    """Why ``call``'s arguments are not JSON valid against its function's parameters, or None."""
-    arguments, problem = call.arguments_object()
-    if problem:
-        return problem
-    schema = parameters_of(call.name, tools)
-    if schema is None:
-        return f"{call.name!r} is not a declared function"
-    problem = schema_problem(schema, arguments)
-    return f"{call.name}'s arguments {call.arguments!r} {problem}" if problem else None
 
 
 def shape_problems(response: Response, *, streamed: bool, deviations: Sequence[Deviation]) -> list[str]:
@@ -128,56 +108,6 @@ def _first_fragment_problems(fragment: Mapping[str, Any], parts: tuple[str | int
     ]
 
 
-Envelope = Mapping[str, str]  # begin (with {name}) and end of a call's generated text, from fact tool_call_envelopes
-
-
-def envelope_problem(
-    text: str, names: Sequence[str], envelopes: Sequence[Envelope], tools: tuple[dict[str, Any], ...] = TOOLS
-) -> str | None:
-    """Why ``text`` cannot become a call of one of ``names`` in one of the envelopes, or None."""
-    for name in names:
-        for envelope in envelopes:
-            begin = envelope["begin"].replace("{name}", name)
-            if begin.startswith(text):
-                return None
-            if text.startswith(begin):  # the name settles which envelope: at most one begins the text
-                problem = prefix_problem(text[len(begin) :], parameters_of(name, tools), then=envelope["end"])
-                return f"{name}'s arguments {problem}" if problem else None
-    begins = " or ".join(repr(envelope["begin"].replace("{name}", name)) for name in names for envelope in envelopes)
-    return f"{text[:120]!r} does not start a call ({begins})"
-
-
-def judge_cut_call(
-    answer: Answer,
-    names: Sequence[str],
-    parser: str,
-    envelopes: Sequence[Envelope] | None,
-    tools: tuple[dict[str, Any], ...] = TOOLS,
-) -> Judgement:
-    """A forced call's answer cut by max_tokens: HELD when every character is consistent with a call of one of
-    ``names`` (strict functions), a problem when one is not, undecided when nothing says (no envelope for ``parser``).
-
-    Calls parsed whole must be valid; a streamed answer's last call may stop inside its arguments.
-    """
-    calls = list(answer.tool_calls)
-    partial = calls.pop() if answer.streamed and calls else None
-    for call in calls:
-        problem = argument_problem(call, tools) if call.name in names else f"the call names {call.name!r}"
-        if problem:
-            return Judgement(problem=problem)
-    if partial is not None:
-        if partial.name not in names:
-            return Judgement(problem=f"the call names {partial.name!r}, not one of {list(names)}")
-        problem = prefix_problem(partial.arguments or "", parameters_of(partial.name, tools))
-        return Judgement(problem=f"{partial.name}'s arguments {problem}") if problem else HELD
-    if not answer.text:
-        return HELD
-    if envelopes is None:
-        return Judgement(undecided=f"the contract data has no tool-call envelope for the {parser} parser")
-    problem = envelope_problem(answer.text, names, envelopes, tools)
-    return Judgement(problem=problem) if problem else HELD
-
-
 # The suite's fixtures and its shared verdicts (suites/test_tool_calls.py imports them).
 
 
@@ -220,16 +150,6 @@ def call(vllm_client, vllm_facts, vllm_expect):
         return answer
 
     return call
-
-
-def skip_if_cut(answer: Answer, what: str, names: Sequence[str], cut_call, padding: str) -> None:
-    """A forced call cut by max_tokens: failed if a character breaks the call, else undecided."""
-    if not answer.cut:
-        return
-    judged = cut_call(answer, names)
-    assert judged.problem is None, f"{what}: cut by max_tokens, and not a call of {names}: {judged.problem}"
-    why = judged.undecided or f"every character consistent with a call of {names} ({padding})"
-    undecided(f"{what}: cut by max_tokens before the call closed, {why}: {answer.describe()}")
 
 
 def assert_one_valid_call(
