@@ -8,13 +8,6 @@ import pytest
 
 from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.generation.structured_outputs import (
-    CONSTRAINTS,
-    OBJECT_SCHEMA,
-    ConstraintCase,
-    constraint_cases,
-    invalid_constraints,
-)
 from pytest_vllm_conformance.features.generation.tool_calls import shape_problems
 from pytest_vllm_conformance.profiles.generation_defaults import completions_max_tokens
 from pytest_vllm_conformance.protocol.answer_controls import HELD
@@ -22,6 +15,13 @@ from pytest_vllm_conformance.protocol.answer_reader import Answer, ToolCall, Unr
 from pytest_vllm_conformance.protocol.cut_calls import argument_problem, judge_cut_call
 from pytest_vllm_conformance.protocol.json_prefix import prefix_problem
 from pytest_vllm_conformance.protocol.tools import WEATHER
+from suites.structured_outputs.constraints import (
+    CONSTRAINTS,
+    OBJECT_SCHEMA,
+    ConstraintCase,
+    constraint_cases,
+    invalid_constraints,
+)
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 
