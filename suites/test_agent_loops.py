@@ -13,10 +13,13 @@ that writes no whole call leaves them undecided, never failed, but a forced
 choice answered with no call fails unless the answer was cut inside one.
 """
 
+import pytest
+
 from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.features.agent_loops import TOOL_RESULT, fed_back, messages, responses
 
-# The suite's fixtures, from its feature room (and the generation room's cut-call and forced-call judgements).
+# The suite's fixtures, from its feature room (and the generation room's forced-call judgement).
 from pytest_vllm_conformance.features.agent_loops import chat_turn as chat_turn
 from pytest_vllm_conformance.features.agent_loops import custom_tools as custom_tools
 from pytest_vllm_conformance.features.agent_loops import error_envelopes as error_envelopes
@@ -29,9 +32,20 @@ from pytest_vllm_conformance.features.agent_loops import responses_turn as respo
 from pytest_vllm_conformance.features.agent_loops import store_routes as store_routes
 from pytest_vllm_conformance.features.agent_loops import unknown_call_output as unknown_call_output
 from pytest_vllm_conformance.features.generation.forced_calls import uncalled as uncalled
-from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
-from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
-from pytest_vllm_conformance.protocol.cut_calls import skip_if_cut
+from pytest_vllm_conformance.protocol.cut_calls import judge_cut_call, skip_if_cut
+
+
+@pytest.fixture(scope="module")
+def cut_call(vllm_expect):
+    """``cut_call(answer, names)``: the Judgement of a forced call's answer cut by max_tokens."""
+    parser = vllm_expect.declared("generation", "tool_call_parser").value
+    envelopes = vllm_expect.fact("tool_call_envelopes").get(parser)
+    return lambda answer, names: judge_cut_call(answer, names, parser, envelopes)
+
+
+@pytest.fixture(scope="module")
+def padding(vllm_expect):
+    return padding_note(vllm_expect.release.json_whitespace_control, vllm_expect.version_label, tool_calls=True)
 
 
 @contract("agent_loops.responses_stream_is_the_answer")

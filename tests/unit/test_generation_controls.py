@@ -8,7 +8,6 @@ import pytest
 
 from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.generation.tool_calls import shape_problems
 from pytest_vllm_conformance.profiles.generation_defaults import completions_max_tokens
 from pytest_vllm_conformance.protocol.answer_controls import HELD
 from pytest_vllm_conformance.protocol.answer_reader import Answer, ToolCall, Unreadable, read_answer
@@ -22,6 +21,7 @@ from suites.structured_outputs.constraints import (
     constraint_cases,
     invalid_constraints,
 )
+from suites.tool_calls.call_answers import shape_problems
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 

@@ -1,12 +1,13 @@
-"""Tool-call requests, what a parsed call must look like, and how a call cut by max_tokens is judged.
+"""Tool-call answers: served in OpenAI's chat shape, and what a parsed call must look like.
 
 The functions take one enum argument each, so a random-weight model meets
 their schema only when the server constrains the arguments (``strict``).
 Requests are greedy with room to finish, but a model may pad the arguments
 with the whitespace JSON allows until ``max_tokens`` (no vLLM flag forbids it
 there: fact ``json_whitespace_control``). Such a call is judged by what was
-generated: the raw text of a whole answer against the parser's envelope
-(fact ``tool_call_envelopes``), a streamed call's arguments against its
+generated (``protocol/cut_calls.py``, which the agent loops judge by too):
+the raw text of a whole answer against the parser's envelope (fact
+``tool_call_envelopes``), a streamed call's arguments against its
 function's parameters (``json_prefix``).
 
 Every answer is also judged against our wire schemas of OpenAI's chat
@@ -23,14 +24,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pytest
-
-from pytest_vllm_conformance.catalogue.release_facts import padding_note
-from pytest_vllm_conformance.connection.client import Response
+from pytest_vllm_conformance.connection.client import BoundedClient, Response
 from pytest_vllm_conformance.protocol import sse as stream
 from pytest_vllm_conformance.protocol.answer_reader import Answer, ToolCall, read_answer
-from pytest_vllm_conformance.protocol.cut_calls import argument_problem, judge_cut_call, skip_if_cut
-from pytest_vllm_conformance.protocol.schemas import Deviation, Finding, deviations_from, json_type, judge
+from pytest_vllm_conformance.protocol.cut_calls import argument_problem, skip_if_cut
+from pytest_vllm_conformance.protocol.schemas import Deviation, Finding, json_type, judge
 from pytest_vllm_conformance.protocol.tools import CHAT, tool_request
 
 MISSING = object()
@@ -108,48 +106,27 @@ def _first_fragment_problems(fragment: Mapping[str, Any], parts: tuple[str | int
     ]
 
 
-# The suite's fixtures and its shared verdicts (suites/test_tool_calls.py imports them).
-
-
-@pytest.fixture(scope="module")
-def finish_reasons(vllm_expect):
-    return vllm_expect.fact("tool_call_finish_reasons")
-
-
-@pytest.fixture(scope="module")
-def cut_call(vllm_expect):
-    """``cut_call(answer, names)``: the Judgement of a forced call's answer cut by max_tokens."""
-    parser = vllm_expect.declared("generation", "tool_call_parser").value
-    envelopes = vllm_expect.fact("tool_call_envelopes").get(parser)
-    return lambda answer, names: judge_cut_call(answer, names, parser, envelopes)
-
-
-@pytest.fixture(scope="module")
-def padding(vllm_expect):
-    return padding_note(vllm_expect.release.json_whitespace_control, vllm_expect.version_label, tool_calls=True)
-
-
-@pytest.fixture(scope="module")
-def call(vllm_client, vllm_facts, vllm_expect):
+def served_call(
+    client: BoundedClient,
+    model: str,
+    deviations: Sequence[Deviation],
+    tool_choice: Any,
+    *,
+    stream: bool = False,
+    **extra: Any,
+) -> Answer:
     """The answer to ``tool_request(tool_choice, ...)``, asserted served and in OpenAI's chat shape."""
-    deviations = deviations_from(vllm_expect.fact("wire_deviations"))
-
-    def call(tool_choice, *, stream=False, **extra):
-        response = vllm_client.post(CHAT, tool_request(vllm_facts.model, tool_choice, stream=stream, **extra))
-        assert response.status == 200, (
-            f"tool_choice {tool_choice!r} was not served: {response.describe()} {response.text[:300]!r}"
-        )
-        answer = read_answer(
-            response, streamed=stream
-        )  # first: a body cut at the byte cap is unreadable, not misshapen
-        problems = shape_problems(response, streamed=stream, deviations=deviations)
-        assert not problems, (
-            f"tool_choice {tool_choice!r}: not OpenAI's chat {'chunk' if stream else 'completion'} shape "
-            f"({response.describe()}):\n  " + "\n  ".join(problems)
-        )
-        return answer
-
-    return call
+    response = client.post(CHAT, tool_request(model, tool_choice, stream=stream, **extra))
+    assert response.status == 200, (
+        f"tool_choice {tool_choice!r} was not served: {response.describe()} {response.text[:300]!r}"
+    )
+    answer = read_answer(response, streamed=stream)  # first: a body cut at the byte cap is unreadable, not misshapen
+    problems = shape_problems(response, streamed=stream, deviations=deviations)
+    assert not problems, (
+        f"tool_choice {tool_choice!r}: not OpenAI's chat {'chunk' if stream else 'completion'} shape "
+        f"({response.describe()}):\n  " + "\n  ".join(problems)
+    )
+    return answer
 
 
 def assert_one_valid_call(
