@@ -131,7 +131,8 @@ def watermark_ingress_rules():
     ]
 
 
-# The agent_loops suite (suites/test_agent_loops.py): the contracts that need a tool-call parser, and the rest.
+# The agent_loops suite (suites/agent_loops/test_agent_loops.py): the contracts that need a tool-call parser,
+# and the rest.
 AGENT_LOOPS_WITH_PARSER = (
     "agent_loops.responses_stream_call_is_the_answer",
     "agent_loops.chat_tool_loop_round_trips",
