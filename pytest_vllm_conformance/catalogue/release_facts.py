@@ -5,8 +5,10 @@ as ``vllm_expect.release.scale_out_gate["refusal_status"]``, with its keys and
 types known to mypy instead of ``Any``. Each property is named after its fact;
 ``tests/unit/test_release_facts.py`` checks every version range of each one
 against the property's type, so the data cannot drift from what a suite reads.
-Facts only the feature rooms read stay behind ``Expectations.fact``. No ``from __future__ import
-annotations`` here: TypedDict reads ``NotRequired`` only from evaluated annotations on Python 3.11.
+Facts only the feature rooms read stay behind ``Expectations.fact``. ``padding_note`` words what
+``json_whitespace_control`` means for a JSON answer that ran to max_tokens (structured outputs, tool calls).
+No ``from __future__ import annotations`` here: TypedDict reads ``NotRequired`` only from evaluated
+annotations on Python 3.11.
 """
 
 from collections.abc import Callable
@@ -38,6 +40,21 @@ class JsonWhitespaceControl(TypedDict):
     request_fields: dict[str, Any] | None  # structured_outputs fields that forbid free whitespace, or None
     server_flag: str
     flag_reaches_tool_calls: bool
+
+
+def padding_note(whitespace_control: JsonWhitespaceControl, version_label: str, *, tool_calls: bool = False) -> str:
+    """Why a JSON answer may run to max_tokens, and what would stop it (fact ``json_whitespace_control``)."""
+    if tool_calls and not whitespace_control["flag_reaches_tool_calls"]:
+        return (
+            f"a model may pad tool-call arguments with the whitespace JSON allows; {version_label} has no request "
+            "field or server flag that forbids it there"
+        )
+    if whitespace_control.get("request_fields"):
+        return f"though the request forbade free whitespace ({whitespace_control['request_fields']})"
+    return (
+        f"the model pads with the whitespace the constraint allows; {version_label} lets no request forbid it, a "
+        f"server started with {whitespace_control['server_flag']} does"
+    )
 
 
 class GuidedField(TypedDict):

@@ -63,7 +63,7 @@ def test_reasoning_moved_into_content_in_streams_only_fails_the_field_and_the_re
             f"POST /v1/chat/completions{after} streamed: the reasoning came back inside content ({REASONING!r})"
         ) in failed[key], failed[key]
         assert "no reasoning in 'reasoning'" in failed[key], failed[key]
-    # A loaded server may stream <think> inside the reasoning (features/reasoning/answers.py, markers_in_reasoning),
+    # A loaded server may stream <think> inside the reasoning (suites/reasoning/answers.py, markers_in_reasoning),
     # which the proxy then moves into the content with the rest.
     reassembled = re.escape(f"{REASONING + CONTENT}', the same request unstreamed says {CONTENT!r}")
     assert re.search(f"the streamed content deltas reassemble to '(<think>)?{reassembled}", failed[reassembly]), failed[

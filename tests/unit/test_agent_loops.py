@@ -8,10 +8,10 @@ import pytest
 from fixtures.fault_proxy.answer_rules import ErrorsInOpenAIEnvelope
 from fixtures.fault_proxy.rules import JsonResponseDraft
 from fixtures.fault_proxy.stream_rules import EDITS, join_events, split_events
-from pytest_vllm_conformance.features.agent_loops import messages, responses
-from pytest_vllm_conformance.features.agent_loops import responses_shapes as shapes
-from pytest_vllm_conformance.features.generation.forced_calls import call_text_problem, judge_uncalled
 from pytest_vllm_conformance.protocol import sse
+from suites.agent_loops import messages, responses
+from suites.agent_loops import responses_shapes as shapes
+from suites.agent_loops.forced_calls import call_text_problem, judge_uncalled
 
 PREFIXES = {"message": "msg_", "function_call": "fc_"}
 CALL = {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "chatcmpl-tool-1", "name": "f"}

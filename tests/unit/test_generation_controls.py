@@ -6,24 +6,22 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.generation.answer_controls import HELD, Answer, ToolCall, Unreadable, read_answer
-from pytest_vllm_conformance.features.generation.defaults import completions_max_tokens
-from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
-from pytest_vllm_conformance.features.generation.structured_outputs import (
+from pytest_vllm_conformance.profiles.generation_defaults import completions_max_tokens
+from pytest_vllm_conformance.protocol.answer_controls import HELD
+from pytest_vllm_conformance.protocol.answer_reader import Answer, ToolCall, Unreadable, read_answer
+from pytest_vllm_conformance.protocol.cut_calls import argument_problem, judge_cut_call
+from pytest_vllm_conformance.protocol.json_prefix import prefix_problem
+from pytest_vllm_conformance.protocol.tools import WEATHER
+from suites.structured_outputs.constraints import (
     CONSTRAINTS,
     OBJECT_SCHEMA,
     ConstraintCase,
     constraint_cases,
     invalid_constraints,
-    padding_note,
 )
-from pytest_vllm_conformance.features.generation.tool_calls import (
-    argument_problem,
-    judge_cut_call,
-    shape_problems,
-)
-from pytest_vllm_conformance.protocol.tools import WEATHER
+from suites.tool_calls.call_answers import shape_problems
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "wire_samples"
 

@@ -9,13 +9,13 @@ import httpx
 
 from fixtures.fault_proxy.stream_rules import EDITS, split_events
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.reasoning.answers import (
+from suites.reasoning.answers import (
     ReasonedAnswer,
     field_problems,
     markers_in_reasoning,
     reassembly_problems,
 )
-from pytest_vllm_conformance.features.reasoning.responses_and_messages import ROUTES, RouteCase, route_problems
+from suites.reasoning.responses_and_messages import ROUTES, RouteCase, route_problems
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "wire_samples" / "chat_reasoning_stream.sse"
 NAMES = ("reasoning", "reasoning_content")

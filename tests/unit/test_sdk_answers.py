@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from openai.types.chat import ChatCompletionMessage
 
-from pytest_vllm_conformance.features import sdk
+from suites.sdk import parsed_answers as sdk
 
 anthropic_types = pytest.importorskip("anthropic.types")
 FIELD = {"field": "reasoning", "former": ["reasoning_content"]}  # fact reasoning_output_field

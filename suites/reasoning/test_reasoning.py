@@ -16,15 +16,16 @@ chat answer's reasoning (undecided when the chat answer has none).
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.features.reasoning.answers import (
+
+from .answers import (
     Asker,
     chat_cases,
     field_problems,
     markers_in_reasoning,
     reassembly_problems,
 )
-from pytest_vllm_conformance.features.reasoning.history import history_cases, history_problems
-from pytest_vllm_conformance.features.reasoning.responses_and_messages import route_cases, route_problems
+from .history import history_cases, history_problems
+from .responses_and_messages import route_cases, route_problems
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.features.agent_loops.responses import (
+from pytest_vllm_conformance.protocol import tools
+
+from .responses import (
     CALL_MAX_OUTPUT_TOKENS,
     CALL_TYPES,
     RESPONSES,
@@ -20,7 +22,6 @@ from pytest_vllm_conformance.features.agent_loops.responses import (
     WEATHER,
     cut_at_max_output_tokens,
 )
-from pytest_vllm_conformance.protocol import tools
 
 # Room for the hermes envelope, the name and the arguments: the chat loop's 256 (a call cut short is undecided).
 LOOP_MAX_OUTPUT_TOKENS = 256

@@ -12,22 +12,42 @@ tool calls typed as clients parse them, a streamed call's first fragment
 carrying its id, ``type: function`` and name as the unstreamed call does.
 """
 
-from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.catalogue.vllm_answers import error_message
-from pytest_vllm_conformance.features.generation.tool_calls import (
-    CUT_MAX_TOKENS,
-    argument_problem,
-    assert_one_valid_call,
-    skip_if_cut,
-    without_strict,
-)
+from functools import partial
 
-# The suite's fixtures, from its feature room.
-from pytest_vllm_conformance.features.generation.tool_calls import call as call
-from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
-from pytest_vllm_conformance.features.generation.tool_calls import finish_reasons as finish_reasons
-from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
+import pytest
+
+from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.catalogue.release_facts import padding_note
+from pytest_vllm_conformance.catalogue.vllm_answers import error_message
+from pytest_vllm_conformance.protocol.cut_calls import argument_problem, judge_cut_call, skip_if_cut
+from pytest_vllm_conformance.protocol.schemas import deviations_from
 from pytest_vllm_conformance.protocol.tools import CHAT, TOOLS, WEATHER, named, tool_request
+
+from .call_answers import CUT_MAX_TOKENS, assert_one_valid_call, served_call, without_strict
+
+
+@pytest.fixture(scope="module")
+def finish_reasons(vllm_expect):
+    return vllm_expect.fact("tool_call_finish_reasons")
+
+
+@pytest.fixture(scope="module")
+def cut_call(vllm_expect):
+    """``cut_call(answer, names)``: the Judgement of a forced call's answer cut by max_tokens."""
+    parser = vllm_expect.declared("generation", "tool_call_parser").value
+    envelopes = vllm_expect.fact("tool_call_envelopes").get(parser)
+    return lambda answer, names: judge_cut_call(answer, names, parser, envelopes)
+
+
+@pytest.fixture(scope="module")
+def padding(vllm_expect):
+    return padding_note(vllm_expect.release.json_whitespace_control, vllm_expect.version_label, tool_calls=True)
+
+
+@pytest.fixture(scope="module")
+def call(vllm_client, vllm_facts, vllm_expect):
+    """``call(tool_choice, stream=False, **extra)``: the answer, asserted served and in OpenAI's chat shape."""
+    return partial(served_call, vllm_client, vllm_facts.model, deviations_from(vllm_expect.fact("wire_deviations")))
 
 
 @contract("tool_calls.named_function_called")

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message, tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.reasoning.answers import CHAT, tool_loop
 from pytest_vllm_conformance.protocol.tokenize import answer_or_none
+
+from .answers import CHAT, tool_loop
 
 
 @dataclass(frozen=True)

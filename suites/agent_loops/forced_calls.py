@@ -11,7 +11,7 @@ as the named function's bare JSON arguments, or as the JSON list of calls
 gateway that turned the choice into ``none``) fails, as does an answer that
 was not cut; an answer with no text at all says nothing, and stays undecided
 when cut. The agent_loops suite judges its Responses and Messages loops by it
-(the ``uncalled`` fixture); the chat answers are judged by ``tool_calls.judge_cut_call``.
+(its ``uncalled`` fixture); the chat answers are judged by ``protocol/cut_calls.py``'s ``judge_cut_call``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import pytest
-
-from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
-from pytest_vllm_conformance.features.generation.tool_calls import Envelope, envelope_problem, parameters_of
+from pytest_vllm_conformance.protocol.cut_calls import Envelope, envelope_problem, parameters_of
+from pytest_vllm_conformance.protocol.json_prefix import prefix_problem
 
 
 def _required_schema(names: Sequence[str]) -> dict[str, Any]:
@@ -70,17 +68,3 @@ def judge_uncalled(
     )
     shown = f"its text {text[:120]!r} may be the start of a call" if text.strip() else "with no text"
     return f"{what}: cut at {limit} before a whole call of {list(names)}, {shown} (only {only})"
-
-
-@pytest.fixture(scope="module")
-def uncalled(vllm_expect):
-    """``uncalled(text, cut, names, what, only, limit)``: why a forced choice's answer with no call is undecided (cut
-    inside a call of ``names``, as its text shows), or AssertionError: a forced call that never came."""
-    envelopes = vllm_expect.fact("tool_call_envelopes").get(
-        vllm_expect.declared("generation", "tool_call_parser").value
-    )
-
-    def uncalled(text: str, cut: bool, names: list[str], what: str, only: Any, limit: str = "max_output_tokens") -> str:
-        return judge_uncalled(text, cut, names, envelopes, what, only, limit)
-
-    return uncalled

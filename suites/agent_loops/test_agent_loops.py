@@ -13,25 +13,93 @@ that writes no whole call leaves them undecided, never failed, but a forced
 choice answered with no call fails unless the answer was cut inside one.
 """
 
-from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.features.agent_loops import TOOL_RESULT, fed_back, messages, responses
+from functools import partial
 
-# The suite's fixtures, from its feature room (and the generation room's cut-call and forced-call judgements).
-from pytest_vllm_conformance.features.agent_loops import chat_turn as chat_turn
-from pytest_vllm_conformance.features.agent_loops import custom_tools as custom_tools
-from pytest_vllm_conformance.features.agent_loops import error_envelopes as error_envelopes
-from pytest_vllm_conformance.features.agent_loops import item_prefixes as item_prefixes
-from pytest_vllm_conformance.features.agent_loops import messages_answer as messages_answer
-from pytest_vllm_conformance.features.agent_loops import responses_loop as loop
-from pytest_vllm_conformance.features.agent_loops import responses_shapes as shapes
-from pytest_vllm_conformance.features.agent_loops import responses_stream as responses_stream
-from pytest_vllm_conformance.features.agent_loops import responses_turn as responses_turn
-from pytest_vllm_conformance.features.agent_loops import store_routes as store_routes
-from pytest_vllm_conformance.features.agent_loops import unknown_call_output as unknown_call_output
-from pytest_vllm_conformance.features.generation.forced_calls import uncalled as uncalled
-from pytest_vllm_conformance.features.generation.tool_calls import cut_call as cut_call
-from pytest_vllm_conformance.features.generation.tool_calls import padding as padding
-from pytest_vllm_conformance.features.generation.tool_calls import skip_if_cut
+import pytest
+
+from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.catalogue.release_facts import padding_note
+from pytest_vllm_conformance.protocol.cut_calls import judge_cut_call, skip_if_cut
+
+from . import messages, responses, turns
+from . import responses_loop as loop
+from . import responses_shapes as shapes
+from .forced_calls import judge_uncalled
+from .turns import TOOL_RESULT, fed_back
+
+
+@pytest.fixture
+def chat_turn(vllm_client, vllm_facts):
+    """``chat_turn(function, history)``: a forced call of ``function`` after ``history``, asserted served."""
+    return partial(turns.chat_turn, vllm_client, vllm_facts.model)
+
+
+@pytest.fixture
+def responses_stream(vllm_client):
+    """``responses_stream(body)``: the parsed events of a streamed POST /v1/responses, asserted served."""
+    return partial(turns.responses_stream, vllm_client)
+
+
+@pytest.fixture
+def messages_answer(vllm_client):
+    """``messages_answer(body, stream=False)``: a /v1/messages answer, asserted served (a dict, or a stream)."""
+    return partial(turns.messages_answer, vllm_client)
+
+
+@pytest.fixture
+def responses_turn(vllm_client):
+    """``responses_turn(body, what)``: an unstreamed POST /v1/responses, asserted served (a responses_loop.Turn)."""
+    return lambda body, what: loop.read_turn(vllm_client.post("/v1/responses", body), what)
+
+
+@pytest.fixture(scope="module")
+def item_prefixes(vllm_expect):
+    return vllm_expect.fact("responses_item_id_prefixes")
+
+
+@pytest.fixture(scope="module")
+def error_envelopes(vllm_expect):
+    return vllm_expect.fact("messages_error_envelopes")
+
+
+@pytest.fixture(scope="module")
+def unknown_call_output(vllm_expect):
+    return vllm_expect.fact("responses_unknown_call_output")
+
+
+@pytest.fixture(scope="module")
+def store_routes(vllm_expect):
+    return vllm_expect.fact("responses_store_routes")
+
+
+@pytest.fixture(scope="module")
+def custom_tools(vllm_expect):
+    return vllm_expect.fact("responses_custom_tools")
+
+
+@pytest.fixture(scope="module")
+def uncalled(vllm_expect):
+    """``uncalled(text, cut, names, what, only, limit)``: why a forced choice's answer with no call is undecided (cut
+    inside a call of ``names``, as its text shows), or AssertionError: a forced call that never came."""
+    envelopes = vllm_expect.fact("tool_call_envelopes").get(
+        vllm_expect.declared("generation", "tool_call_parser").value
+    )
+    return lambda text, cut, names, what, only, limit="max_output_tokens": judge_uncalled(
+        text, cut, names, envelopes, what, only, limit
+    )
+
+
+@pytest.fixture(scope="module")
+def cut_call(vllm_expect):
+    """``cut_call(answer, names)``: the Judgement of a forced call's answer cut by max_tokens."""
+    parser = vllm_expect.declared("generation", "tool_call_parser").value
+    envelopes = vllm_expect.fact("tool_call_envelopes").get(parser)
+    return lambda answer, names: judge_cut_call(answer, names, parser, envelopes)
+
+
+@pytest.fixture(scope="module")
+def padding(vllm_expect):
+    return padding_note(vllm_expect.release.json_whitespace_control, vllm_expect.version_label, tool_calls=True)
 
 
 @contract("agent_loops.responses_stream_is_the_answer")

@@ -12,14 +12,15 @@ and refuses is data (facts ``structured_output_forms``,
 """
 
 from pytest_vllm_conformance import contract, each, undecided
+from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.catalogue.vllm_answers import error_message
-from pytest_vllm_conformance.features.generation.answer_controls import read_answer
-from pytest_vllm_conformance.features.generation.structured_outputs import (
+from pytest_vllm_conformance.protocol.answer_reader import read_answer
+
+from .constraints import (
     constraint_cases,
     generation_request,
     invalid_constraints,
     legacy_fields,
-    padding_note,
 )
 
 LEGACY_MAX_TOKENS = 32

@@ -2,16 +2,13 @@
 
 An answer cut by ``max_tokens`` whose every character so far is consistent
 with its constraint is undecided (a skip, so the feature is partial), never
-a failure. The answer itself is read by ``protocol/answer_reader.py``.
+a failure. The answer itself is read by ``answer_reader.py``; structured outputs and
+tool calls judge it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from pytest_vllm_conformance.protocol.answer_reader import Answer, ToolCall, Unreadable, read_answer
-
-__all__ = ["HELD", "Answer", "Judgement", "ToolCall", "Unreadable", "read_answer"]
 
 
 @dataclass(frozen=True)

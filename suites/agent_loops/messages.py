@@ -14,6 +14,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from pytest_vllm_conformance.protocol import generation_routes
+from pytest_vllm_conformance.protocol.generation_routes import STOP_REASONS
 from pytest_vllm_conformance.protocol.sse import Stream
 
 MESSAGES = generation_routes.MESSAGES.path
@@ -21,7 +22,6 @@ COUNT_TOKENS = "/v1/messages/count_tokens"
 MAX_TOKENS = 16
 PROMPT = [{"role": "user", "content": "Say hello."}]
 
-STOP_REASONS = ["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"]
 _USAGE = {
     "type": "object",
     "required": ["input_tokens", "output_tokens"],

@@ -18,13 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
-from pytest_vllm_conformance.catalogue.release_facts import JsonWhitespaceControl
-from pytest_vllm_conformance.features.generation.answer_controls import HELD, Judgement
-from pytest_vllm_conformance.features.generation.json_prefix import prefix_problem
+from pytest_vllm_conformance.protocol.answer_controls import HELD, Judgement
 from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS
+from pytest_vllm_conformance.protocol.json_prefix import prefix_problem, schema_problem
 
 OBJECT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -38,15 +35,6 @@ GRAMMAR = 'root ::= "yes" | "no"'
 GRAMMAR_WORDS = ("yes", "no")
 MAX_TOKENS = 128
 PROMPT = "Answer the question about the weather."
-
-
-def schema_problem(schema: dict[str, Any], value: Any) -> str | None:
-    """Where and how ``value`` breaks ``schema`` (JSON Schema 2020-12), or None when it is valid."""
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
-    if error is None:
-        return None
-    where = "/".join(str(part) for part in error.absolute_path) or "the top level"
-    return f"breaks the schema at {where}: {error.message}"
 
 
 @dataclass(frozen=True)
@@ -173,21 +161,6 @@ class ConstraintCase:
         if self.no_free_whitespace:
             fields["structured_outputs"] = {**fields["structured_outputs"], **self.no_free_whitespace}
         return generation_request(self.endpoint, model, fields, max_tokens=MAX_TOKENS, stream=self.streamed)
-
-
-def padding_note(whitespace_control: JsonWhitespaceControl, version_label: str, *, tool_calls: bool = False) -> str:
-    """Why a JSON answer may run to max_tokens, and what would stop it (fact ``json_whitespace_control``)."""
-    if tool_calls and not whitespace_control["flag_reaches_tool_calls"]:
-        return (
-            f"a model may pad tool-call arguments with the whitespace JSON allows; {version_label} has no request "
-            "field or server flag that forbids it there"
-        )
-    if whitespace_control.get("request_fields"):
-        return f"though the request forbade free whitespace ({whitespace_control['request_fields']})"
-    return (
-        f"the model pads with the whitespace the constraint allows; {version_label} lets no request forbid it, a "
-        f"server started with {whitespace_control['server_flag']} does"
-    )
 
 
 def constraint_cases(ctx: CaseContext) -> list[ConstraintCase]:

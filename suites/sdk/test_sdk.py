@@ -4,14 +4,15 @@ Applications reach vLLM through the SDK, not raw HTTP: a renamed field or a
 stream framed differently breaks them while every route still answers 200.
 The SDK here has the run's byte cap and timeout. Only the structure of an
 answer is checked, never its wording; a reasoning model's answer cut while it
-still thinks may hold only its reasoning (features/sdk.py).
+still thinks may hold only its reasoning (parsed_answers.py).
 """
 
 import pytest
 
 from pytest_vllm_conformance import contract
-from pytest_vllm_conformance.features import sdk
-from pytest_vllm_conformance.features.agent_loops.messages import STOP_REASONS
+from pytest_vllm_conformance.protocol.generation_routes import STOP_REASONS
+
+from . import parsed_answers
 
 MAX_TOKENS = 8
 PROMPT = "Name three colours."
@@ -54,7 +55,9 @@ def test_chat_parses(vllm_openai, vllm_facts, vllm_expect):
     assert len(chat.choices) == 1, f"expected one choice, got {len(chat.choices)}"
     message = chat.choices[0].message
     assert message.role == "assistant", f"the answer's role is {message.role!r}, not 'assistant'"
-    problem = sdk.content_problem(message, chat.choices[0].finish_reason, vllm_expect.fact("reasoning_output_field"))
+    problem = parsed_answers.content_problem(
+        message, chat.choices[0].finish_reason, vllm_expect.fact("reasoning_output_field")
+    )
     assert problem is None, problem
     assert chat.choices[0].finish_reason in ("stop", "length"), f"finish_reason is {chat.choices[0].finish_reason!r}"
     _usage_adds_up(chat.usage, "chat completion")
@@ -86,7 +89,7 @@ def _message_holds(message, what):
     assert message.type == "message" and message.role == "assistant", (
         f"the {what} is a {message.type!r} from {message.role!r}, not an assistant message"
     )
-    problem = sdk.blocks_problem(message, what)
+    problem = parsed_answers.blocks_problem(message, what)
     assert problem is None, problem
     assert message.stop_reason in STOP_REASONS, f"the {what}'s stop_reason {message.stop_reason!r} is not Anthropic's"
     assert 0 < message.usage.output_tokens <= MAX_TOKENS, (
@@ -116,5 +119,5 @@ def test_anthropic_stream_parses(vllm_anthropic, vllm_facts):
         except AssertionError:  # the SDK's own check: it skips events until a message_start opens a message
             pytest.fail("Anthropic's SDK assembled no message from the stream: no message_start", pytrace=False)
     _message_holds(final, "streamed message")
-    text = sdk.text_of(final)
+    text = parsed_answers.text_of(final)
     assert streamed == text, f"the events carry {streamed!r}, the final message {text!r}"

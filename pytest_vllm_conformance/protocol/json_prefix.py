@@ -12,7 +12,9 @@ valid value has there.
 Only the schema keywords our constraints use are read in a prefix: ``type``,
 ``enum``, ``const``, ``properties``, ``required``, ``additionalProperties`` and
 ``items``. A prefix that only another keyword rules out is taken as viable
-(undecided, never failed); a complete answer is judged by jsonschema anyway.
+(undecided, never failed); a complete answer is judged by jsonschema anyway
+(``schema_problem``: where a whole value breaks its schema). Structured
+outputs, tool calls and the agent loops' forced calls judge their answers by both.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import json
 import os
 import re
 from typing import Any
+
+import jsonschema
 
 WHITESPACE = " \t\n\r"
 ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
@@ -249,3 +253,12 @@ def prefix_problem(text: str, schema: Any = True, *, then: str = "") -> str | No
     except _Broken as broken:
         seen = text[max(0, broken.position - 30) : broken.position + 1]
         return f"at character {broken.position} ({seen!r}): {broken.why}"
+
+
+def schema_problem(schema: dict[str, Any], value: Any) -> str | None:
+    """Where and how ``value`` breaks ``schema`` (JSON Schema 2020-12), or None when it is valid."""
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "the top level"
+    return f"breaks the schema at {where}: {error.message}"

@@ -15,9 +15,10 @@ from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.features.reasoning.answers import MAX_TOKENS, QUESTION, SHOWN
 from pytest_vllm_conformance.protocol import sse
 from pytest_vllm_conformance.protocol.generation_routes import MESSAGES, RESPONSES
+
+from .answers import MAX_TOKENS, QUESTION, SHOWN
 
 Shape = Mapping[str, str]
 

@@ -1,1 +1,0 @@
-"""Generation controls: structured-output constraints, tool calls, and the defaults a bare request gets."""

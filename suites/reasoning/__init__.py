@@ -1,0 +1,1 @@
+"""Reasoning: with the declared reasoning parser, the reasoning comes back where the version documents it."""
