@@ -33,7 +33,6 @@ from pytest_vllm_conformance.connection.ingress import (
 from pytest_vllm_conformance.connection.launcher import VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features import startup_log
 from pytest_vllm_conformance.features.preflight import checkpoint
 from pytest_vllm_conformance.features.preflight import lint as preflight
 from pytest_vllm_conformance.plugin.progress import Progress
@@ -245,28 +244,9 @@ def vllm_offline_expect(pytestconfig: pytest.Config) -> Expectations:
 
 
 @pytest.fixture(scope="session")
-def vllm_startup_log(pytestconfig: pytest.Config, vllm_offline_expect: Expectations) -> startup_log.StartupLog:
-    """The server's log (--vllm-log, else the embedded server's), scanned once for start-up findings."""
-    state = run_state(pytestconfig)
-    path = state.settings.log or state.serve_log
-    if path is None:
-        pytest.fail(
-            "no vLLM log given (--vllm-log=FILE, or the server the plugin starts with --vllm-serve)", pytrace=False
-        )
-    kinds = startup_log.finding_kinds(vllm_offline_expect.fact("startup_log_findings"))
-    try:
-        scanned = startup_log.scan(Path(path), kinds, vllm_offline_expect.fact("startup_log_signature"))
-    except startup_log.LogUnreadable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    problem = scanned.not_a_vllm_log()
-    if problem:
-        pytest.fail(problem, pytrace=False)
-    return scanned
-
-
-@pytest.fixture(scope="session")
 def vllm_log_path(pytestconfig: pytest.Config) -> Path | None:
-    """The server's log (--vllm-log, else the embedded server's), or None: for reading an engine's error."""
+    """The server's log (--vllm-log, else the embedded server's), or None: for reading an engine's error, or the
+    start-up log the startup_log suite judges."""
     state = run_state(pytestconfig)
     path = state.settings.log or state.serve_log
     return Path(path) if path else None
