@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
@@ -34,7 +35,6 @@ from pytest_vllm_conformance.connection.launcher import VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.features.preflight import checkpoint
-from pytest_vllm_conformance.features.preflight import lint as preflight
 from pytest_vllm_conformance.plugin.progress import Progress
 from pytest_vllm_conformance.plugin.run import TargetState, run_state
 from pytest_vllm_conformance.plugin.verdicts import evidence_of
@@ -253,6 +253,14 @@ def vllm_log_path(pytestconfig: pytest.Config) -> Path | None:
 
 
 @pytest.fixture(scope="session")
+def vllm_target_version(pytestconfig: pytest.Config) -> Version | None:
+    """The vLLM version the suites that need no server judge for (preflight, checkpoint): --vllm-target-version,
+    else the server's, else None."""
+    state = run_state(pytestconfig)
+    return state.settings.target_version or (state.facts.parsed_version if state.facts else None)
+
+
+@pytest.fixture(scope="session")
 def vllm_checkpoint(pytestconfig: pytest.Config) -> checkpoint.Reading:
     """The checkpoint (--vllm-checkpoint, else the served directory) read for --vllm-target-version (else the
     server's version); needs no server."""
@@ -267,13 +275,3 @@ def vllm_checkpoint(pytestconfig: pytest.Config) -> checkpoint.Reading:
         return checkpoint.Reading(path, checkpoint.read_checkpoint(path), version)
     except checkpoint.CheckpointError as exc:
         pytest.fail(f"{path}: {exc}", pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def vllm_preflight(pytestconfig: pytest.Config) -> preflight.Linter:
-    """The lint rules for --vllm-target-version (else the server's version); needs no server."""
-    state = run_state(pytestconfig)
-    version = state.settings.target_version or (state.facts.parsed_version if state.facts else None)
-    if version is None:
-        pytest.skip("no target version to lint for: give --vllm-target-version=X (or a server to read it from)")
-    return preflight.Linter(preflight.load_rules(), version)

@@ -41,7 +41,7 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
         "pytest_vllm_conformance/catalogue/route_tables.yaml",
         "pytest_vllm_conformance/catalogue/profile.schema.json",
         "pytest_vllm_conformance/connection/vllm_cli.py",
-        "pytest_vllm_conformance/features/preflight/deprecations.yaml",
+        "pytest_vllm_conformance/suites/preflight/deprecations.yaml",
         "pytest_vllm_conformance/features/quality/tasks/short_answer.jsonl",
         "pytest_vllm_conformance/protocol/schemas/chat_chunk.json",
         "pytest_vllm_conformance/protocol/schemas/common.json",
