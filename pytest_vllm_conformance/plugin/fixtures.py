@@ -34,7 +34,6 @@ from pytest_vllm_conformance.connection.ingress import (
 from pytest_vllm_conformance.connection.launcher import VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.preflight import checkpoint
 from pytest_vllm_conformance.plugin.progress import Progress
 from pytest_vllm_conformance.plugin.run import TargetState, run_state
 from pytest_vllm_conformance.plugin.verdicts import evidence_of
@@ -258,20 +257,3 @@ def vllm_target_version(pytestconfig: pytest.Config) -> Version | None:
     else the server's, else None."""
     state = run_state(pytestconfig)
     return state.settings.target_version or (state.facts.parsed_version if state.facts else None)
-
-
-@pytest.fixture(scope="session")
-def vllm_checkpoint(pytestconfig: pytest.Config) -> checkpoint.Reading:
-    """The checkpoint (--vllm-checkpoint, else the served directory) read for --vllm-target-version (else the
-    server's version); needs no server."""
-    state = run_state(pytestconfig)
-    version = state.settings.target_version or (state.facts.parsed_version if state.facts else None)
-    if version is None:
-        pytest.skip("no target version to judge the checkpoint for: give --vllm-target-version=X (or a server)")
-    path = state.checkpoint
-    if path is None:
-        pytest.skip("no checkpoint: give --vllm-checkpoint=DIR")
-    try:
-        return checkpoint.Reading(path, checkpoint.read_checkpoint(path), version)
-    except checkpoint.CheckpointError as exc:
-        pytest.fail(f"{path}: {exc}", pytrace=False)
