@@ -28,9 +28,9 @@ from pytest_vllm_conformance.connection.model_dir import checkpoint_dir
 from pytest_vllm_conformance.connection.run_lock import RunLock
 from pytest_vllm_conformance.connection.secrets import Redactor, Secret, url_password
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.plugin.progress import Progress, silent, terminal_writer
+from pytest_vllm_conformance.watermark import keys
 
 
 @dataclass

@@ -49,7 +49,7 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
         assert needed in names
     assert "[pytest11]\nvllm_conformance = pytest_vllm_conformance.plugin.hooks" in entry_text
     assert "vllm-conformance = pytest_vllm_conformance.plugin.cli:main" in entry_text
-    assert "vllm-conformance-watermark = pytest_vllm_conformance.features.watermark.__main__:main" in entry_text
+    assert "vllm-conformance-watermark = pytest_vllm_conformance.watermark.__main__:main" in entry_text
     assert not any(name.startswith(("tests/", "fixtures/")) for name in names)
 
 
