@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_vllm_conformance.features.watermark import make_detector
+from pytest_vllm_conformance.watermark import make_detector
 
 # Any fixed value works: this only has to be the same key for both detectors.
 BENCH_KEY = 0x5EED_0F_BE_7C_4A11

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
@@ -33,9 +34,6 @@ from pytest_vllm_conformance.connection.ingress import (
 from pytest_vllm_conformance.connection.launcher import VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features import startup_log
-from pytest_vllm_conformance.features.preflight import checkpoint
-from pytest_vllm_conformance.features.preflight import lint as preflight
 from pytest_vllm_conformance.plugin.progress import Progress
 from pytest_vllm_conformance.plugin.run import TargetState, run_state
 from pytest_vllm_conformance.plugin.verdicts import evidence_of
@@ -245,55 +243,17 @@ def vllm_offline_expect(pytestconfig: pytest.Config) -> Expectations:
 
 
 @pytest.fixture(scope="session")
-def vllm_startup_log(pytestconfig: pytest.Config, vllm_offline_expect: Expectations) -> startup_log.StartupLog:
-    """The server's log (--vllm-log, else the embedded server's), scanned once for start-up findings."""
-    state = run_state(pytestconfig)
-    path = state.settings.log or state.serve_log
-    if path is None:
-        pytest.fail(
-            "no vLLM log given (--vllm-log=FILE, or the server the plugin starts with --vllm-serve)", pytrace=False
-        )
-    kinds = startup_log.finding_kinds(vllm_offline_expect.fact("startup_log_findings"))
-    try:
-        scanned = startup_log.scan(Path(path), kinds, vllm_offline_expect.fact("startup_log_signature"))
-    except startup_log.LogUnreadable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    problem = scanned.not_a_vllm_log()
-    if problem:
-        pytest.fail(problem, pytrace=False)
-    return scanned
-
-
-@pytest.fixture(scope="session")
 def vllm_log_path(pytestconfig: pytest.Config) -> Path | None:
-    """The server's log (--vllm-log, else the embedded server's), or None: for reading an engine's error."""
+    """The server's log (--vllm-log, else the embedded server's), or None: for reading an engine's error, or the
+    start-up log the startup_log suite judges."""
     state = run_state(pytestconfig)
     path = state.settings.log or state.serve_log
     return Path(path) if path else None
 
 
 @pytest.fixture(scope="session")
-def vllm_checkpoint(pytestconfig: pytest.Config) -> checkpoint.Reading:
-    """The checkpoint (--vllm-checkpoint, else the served directory) read for --vllm-target-version (else the
-    server's version); needs no server."""
+def vllm_target_version(pytestconfig: pytest.Config) -> Version | None:
+    """The vLLM version the suites that need no server judge for (preflight, checkpoint): --vllm-target-version,
+    else the server's, else None."""
     state = run_state(pytestconfig)
-    version = state.settings.target_version or (state.facts.parsed_version if state.facts else None)
-    if version is None:
-        pytest.skip("no target version to judge the checkpoint for: give --vllm-target-version=X (or a server)")
-    path = state.checkpoint
-    if path is None:
-        pytest.skip("no checkpoint: give --vllm-checkpoint=DIR")
-    try:
-        return checkpoint.Reading(path, checkpoint.read_checkpoint(path), version)
-    except checkpoint.CheckpointError as exc:
-        pytest.fail(f"{path}: {exc}", pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def vllm_preflight(pytestconfig: pytest.Config) -> preflight.Linter:
-    """The lint rules for --vllm-target-version (else the server's version); needs no server."""
-    state = run_state(pytestconfig)
-    version = state.settings.target_version or (state.facts.parsed_version if state.facts else None)
-    if version is None:
-        pytest.skip("no target version to lint for: give --vllm-target-version=X (or a server to read it from)")
-    return preflight.Linter(preflight.load_rules(), version)
+    return state.settings.target_version or (state.facts.parsed_version if state.facts else None)

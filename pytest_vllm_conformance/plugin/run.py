@@ -24,13 +24,13 @@ from pytest_vllm_conformance.connection import fleet, transport
 from pytest_vllm_conformance.connection.client import BoundedClient, url_root_path
 from pytest_vllm_conformance.connection.connect import Target, connection_for, ingress_key
 from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.model_dir import checkpoint_dir
 from pytest_vllm_conformance.connection.run_lock import RunLock
 from pytest_vllm_conformance.connection.secrets import Redactor, Secret, url_password
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.features.preflight import checkpoint
-from pytest_vllm_conformance.features.watermark import keys
 from pytest_vllm_conformance.plugin import options
 from pytest_vllm_conformance.plugin.progress import Progress, silent, terminal_writer
+from pytest_vllm_conformance.watermark import keys
 
 
 @dataclass
@@ -100,20 +100,6 @@ class RunState:
         return self.primary.serve_log
 
     @property
-    def checkpoint(self) -> Path | None:
-        """The model directory the checkpoint suite reads: --vllm-checkpoint, else the one the plugin serves when
-        it is quantized (an unquantized served model has nothing for the suite to judge)."""
-        if self.settings.checkpoint is not None:
-            return self.settings.checkpoint
-        served = self.settings.serve
-        if served is None or not (served / "config.json").is_file():
-            return None
-        try:
-            return served if checkpoint.read_checkpoint(served) is not None else None
-        except checkpoint.CheckpointError:
-            return None  # vLLM says what is wrong with the directory when it starts it
-
-    @property
     def run_lock(self) -> RunLock:
         return self.primary.run_lock
 
@@ -162,7 +148,7 @@ class RunState:
             "server_log": bool(settings.log or target.serve_log),
             "startup_baseline_log": bool(settings.baseline_log),
             "eval_task": bool(settings.eval_task),
-            "checkpoint": self.checkpoint is not None,
+            "checkpoint": checkpoint_dir(settings.checkpoint, settings.serve) is not None,
             "ingress": bool(settings.ingress_url),
             "root_path": bool(url_root_path(settings.ingress_url or target.base_url or target.given_url or "")),
             "fleet": self.fleet,

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.connection.discovery import GATEWAY_TARGET, parse_version
-from pytest_vllm_conformance.features.startup_log import last_errors
+from pytest_vllm_conformance.protocol.engine_errors import last_errors
 
 CORE_ROUTES = ("/v1/completions", "/v1/chat/completions")
 

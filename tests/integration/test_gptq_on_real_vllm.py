@@ -26,7 +26,7 @@ from fixtures import executable_from_env
 from fixtures.server_specs import CPU_SERVE_ARGS, SHARED_MACHINE_ENV
 from fixtures.verdicts import assert_verdicts, failed_checks
 from pytest_vllm_conformance.connection.launcher import LaunchError, VllmServer
-from pytest_vllm_conformance.features.preflight.checkpoint import GPTQ_GROUP_ORDER_REFUSAL, predict, read_checkpoint
+from suites.checkpoint.quantization import GPTQ_GROUP_ORDER_REFUSAL, predict, read_checkpoint
 from tests.conftest import requires_vllm, run_suites
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers()]

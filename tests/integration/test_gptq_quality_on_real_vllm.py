@@ -30,7 +30,7 @@ from fixtures.gptq_misordered import SUFFIX, misordered_copy
 from fixtures.server_specs import CPU_SERVE_ARGS, SHARED_MACHINE_ENV
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.connection.launcher import VllmServer
-from pytest_vllm_conformance.features.preflight.checkpoint import predict, read_checkpoint
+from suites.checkpoint.quantization import predict, read_checkpoint
 from tests.conftest import requires_vllm, run_suites
 
 GPTQ_PYTHON = os.environ.get("VLLM_CONFORMANCE_GPTQ_PYTHON")

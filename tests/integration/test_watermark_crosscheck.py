@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_vllm_conformance.features.watermark import (
+from pytest_vllm_conformance.watermark import (
     DualKeyGumbelDetector,
     GumbelDetector,
     PhiloxPRF,

@@ -16,7 +16,7 @@ import pytest
 
 from fixtures.fault_proxy import FaultProxy
 from fixtures.verdicts import assert_verdicts, contract_runs
-from pytest_vllm_conformance.features.watermark import GumbelDetector
+from pytest_vllm_conformance.watermark import GumbelDetector
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import (
     WATERMARK_APIS,

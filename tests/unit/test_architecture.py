@@ -8,8 +8,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "pytest_vllm_conformance"
 # connection speaks HTTP; protocol reads vLLM's answers; catalogue and reporting hold the contracts and the reports;
-# features are side by side on one floor; profiles compose their observations; plugin wires it all into pytest.
-FLOORS = {"connection": 1, "protocol": 2, "catalogue": 3, "reporting": 3, "features": 4, "profiles": 5, "plugin": 6}
+# features are side by side on one floor; watermark, the detector, is a tool of its own beside them (its console
+# script and the plugin's key rules need one import name); profiles compose their observations; plugin wires it all
+# into pytest.
+FLOORS = {
+    "connection": 1,
+    "protocol": 2,
+    "catalogue": 3,
+    "reporting": 3,
+    "features": 4,
+    "watermark": 4,
+    "profiles": 5,
+    "plugin": 6,
+}
 MAX_LINES = 500
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.verdicts import assert_verdicts, failed_checks
-from pytest_vllm_conformance.features.preflight.checkpoint import GPTQ_GROUP_ORDER_REFUSAL
+from suites.checkpoint.quantization import GPTQ_GROUP_ORDER_REFUSAL
 from tests.conftest import SUITES
 from tests.unit.test_preflight_checkpoint import checkpoint, gptqmodel_config, in_order
 

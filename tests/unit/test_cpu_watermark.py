@@ -19,7 +19,7 @@ logits_processor = pytest.importorskip("vllm.v1.sample.logits_processor")
 
 from fixtures import cpu_watermark  # noqa: E402
 from fixtures.cpu_watermark.processor import GumbelWatermarkProcessor  # noqa: E402
-from pytest_vllm_conformance.features.watermark import GumbelDetector  # noqa: E402
+from pytest_vllm_conformance.watermark import GumbelDetector  # noqa: E402
 
 KEY = 0x51DE_C0DE_1234_5678
 VOCAB = 512

@@ -9,7 +9,7 @@ import time
 
 from pytest_vllm_conformance.connection.client import OpenStream
 from pytest_vllm_conformance.connection.launcher import VllmServer
-from pytest_vllm_conformance.features.lifecycle import drain
+from suites.lifecycle import drain
 
 PLAN = drain.Plan(
     model="m", drain_seconds=10, exit_margin_seconds=15, refusal_seconds=5, signal_grace_seconds=1, max_model_len=512
@@ -164,7 +164,10 @@ def test_the_drain_runs_after_every_other_test_whatever_the_files_order(pytester
     from tests.conftest import SUITES
 
     # test_lifecycle.py given first: its tests still come last, since they stop the server.
-    files = [str(SUITES / name) for name in ("test_lifecycle.py", "discovery/test_discovery.py", "wire/test_wire.py")]
+    files = [
+        str(SUITES / name)
+        for name in ("lifecycle/test_lifecycle.py", "discovery/test_discovery.py", "wire/test_wire.py")
+    ]
     result = pytester.runpytest_subprocess(*files, "--collect-only", "-q", "-p", "no:cacheprovider")
     tests = [line for line in result.stdout.lines if "::test_" in line]
     assert len(tests) > 8

@@ -17,7 +17,6 @@ import pytest
 
 from pytest_vllm_conformance.catalogue import contracts, serving_profile
 from pytest_vllm_conformance.connection.client import OpenStream, Response
-from pytest_vllm_conformance.features import startup_log
 from pytest_vllm_conformance.protocol.prometheus import ExpositionError, parse, reading_of
 from pytest_vllm_conformance.protocol.sample_stats import percentile
 from suites.admission.queue_burst import (
@@ -28,9 +27,10 @@ from suites.admission.queue_burst import (
     measure,
 )
 from suites.metrics.families import series_gap
+from suites.startup_log import log_reading
 
 FINDINGS = contracts.load().fact("startup_log_findings", None)
-KINDS = startup_log.finding_kinds(FINDINGS)
+KINDS = log_reading.finding_kinds(FINDINGS)
 
 # One line of each kind, as vLLM prints it (quoted from its source); None: no kind.
 VLLM_LINES = [
@@ -97,18 +97,18 @@ def test_a_log_is_scanned_with_line_numbers_colours_removed_and_a_cap(tmp_path):
     fallback = "Model Runner V2 requires Triton; using the V1 model runner instead."
     lines = ["starting", f"\x1b[33mWARNING\x1b[0m {fallback}"] + [f"(Worker) {fallback}"] * 60
     log.write_text("\n".join(lines) + "\n")
-    scanned = startup_log.scan(log, KINDS)
+    scanned = log_reading.scan(log, KINDS)
     assert scanned.lines("runner_fallback")[0].quote(log) == f"serve.log:2: WARNING {fallback}"
     assert (
-        scanned.counts["runner_fallback"] == 61 and len(scanned.lines("runner_fallback")) == startup_log.KEPT_PER_KIND
+        scanned.counts["runner_fallback"] == 61 and len(scanned.lines("runner_fallback")) == log_reading.KEPT_PER_KIND
     )
     assert scanned.quote("runner_fallback").endswith("...and 11 more")
     assert scanned.lines("unknown_env") == ()
 
 
 def test_an_unreadable_log_names_the_file(tmp_path):
-    with pytest.raises(startup_log.LogUnreadable, match=r"vLLM log .*missing.log: cannot read it: No such file"):
-        startup_log.scan(tmp_path / "missing.log", KINDS)
+    with pytest.raises(log_reading.LogUnreadable, match=r"vLLM log .*missing.log: cannot read it: No such file"):
+        log_reading.scan(tmp_path / "missing.log", KINDS)
 
 
 SIGNATURE = contracts.load().fact("startup_log_signature", None)
@@ -125,7 +125,7 @@ SIGNATURE = contracts.load().fact("startup_log_signature", None)
 def test_a_log_that_is_not_vllm_s_cannot_pass(tmp_path, text, problem):
     log = tmp_path / "serve.log"
     log.write_text(text)
-    assert problem in startup_log.scan(log, KINDS, SIGNATURE).not_a_vllm_log()
+    assert problem in log_reading.scan(log, KINDS, SIGNATURE).not_a_vllm_log()
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_a_log_that_is_not_vllm_s_cannot_pass(tmp_path, text, problem):
 def test_vllm_s_own_log_lines_are_recognised(tmp_path, line):
     log = tmp_path / "serve.log"
     log.write_text(line + "\n")
-    assert startup_log.scan(log, KINDS, SIGNATURE).not_a_vllm_log() is None
+    assert log_reading.scan(log, KINDS, SIGNATURE).not_a_vllm_log() is None
 
 
 def test_the_profile_schema_offers_exactly_the_kinds_of_finding():
@@ -450,7 +450,7 @@ def run_on_embedded_log(pytester, text: str, *args: str):
     pytester.makepyfile(fake_embedded=FAKE_EMBEDDED_SERVER.format(log=str(log)))
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
-        str(SUITES / "test_startup_log.py"),
+        str(SUITES / "startup_log" / "test_startup_log.py"),
         "-p",
         "fake_embedded",
         f"--vllm-serve={pytester.path}",  # a folder that is there (the stand-in serves nothing from it)

@@ -41,7 +41,7 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
         "pytest_vllm_conformance/catalogue/route_tables.yaml",
         "pytest_vllm_conformance/catalogue/profile.schema.json",
         "pytest_vllm_conformance/connection/vllm_cli.py",
-        "pytest_vllm_conformance/features/preflight/deprecations.yaml",
+        "pytest_vllm_conformance/suites/preflight/deprecations.yaml",
         "pytest_vllm_conformance/suites/quality/tasks/short_answer.jsonl",
         "pytest_vllm_conformance/protocol/schemas/chat_chunk.json",
         "pytest_vllm_conformance/protocol/schemas/common.json",
@@ -49,7 +49,7 @@ def test_wheel_holds_suites_data_and_entry_points(wheel):
         assert needed in names
     assert "[pytest11]\nvllm_conformance = pytest_vllm_conformance.plugin.hooks" in entry_text
     assert "vllm-conformance = pytest_vllm_conformance.plugin.cli:main" in entry_text
-    assert "vllm-conformance-watermark = pytest_vllm_conformance.features.watermark.__main__:main" in entry_text
+    assert "vllm-conformance-watermark = pytest_vllm_conformance.watermark.__main__:main" in entry_text
     assert not any(name.startswith(("tests/", "fixtures/")) for name in names)
 
 

@@ -14,7 +14,7 @@ import pytest
 from packaging.version import Version
 
 from fixtures.verdicts import assert_tests, failed_checks
-from pytest_vllm_conformance.features.preflight import lint as preflight
+from suites.preflight import lint as preflight
 from tests.conftest import REPO, SUITES
 
 MANIFESTS = REPO / "fixtures" / "manifests"

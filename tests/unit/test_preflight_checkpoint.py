@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from pytest_vllm_conformance.features.preflight.checkpoint import (
+from suites.checkpoint.quantization import (
     GPTQ_GROUP_ORDER_REFUSAL,
     describe,
     predict,
@@ -193,8 +193,23 @@ def test_an_unquantized_checkpoint_has_nothing_to_read(tmp_path):
     assert read_checkpoint(checkpoint(tmp_path, None)) is None
 
 
+def test_the_suite_reads_the_given_checkpoint_else_the_served_one_when_quantized(tmp_path):
+    """The one rule the plugin claims the suite by and the suite's fixture reads by (connection/model_dir.py)."""
+    from pytest_vllm_conformance.connection.model_dir import checkpoint_dir
+
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "gptq").mkdir()
+    plain = checkpoint(tmp_path / "plain", None)
+    quantized = checkpoint(tmp_path / "gptq", gptqmodel_config("none"))
+    assert checkpoint_dir(plain, quantized) == plain
+    assert checkpoint_dir(None, quantized) == quantized
+    assert checkpoint_dir(None, plain) is None
+    assert checkpoint_dir(None, tmp_path / "missing") is None
+    assert checkpoint_dir(None, None) is None
+
+
 def test_the_command_line_says_each_release_and_fails_on_a_target_that_refuses(tmp_path, capsys):
-    from pytest_vllm_conformance.features.preflight.checkpoint import main
+    from suites.checkpoint.quantization import main
 
     model = checkpoint(tmp_path, gptqmodel_config("group"))
     assert main([str(model)]) == 0
@@ -209,7 +224,7 @@ def test_the_command_line_says_each_release_and_fails_on_a_target_that_refuses(t
 
 
 def test_the_command_line_says_a_directory_that_is_no_model_in_one_line(tmp_path, capsys):
-    from pytest_vllm_conformance.features.preflight.checkpoint import main
+    from suites.checkpoint.quantization import main
 
     with pytest.raises(SystemExit) as refused:
         main([str(tmp_path / "missing")])

@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_vllm_conformance.catalogue import contracts
-from pytest_vllm_conformance.features.startup_log import LogUnreadable, grown, not_compared, startup_phases
+from suites.startup_log.log_reading import LogUnreadable, grown, not_compared, startup_phases
 
 FACT = contracts.load().fact("startup_log_phases", None)
 
@@ -60,7 +60,7 @@ def test_an_unreadable_log_is_named(tmp_path):
 
 
 def test_the_engines_last_errors_are_read_from_the_logs_tail(tmp_path):
-    from pytest_vllm_conformance.features.startup_log import last_errors
+    from pytest_vllm_conformance.protocol.engine_errors import last_errors
 
     log = tmp_path / "vllm.log"
     log.write_text(

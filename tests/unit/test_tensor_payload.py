@@ -18,7 +18,7 @@ from types import ModuleType, SimpleNamespace
 import numpy as np
 import pytest
 
-from pytest_vllm_conformance.features.embedding_limits import tensor_payload as tp
+from suites.embedding_limits import tensor_payload as tp
 
 REPO = Path(__file__).resolve().parents[2]
 HIDDEN = 128
@@ -58,7 +58,7 @@ class NoTorch:
         if name == "torch" or name.startswith("torch."):
             raise ImportError("torch is blocked in this test")
 sys.meta_path.insert(0, NoTorch())
-from pytest_vllm_conformance.features.embedding_limits import tensor_payload as tp
+from suites.embedding_limits import tensor_payload as tp
 tp.dense_float32(3, 8); tp.dense_with_batch(3, 8); tp.dense_int64(3, 8)
 tp.sparse_coo_declaring((1 << 20, 1 << 20))
 print(sorted(name for name in sys.modules if name == "torch" or name.startswith("torch.")))

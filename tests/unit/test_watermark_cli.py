@@ -1,6 +1,6 @@
 """The watermark detector's command line: JSON Lines of token ids in, one verdict per line, the key never echoed.
 
-It runs as ``python -m pytest_vllm_conformance.features.watermark`` (here, in a
+It runs as ``python -m pytest_vllm_conformance.watermark`` (here, in a
 subprocess) and as the ``vllm-conformance-watermark`` console script.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_vllm_conformance.features.watermark import DualKeyGumbelDetector
-from pytest_vllm_conformance.features.watermark import __main__ as cli
+from pytest_vllm_conformance.watermark import DualKeyGumbelDetector
+from pytest_vllm_conformance.watermark import __main__ as cli
 from tests.unit.watermark_vectors import SECRET_KEY, SECRET_SPELLINGS, SEQUENCE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def _run_cli(args: list[str], env_key: str | None, stdin: str | None = None) -> 
     if env_key is not None:
         env["WM_TEST_KEY"] = env_key
     result = subprocess.run(
-        [sys.executable, "-m", "pytest_vllm_conformance.features.watermark", "detect", *args],
+        [sys.executable, "-m", "pytest_vllm_conformance.watermark", "detect", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
-from pytest_vllm_conformance.features.watermark import (
+from pytest_vllm_conformance.watermark import (
     Detection,
     DualKeyGumbelDetector,
     GumbelDetector,
@@ -143,7 +143,7 @@ def test_dedup_ignores_the_target_token() -> None:
 
 
 def test_dedup_does_not_depend_on_the_row_hash(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_vllm_conformance.features.watermark import detector as detector_module
+    from pytest_vllm_conformance.watermark import detector as detector_module
 
     rng = np.random.default_rng(3)
     tokens = rng.integers(0, 4, 400).tolist()  # tiny vocabulary: many repeats

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from pytest_vllm_conformance.features.watermark import GumbelDetector
-from pytest_vllm_conformance.features.watermark.planning import answer_length
+from pytest_vllm_conformance.watermark import GumbelDetector
+from suites.watermark.planning import answer_length
 
 PLAN = {"target_p_value": 1e-6, "cap": 1024, "min_tokens": 64, "safety_sigmas": 3.0}
 

@@ -1,4 +1,4 @@
-"""What a vLLM server said while it started: findings quoted with their line numbers.
+"""What a vLLM server said while it started: findings quoted with their line numbers, and its phases timed.
 
 The kinds of finding and the texts that reveal them are contract data
 (fact ``startup_log_findings``); this module only reads a log, line by line
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext
+from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.release_facts import StartupPhase
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -23,7 +24,7 @@ KEPT_PER_KIND = 50
 
 
 class LogUnreadable(Exception):
-    """The log file named by the run cannot be read."""
+    """The log file named by the run cannot be read, or is not a vLLM log to judge."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,17 @@ def scan(path: Path, kinds: list[FindingKind], signature: str | None = None) -> 
     except OSError as exc:
         raise LogUnreadable(f"vLLM log {path}: cannot read it: {exc.strerror or exc}") from None
     return StartupLog(Path(path), {k: tuple(v) for k, v in found.items()}, counts, total, vllm_lines)
+
+
+def read_startup_log(path: Path, expect: Expectations) -> StartupLog:
+    """The log at ``path`` scanned once for every kind of finding the contract data knows (raises LogUnreadable,
+    also for a file that is empty or not a vLLM log)."""
+    kinds = finding_kinds(expect.fact("startup_log_findings"))
+    scanned = scan(path, kinds, expect.fact("startup_log_signature"))
+    problem = scanned.not_a_vllm_log()
+    if problem:
+        raise LogUnreadable(problem)
+    return scanned
 
 
 def startup_log_findings(ctx: CaseContext) -> list[FindingKind]:
@@ -227,20 +239,3 @@ def not_compared(target: Phases, baseline: Phases) -> list[str]:
 def startup_phases(path: Path, fact: Mapping[str, StartupPhase]) -> Phases:
     """The phases of the log at ``path`` by the fact ``startup_log_phases`` (raises LogUnreadable)."""
     return phases(path, phase_rules(fact))
-
-
-# What an engine that died or cannot run says last: the exception vLLM logs as the engine core goes down.
-_ERROR_LINE = re.compile(r"\b(ERROR|Error|Exception|Traceback|EngineDeadError|AttributeError|RuntimeError)\b")
-LAST_ERRORS = 3
-
-
-def last_errors(path: Path, *, tail_bytes: int = 1 << 20) -> list[str]:
-    """The log's last few error lines (from its last MiB), each cut to one readable line; [] when unreadable."""
-    try:
-        with path.open("rb") as stream:
-            stream.seek(max(path.stat().st_size - tail_bytes, 0))
-            text = stream.read().decode("utf-8", "replace")
-    except OSError:
-        return []
-    found = [line.strip() for line in text.splitlines() if _ERROR_LINE.search(line)]
-    return [line if len(line) <= 300 else line[:297] + "..." for line in found[-LAST_ERRORS:]]

@@ -30,8 +30,8 @@ from typing import Any, Literal, cast
 import numpy as np
 import numpy.typing as npt
 
-from pytest_vllm_conformance.features.watermark.gamma import gamma_survival_integer_shape, regularized_gamma_q
-from pytest_vllm_conformance.features.watermark.prf import PhiloxPRF, derive_watermark_key, validate_key
+from pytest_vllm_conformance.watermark.gamma import gamma_survival_integer_shape, regularized_gamma_q
+from pytest_vllm_conformance.watermark.prf import PhiloxPRF, derive_watermark_key, validate_key
 
 __all__ = [
     "Detection",

@@ -4,7 +4,7 @@
         --algorithm gumbel|dual_key_gumbel --context-width N \\
         [--alpha A] [--p-value-threshold P] [--no-dedup] --key-env VAR FILE
 
-``python -m pytest_vllm_conformance.features.watermark`` is the same command
+``python -m pytest_vllm_conformance.watermark`` is the same command
 where the console script is not on PATH.
 
 FILE (``-`` = stdin) holds JSON Lines, one JSON list of *generated* token ids
@@ -27,12 +27,12 @@ import re
 import sys
 from typing import IO, Any, NoReturn
 
-from pytest_vllm_conformance.features.watermark.detector import make_detector
-from pytest_vllm_conformance.features.watermark.keys import InvalidKey, parse_key
+from pytest_vllm_conformance.watermark.detector import make_detector
+from pytest_vllm_conformance.watermark.keys import InvalidKey, parse_key
 
 EXIT_USAGE = 2
 SCRIPT = "vllm-conformance-watermark"
-MODULE_PROG = "python -m pytest_vllm_conformance.features.watermark"
+MODULE_PROG = "python -m pytest_vllm_conformance.watermark"
 _VARIABLE_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

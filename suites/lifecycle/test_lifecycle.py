@@ -12,7 +12,8 @@ flight. docs/lifecycle.md says what vLLM does, by release.
 import pytest
 
 from pytest_vllm_conformance import contract, undecided
-from pytest_vllm_conformance.features.lifecycle import drain
+
+from . import drain
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,8 @@ from typing import Any
 
 from packaging.version import Version
 
+from pytest_vllm_conformance.connection.model_dir import quantization_config
+
 GPTQ_METHODS = frozenset({"gptq", "auto_gptq", "gptq_marlin"})
 GPTQ_GROUP_ORDER_REFUSAL = (
     "GPTQ group activation ordering (desc_act=True) is no longer supported. "
@@ -98,12 +100,10 @@ class Prediction:
 
 def read_checkpoint(model_dir: Path) -> Quantization | None:
     """The checkpoint's quantization, or None for a checkpoint vLLM reads as unquantized."""
-    config = _json(model_dir / "config.json") or {}
-    raw, source = config.get("quantization_config"), "config.json quantization_config"
-    if raw is None and (model_dir / "quantize_config.json").is_file():
-        raw, source = _json(model_dir / "quantize_config.json"), "quantize_config.json"
-    if not isinstance(raw, dict):
+    declared = quantization_config(model_dir)
+    if declared is None:
         return None
+    raw, source = declared
     method = str(raw.get("quant_method", "gptq" if source == "quantize_config.json" else "unknown")).lower()
     if method == "compressed-tensors":
         groups = raw.get("config_groups") or {}
@@ -317,13 +317,6 @@ def _orders(actorders: tuple[str, ...]) -> str:
     return ", ".join(sorted(set(actorders))) or "none"
 
 
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _g_idx_tensors(model_dir: Path, group_size: int) -> tuple[int, tuple[str, ...] | None]:
     """How many GPTQ g_idx tensors the safetensors files hold, and those not ``i // group_size``."""
     files = sorted(model_dir.glob("*.safetensors"))
@@ -361,7 +354,8 @@ RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pytest_vllm_conformance.features.preflight.checkpoint MODEL_DIR [--target-version X]``:
+    """``python -m suites.checkpoint.quantization MODEL_DIR [--target-version X]`` (from a checkout; installed,
+    ``python -m pytest_vllm_conformance.suites.checkpoint.quantization``):
     one line per release (the catalogue's, or the one given); exit 1 when the target will not start or
     answer right."""
     import argparse

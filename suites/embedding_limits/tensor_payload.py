@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-from pytest_vllm_conformance.features.embedding_limits.torch_save import save_dense, save_sparse_coo
+from .torch_save import save_dense, save_sparse_coo
 
 __all__ = [
     "dense_float32",

@@ -13,9 +13,10 @@ import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import error, error_message
-from pytest_vllm_conformance.features.embedding_limits import tensor_payload
-from pytest_vllm_conformance.features.embedding_limits.payloads import oversized_prompt_embeds
 from pytest_vllm_conformance.protocol import prometheus
+
+from . import tensor_payload
+from .payloads import oversized_prompt_embeds
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ asked for one sampled answer three ways:
 
 Answers are long enough for a watermarked one to reach TARGET_P_VALUE with
 margin, planned from a pilot answer's per-token scores (the sampling, scoring
-and caching: features/watermark/sampled_answers.py). The key is never
+and caching: sampled_answers.py beside this module). The key is never
 printed (the run's redactor scrubs it from every report).
 
 An API the ingress does not expose (its own 404 or 405, while the server
@@ -29,19 +29,84 @@ sampling at its ingress. Nothing here can check that for it.
 
 from __future__ import annotations
 
+import functools
+from typing import NoReturn
+
 import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.connection.client import TransportFailure
-from pytest_vllm_conformance.features.watermark.apis import watermark_opt_out_apis
-from pytest_vllm_conformance.features.watermark.sampled_answers import REFUSALS, TARGET_P_VALUE, failed_request
+from pytest_vllm_conformance.watermark.keys import InvalidKey
 
-# The suite's fixtures, from its feature room.
-from pytest_vllm_conformance.features.watermark.sampled_answers import detector as detector
-from pytest_vllm_conformance.features.watermark.sampled_answers import not_exposed as not_exposed
-from pytest_vllm_conformance.features.watermark.sampled_answers import plan as plan
-from pytest_vllm_conformance.features.watermark.sampled_answers import sample as sample
-from pytest_vllm_conformance.features.watermark.sampled_answers import sampled as sampled
+from .opt_out_apis import watermark_opt_out_apis
+from .sampled_answers import (
+    PILOT_TOKENS,
+    REFUSALS,
+    TARGET_P_VALUE,
+    Planner,
+    Sampler,
+    Unscorable,
+    declared_detector,
+    form_field_skip,
+    sampled_at_plan,
+)
+
+
+@pytest.fixture(scope="module")
+def detector(vllm_expect, vllm_watermark_key):
+    """The detector for the declared watermark (claimed where watermark.required is true, and the key given)."""
+    try:
+        return declared_detector(vllm_expect, vllm_watermark_key.reveal())
+    except InvalidKey as problem:
+        pytest.fail(f"the watermark key {problem}", pytrace=False)  # the value is never echoed
+
+
+@pytest.fixture(scope="module")
+def sample(detector, vllm_client, vllm_facts):
+    """Ask ``client`` for one sampled answer on ``api`` and score it; answers are cached per module."""
+    sampler = Sampler(detector, vllm_client, vllm_facts.model)
+
+    def sample(client, api, max_tokens, watermarking=None):
+        if api.form:
+            pytest.skip(form_field_skip(api))
+        try:
+            return sampler(client, api, max_tokens, watermarking)
+        except Unscorable as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+    return sample
+
+
+@pytest.fixture(scope="module")
+def plan(detector, sample, vllm_ingress_client, vllm_facts):
+    """``plan(api)``: how many tokens an answer on ``api`` needs, from a pilot answer through the ingress."""
+    return Planner(detector, sample, vllm_ingress_client, vllm_facts.max_model_len)
+
+
+@pytest.fixture
+def sampled(sample, plan, vllm_record):
+    """``sampled(client, api, watermarking=None) -> (response, Sample | None)``, reported as properties."""
+    return functools.partial(sampled_at_plan, sample, plan, vllm_record)
+
+
+@pytest.fixture
+def not_exposed(sample, vllm_not_exposed):
+    """``not_exposed(api, response)``: the ingress answered its own 404/405 while the server behind it serves ``api``.
+
+    Then no caller can reach the API through the ingress, so it can leak no
+    opt-out; the test records that and passes (one home for the judgement:
+    ``vllm_not_exposed``).
+    """
+
+    def not_exposed(api, response):
+        return vllm_not_exposed(str(api), lambda client: sample(client, api, PILOT_TOKENS)[0], response)
+
+    return not_exposed
+
+
+def failed_request(api, what: str, response) -> NoReturn:
+    """Fails the test: a request the contract needs answered was not."""
+    pytest.fail(f"{api}: {what} failed: {response.describe()} {response.text[:200]!r}", pytrace=False)
 
 
 @contract("watermark.sampled_output_watermarked")

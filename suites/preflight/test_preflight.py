@@ -12,7 +12,16 @@ parsed fails its own test and stops nothing else.
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.features.preflight.lint import deployment_file_cases, describe_all
+
+from .lint import Linter, deployment_file_cases, describe_all, load_rules
+
+
+@pytest.fixture(scope="module")
+def linter(vllm_target_version):
+    """The lint rules for --vllm-target-version (else the server's version); needs no server."""
+    if vllm_target_version is None:
+        pytest.skip("no target version to lint for: give --vllm-target-version=X (or a server to read it from)")
+    return Linter(load_rules(), vllm_target_version)
 
 
 def _findings(linter, deployment_file, kind, evidence):
@@ -30,8 +39,8 @@ def _fail_on(findings, what, linter):
 
 @contract("preflight.file_parses")
 @each("deployment_file", deployment_file_cases)
-def test_file_parses(deployment_file, vllm_preflight, vllm_evidence):
-    lint = vllm_preflight.lint(deployment_file)
+def test_file_parses(deployment_file, linter, vllm_evidence):
+    lint = linter.lint(deployment_file)
     if lint.problem:
         pytest.fail(lint.problem, pytrace=False)
     if lint.unchecked:
@@ -41,19 +50,17 @@ def test_file_parses(deployment_file, vllm_preflight, vllm_evidence):
 
 @contract("preflight.no_stale_env_vars")
 @each("deployment_file", deployment_file_cases)
-def test_no_stale_env_vars(deployment_file, vllm_preflight, vllm_evidence):
-    _fail_on(
-        _findings(vllm_preflight, deployment_file, "env", vllm_evidence), "environment variable(s)", vllm_preflight
-    )
+def test_no_stale_env_vars(deployment_file, linter, vllm_evidence):
+    _fail_on(_findings(linter, deployment_file, "env", vllm_evidence), "environment variable(s)", linter)
 
 
 @contract("preflight.no_stale_flags")
 @each("deployment_file", deployment_file_cases)
-def test_no_stale_flags(deployment_file, vllm_preflight, vllm_evidence):
-    _fail_on(_findings(vllm_preflight, deployment_file, "flag", vllm_evidence), "flag(s)", vllm_preflight)
+def test_no_stale_flags(deployment_file, linter, vllm_evidence):
+    _fail_on(_findings(linter, deployment_file, "flag", vllm_evidence), "flag(s)", linter)
 
 
 @contract("preflight.no_stale_entrypoints")
 @each("deployment_file", deployment_file_cases)
-def test_no_stale_entrypoints(deployment_file, vllm_preflight, vllm_evidence):
-    _fail_on(_findings(vllm_preflight, deployment_file, "entrypoint", vllm_evidence), "module(s)", vllm_preflight)
+def test_no_stale_entrypoints(deployment_file, linter, vllm_evidence):
+    _fail_on(_findings(linter, deployment_file, "entrypoint", vllm_evidence), "module(s)", linter)

@@ -1,9 +1,19 @@
-"""Independent detector for vLLM's Gumbel watermarks (numpy only).
+"""Independent detector for vLLM's Gumbel watermarks (numpy only), and the watermark key's rules.
 
 Reproduces vLLM 0.30+'s ``GumbelWatermarkDetector`` and
 ``DualKeyGumbelWatermarkDetector`` (Philox4x32-10 PRF, ``philox4x32-10-v1``)
 without importing torch or vLLM, so a conformance suite can check that a
 server configured with ``--watermark-config`` really watermarks its output.
+
+Why this lives in the package and not in ``suites/watermark/`` with the
+suite that uses it: the detector is a tool of its own, the console script
+``vllm-conformance-watermark`` (``__main__``), and a console script names
+one module that must import from an editable install and from the wheel
+alike, where a suites folder has two names (``suites.watermark`` in a
+checkout, ``pytest_vllm_conformance.suites.watermark`` installed). And the
+plugin validates and redacts the run's watermark key by the rules of
+``keys``, while the package never imports the suites. What only the suite needs (the
+APIs it asks, the answers it samples and sizes) is ``suites/watermark/``.
 
 The watermark key is a secret: nothing in this package prints it.
 """
@@ -12,14 +22,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_vllm_conformance.features.watermark.detector import (
+    from pytest_vllm_conformance.watermark.detector import (
         Detection,
         DualKeyGumbelDetector,
         GumbelDetector,
         make_detector,
     )
-    from pytest_vllm_conformance.features.watermark.gamma import gamma_survival_integer_shape, regularized_gamma_q
-    from pytest_vllm_conformance.features.watermark.prf import PHILOX_VERSION, PhiloxPRF, derive_watermark_key
+    from pytest_vllm_conformance.watermark.gamma import gamma_survival_integer_shape, regularized_gamma_q
+    from pytest_vllm_conformance.watermark.prf import PHILOX_VERSION, PhiloxPRF, derive_watermark_key
 
 # Loaded on first use (PEP 562): every run collects the watermark suite and
 # imports this package, but only runs with a watermark key need numpy.

@@ -20,35 +20,50 @@ request: each records the log lines or phases it judged as its evidence.
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.features.startup_log import (
+
+from .log_reading import (
     LogUnreadable,
     grown,
     not_compared,
+    read_startup_log,
     startup_log_findings,
     startup_phases,
 )
 
+NO_LOG = "no vLLM log given (--vllm-log=FILE, or the server the plugin starts with --vllm-serve)"
+
+
+@pytest.fixture(scope="module")
+def startup_log(vllm_log_path, vllm_offline_expect):
+    """The server's log (--vllm-log, else the embedded server's), scanned once for start-up findings."""
+    if vllm_log_path is None:
+        pytest.fail(NO_LOG, pytrace=False)
+    try:
+        return read_startup_log(vllm_log_path, vllm_offline_expect)
+    except LogUnreadable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
 
 @contract("startup_log.declared_findings_absent")
 @each("finding", startup_log_findings)
-def test_declared_findings_absent(finding, vllm_startup_log, vllm_offline_expect, vllm_record, vllm_evidence):
+def test_declared_findings_absent(finding, startup_log, vllm_offline_expect, vllm_record, vllm_evidence):
     # No HTTP here: what was judged is the log's lines, each matched against the finding's patterns.
-    vllm_evidence.judged(vllm_startup_log.total_lines, "log lines", missing="the log has no line to read")
+    vllm_evidence.judged(startup_log.total_lines, "log lines", missing="the log has no line to read")
     fail_on = vllm_offline_expect.declared("startup_log", "fail_on")
-    lines = vllm_startup_log.lines(finding)
+    lines = startup_log.lines(finding)
     for line in lines:
-        vllm_record(f"startup_log_{finding}", line.quote(vllm_startup_log.path))
+        vllm_record(f"startup_log_{finding}", line.quote(startup_log.path))
     if lines and finding.kind in fail_on.value:
         pytest.fail(
             f"{finding}: {finding.meaning}, and startup_log.fail_on lists it ({fail_on.basis}):\n"
-            f"{vllm_startup_log.quote(finding)}",
+            f"{startup_log.quote(finding)}",
             pytrace=False,
         )
 
 
 @contract("startup_log.start_reached_ready")
-def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record, vllm_evidence):
-    seen = startup_phases(vllm_startup_log.path, vllm_offline_expect.release.startup_log_phases)
+def test_start_reached_ready(startup_log, vllm_offline_expect, vllm_record, vllm_evidence):
+    seen = startup_phases(startup_log.path, vllm_offline_expect.release.startup_log_phases)
     vllm_evidence.judged(len(seen.seconds), "start-up phases", missing="the log shows no start-up phase")
     for name, seconds in seen.seconds.items():
         vllm_record(f"startup_phase_{name}_seconds", f"{seconds:.2f}")
@@ -57,9 +72,9 @@ def test_start_reached_ready(vllm_startup_log, vllm_offline_expect, vllm_record,
 
 
 @contract("startup_log.phases_not_slower")
-def test_phases_not_slower(vllm_startup_log, vllm_settings, vllm_offline_expect, vllm_record, vllm_evidence):
+def test_phases_not_slower(startup_log, vllm_settings, vllm_offline_expect, vllm_record, vllm_evidence):
     fact = vllm_offline_expect.release.startup_log_phases
-    target = startup_phases(vllm_startup_log.path, fact)
+    target = startup_phases(startup_log.path, fact)
     try:
         baseline = startup_phases(vllm_settings.baseline_log, fact)
     except LogUnreadable as exc:

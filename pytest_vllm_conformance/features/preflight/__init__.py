@@ -1,1 +1,0 @@
-"""The lint of deployment files against what each vLLM version removed or deprecated."""
