@@ -27,7 +27,6 @@ from pytest_vllm_conformance.catalogue import yaml_data
 
 CATALOGUE_FILE = "catalogue.yaml"  # the index: releases, and the features in the order reports list them
 FEATURE_FILE = "contracts.yaml"  # suites/<feature>/contracts.yaml: the feature and its contracts
-LEGACY_FEATURES_DIR = "features"  # catalogue/features/<feature>.yaml: a feature not yet moved to its folder
 DECLARATIONS_FILE = "declarations.yaml"
 FACTS_DIR = "facts"  # facts/<subsystem>.yaml: what vLLM does, by version
 ROUTE_TABLES_FILE = "route_tables.yaml"
@@ -262,8 +261,9 @@ def _read(*parts: str) -> Any:
 
 
 def _yaml_files(folder: str) -> list[str]:
-    place = resources.files(__package__).joinpath(folder)
-    return sorted(entry.name for entry in place.iterdir() if entry.name.endswith(".yaml")) if place.is_dir() else []
+    return sorted(
+        entry.name for entry in resources.files(__package__).joinpath(folder).iterdir() if entry.name.endswith(".yaml")
+    )
 
 
 def suites_folder() -> Path:
@@ -280,12 +280,6 @@ def feature_folders() -> dict[str, Path]:
     return {file.parent.name: file for file in sorted(suites_folder().glob(f"*/{FEATURE_FILE}"))}
 
 
-def _feature_part(name: str, folders: dict[str, Path]) -> tuple[Any, str]:
-    if name in folders:
-        return yaml_data.load_shipped(folders[name].read_text(encoding="utf-8")), f"suites/{name}/{FEATURE_FILE}"
-    return _read(LEGACY_FEATURES_DIR, f"{name}.yaml"), f"{LEGACY_FEATURES_DIR}/{name}.yaml"
-
-
 @cache
 def raw_catalogue() -> dict[str, Any]:
     """The catalogue's files as one document (what contracts.schema.json describes), the route tables aside.
@@ -296,12 +290,15 @@ def raw_catalogue() -> dict[str, Any]:
     raw: dict[str, Any] = {"releases": index["releases"], "features": {}, "contracts": [], "facts": {}}
     raw["declarations"] = _read(DECLARATIONS_FILE)
     folders = feature_folders()
-    legacy = {name.removesuffix(".yaml") for name in _yaml_files(LEGACY_FEATURES_DIR)}
-    unlisted = sorted((set(folders) | legacy) - set(index["features"]))
+    unlisted = sorted(set(folders) - set(index["features"]))
     if unlisted:
         raise ValueError(f"{CATALOGUE_FILE}: features {unlisted} have a {FEATURE_FILE} but are not listed")
+    missing = sorted(set(index["features"]) - set(folders))
+    if missing:
+        raise ValueError(f"{CATALOGUE_FILE}: features {missing} have no suites/<feature>/{FEATURE_FILE}")
     for name in index["features"]:
-        part, where = _feature_part(name, folders)
+        where = f"suites/{name}/{FEATURE_FILE}"
+        part = yaml_data.load_shipped(folders[name].read_text(encoding="utf-8"))
         raw["features"][name] = part["feature"]
         for entry in part["contracts"] or ():
             owner = entry["id"].split(".", 1)[0]

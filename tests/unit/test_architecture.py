@@ -7,16 +7,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "pytest_vllm_conformance"
-# connection speaks HTTP; protocol reads vLLM's answers; catalogue and reporting hold the contracts and the reports;
-# features are side by side on one floor; watermark, the detector, is a tool of its own beside them (its console
-# script and the plugin's key rules need one import name); profiles compose their observations; plugin wires it all
-# into pytest.
+# The package holds the floors the features stand on: connection speaks HTTP; protocol reads vLLM's answers;
+# catalogue and reporting hold the contracts and the reports; watermark, the detector, is a tool of its own (its
+# console script and the plugin's key rules need one import name); profiles compose what a server was observed to
+# do; plugin wires it all into pytest. The features themselves are folders of the suites (below), above them all.
 FLOORS = {
     "connection": 1,
     "protocol": 2,
     "catalogue": 3,
     "reporting": 3,
-    "features": 4,
     "watermark": 4,
     "profiles": 5,
     "plugin": 6,
@@ -52,55 +51,10 @@ def test_no_room_imports_a_higher_floor():
     assert not upward, upward
 
 
-def _module_of(path: Path) -> str:
-    return "pytest_vllm_conformance." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
-
-
-def feature_room(module: str) -> str | None:
-    """The feature room a module is in or names: ``features/X.py`` or the folder ``features/X/``."""
-    parts = module.split(".")
-    if len(parts) > 2 and parts[:2] == ["pytest_vllm_conformance", "features"] and parts[2] != "__init__":
-        return parts[2]
-    return None
-
-
-def crossings(imports_by_module: dict[str, list[str]]) -> list[str]:
-    """Each import by which one feature room reaches into another."""
-    found = []
-    for module, imported in imports_by_module.items():
-        room = feature_room(module)
-        for target in imported:
-            other = feature_room(target)
-            if room is not None and other is not None and other != room:
-                found.append(f"{module} imports {target}")
-    return found
-
-
-def test_no_feature_room_imports_another():
-    """Features stand side by side: what two share lives on a floor below them (protocol, catalogue, reporting)."""
-    imports = {_module_of(path): _imports(path) for path in (PACKAGE / "features").rglob("*.py")}
-    assert not crossings(imports), crossings(imports)
-
-
-def test_the_side_by_side_rule_catches_a_crossing():
-    """The rule holds for module rooms and folder rooms, by either import form, and not within one room."""
-    found = crossings(
-        {
-            "pytest_vllm_conformance.features.serving.stats": ["pytest_vllm_conformance.features.admission"],
-            "pytest_vllm_conformance.features.admission": [
-                "pytest_vllm_conformance.features",
-                "pytest_vllm_conformance.features.metrics",  # from pytest_vllm_conformance.features import metrics
-            ],
-            "pytest_vllm_conformance.features.quality.assemble": [
-                "pytest_vllm_conformance.features.quality.session",
-                "pytest_vllm_conformance.protocol.live_baseline",
-            ],
-        }
-    )
-    assert found == [
-        "pytest_vllm_conformance.features.serving.stats imports pytest_vllm_conformance.features.admission",
-        "pytest_vllm_conformance.features.admission imports pytest_vllm_conformance.features.metrics",
-    ]
+def test_every_folder_of_the_package_is_a_room_on_a_floor():
+    """A new folder names its floor here, so that the rule above sees its imports."""
+    folders = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
+    assert folders == set(FLOORS), f"folders without a floor: {sorted(folders - set(FLOORS))}"
 
 
 def test_no_python_file_of_the_repository_is_a_grab_bag():

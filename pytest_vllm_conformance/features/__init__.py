@@ -1,1 +1,0 @@
-"""The machinery of each feature that has any: one module or package per feature."""
