@@ -4,7 +4,7 @@ The public face is small: a suite test names the contract it checks with
 ``contract`` and the cases it runs over with ``each``, and ends a check it
 cannot decide with ``undecided``. The package holds the floors every feature
 stands on (``connection/``, ``protocol/``, ``catalogue/``, ``reporting/``,
-``profiles/``, ``plugin/``); each feature is a folder of the suites
+``observed/``, ``plugin/``); each feature is a folder of the suites
 (``suites/<feature>/``: its contracts, its test, its machinery).
 
 The ``vllm-conformance`` command imports this package before pytest starts,

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def compare_replicas(observed: dict[str, dict[str, Any] | None], rules: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """Shards' replicas judged as suites/fleet/test_fleet.py judges a run's replicas: each one's outcome and why."""
-    from pytest_vllm_conformance.profiles import replicas as fleet  # only a merge needs it: the command starts lean
+    from pytest_vllm_conformance.observed import replicas as fleet  # only a merge needs it: the command starts lean
 
     members = tuple(
         fleet.Member(url, seen, None if seen else "its shard recorded no observation") for url, seen in observed.items()

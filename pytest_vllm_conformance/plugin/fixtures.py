@@ -34,10 +34,10 @@ from pytest_vllm_conformance.connection.ingress import (
 from pytest_vllm_conformance.connection.launcher import VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
+from pytest_vllm_conformance.observed.replicas import Fleet, Member
 from pytest_vllm_conformance.plugin.progress import Progress
 from pytest_vllm_conformance.plugin.run import TargetState, run_state
 from pytest_vllm_conformance.plugin.verdicts import evidence_of
-from pytest_vllm_conformance.profiles.replicas import Fleet, Member
 from pytest_vllm_conformance.reporting.evidence import Evidence
 
 

@@ -23,8 +23,8 @@ import pytest
 
 from pytest_vllm_conformance import __version__
 from pytest_vllm_conformance.connection.client import display_url
+from pytest_vllm_conformance.observed import replicas as fleet
 from pytest_vllm_conformance.plugin.run import RunState
-from pytest_vllm_conformance.profiles import replicas as fleet
 from pytest_vllm_conformance.reporting import junit, report_files
 from pytest_vllm_conformance.reporting.outcomes import (
     NOT_RUN,

@@ -23,8 +23,8 @@ from pytest_vllm_conformance.connection.connect import Target, client_for, estab
 from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts
 from pytest_vllm_conformance.connection.launcher import LaunchError
 from pytest_vllm_conformance.connection.run_lock import RunLock
+from pytest_vllm_conformance.observed import capture
 from pytest_vllm_conformance.plugin.run import RunState, TargetState
-from pytest_vllm_conformance.profiles import capture
 from pytest_vllm_conformance.protocol import prometheus
 
 # The session-scoped fixture every target fixture depends on; a fleet parametrizes it per replica.

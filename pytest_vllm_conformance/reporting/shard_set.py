@@ -44,7 +44,7 @@ class Shard:
         return self.report["target"].get("url")
 
 
-# The fleet's judgement (profiles/replicas.py, handed in by the command) of replicas' observations (None: not
+# The fleet's judgement (observed/replicas.py, handed in by the command) of replicas' observations (None: not
 # observed), by the rules their shards recorded:
 # each replica's outcome (passed, failed or undecided) and why.
 JudgeFleet = Callable[[dict[str, dict[str, Any] | None], dict[str, Any]], dict[str, tuple[str, str]]]
@@ -122,7 +122,7 @@ def _no_file_twice(shards: Sequence[Shard]) -> None:
 
 def replica_tests(shards: Sequence[Shard], compare: JudgeFleet | None) -> list[ContractTest]:
     """The fleet's own verdicts over shards of different replicas: each reached, and each judged as the fleet
-    judges its replicas in one run (``compare``: profiles/replicas.py's decision, handed in by the command)."""
+    judges its replicas in one run (``compare``: observed/replicas.py's decision, handed in by the command)."""
     by_url: dict[str, Shard] = {}
     for shard in shards:
         by_url.setdefault(str(shard.url), shard)

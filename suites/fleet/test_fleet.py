@@ -14,7 +14,7 @@ not known. docs/fleet.md.
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.profiles import replicas as fleet
+from pytest_vllm_conformance.observed import replicas as fleet
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ of two corpus versions) is undecided. The whole diff is written as Markdown too
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.profiles.coverage import coverage
-from pytest_vllm_conformance.profiles.diff import profile_differences
+from pytest_vllm_conformance.observed.coverage import coverage
+from pytest_vllm_conformance.observed.diff import profile_differences
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ Each conversation of the corpus is sent as a chat request (one token, greedy,
 its prompt token ids asked back) and to ``/tokenize``: the prompt's length and
 ids must match. A conversation both paths refuse agrees only when both answer
 the same client error; one that does not reach a path tells nothing. The corpus
-and what counts as out of reach are the capture's (profiles/rendering_corpus.py,
-profiles/rendering.py): the suite judges the conversations the capture records.
+and what counts as out of reach are the capture's (observed/rendering_corpus.py,
+observed/rendering.py): the suite judges the conversations the capture records.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.profiles.rendering import UNREACHABLE
-from pytest_vllm_conformance.profiles.rendering_corpus import CONVERSATIONS
+from pytest_vllm_conformance.observed.rendering import UNREACHABLE
+from pytest_vllm_conformance.observed.rendering_corpus import CONVERSATIONS
 from pytest_vllm_conformance.protocol.generation_routes import CHAT
 from pytest_vllm_conformance.protocol.tokenize import answer_or_none, tokenized
 

@@ -20,7 +20,7 @@ from typing import Any
 from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.profiles.wire_requests import Exchange
+from pytest_vllm_conformance.observed.wire_requests import Exchange
 from pytest_vllm_conformance.protocol import sse
 
 from .wire_rules import Verdict, WireRules

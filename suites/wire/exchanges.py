@@ -7,7 +7,7 @@ it (its shape, its framing).
 from __future__ import annotations
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
-from pytest_vllm_conformance.profiles.wire_requests import RESPONSES, Exchange
+from pytest_vllm_conformance.observed.wire_requests import RESPONSES, Exchange
 from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS, EMBEDDINGS
 
 

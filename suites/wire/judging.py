@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, Response
-from pytest_vllm_conformance.profiles.wire_requests import MAX_TOKENS, Exchange
+from pytest_vllm_conformance.observed.wire_requests import MAX_TOKENS, Exchange
 from pytest_vllm_conformance.protocol import sse
 
 from . import stream_framing, through_ingress

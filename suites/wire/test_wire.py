@@ -21,7 +21,7 @@ import functools
 import pytest
 
 from pytest_vllm_conformance import contract, each
-from pytest_vllm_conformance.profiles.wire_requests import MAX_TOKENS
+from pytest_vllm_conformance.observed.wire_requests import MAX_TOKENS
 
 from . import errors, exchanges, responses_stream, stream_framing
 from .judging import framing, judge_where_callers_go, send, shape_judge, stream_judge

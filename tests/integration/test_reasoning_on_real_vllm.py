@@ -17,7 +17,7 @@ import pytest
 from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, RewriteStream, StripMessageField
 from fixtures.scripted_output import CONTENT, REASONING
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
-from pytest_vllm_conformance.profiles.rendering_corpus import CONVERSATIONS
+from pytest_vllm_conformance.observed.rendering_corpus import CONVERSATIONS
 from tests.conftest import requires_vllm, run_suites
 from tests.support import scenarios
 from tests.support.profiles import REASONING_PROFILE

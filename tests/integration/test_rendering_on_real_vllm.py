@@ -14,7 +14,7 @@ import yaml
 from fixtures.fault_proxy import FaultProxy, RefuseJsonFields, RewriteJsonResponse
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
-from pytest_vllm_conformance.profiles.rendering_corpus import CONVERSATIONS, CORPUS_VERSION
+from pytest_vllm_conformance.observed.rendering_corpus import CONVERSATIONS, CORPUS_VERSION
 from tests.conftest import requires_vllm, run_suites
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "retemplated")]

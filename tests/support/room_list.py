@@ -39,8 +39,7 @@ def rooms(repo: Path = REPO) -> list[tuple[str, list[Path]]]:
     """Each room (its folder, relative to the checkout) with its modules, in the order the list gives them."""
     package = repo / PACKAGE
     folders = [package, *(p for p in package.iterdir() if (p / "__init__.py").is_file())]
-    features = package / "features"
-    folders += [p for p in features.iterdir() if (p / "__init__.py").is_file()] if features.is_dir() else []
+
     suites = repo / "suites"
     feature_folders = sorted(p for p in suites.iterdir() if (p / "__init__.py").is_file()) if suites.is_dir() else []
     folders = sorted(folders) + [repo / name for name in BESIDE if (repo / name).is_dir()]

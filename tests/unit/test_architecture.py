@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "pytest_vllm_conformance"
 # The package holds the floors the features stand on: connection speaks HTTP; protocol reads vLLM's answers;
 # catalogue and reporting hold the contracts and the reports; watermark, the detector, is a tool of its own (its
-# console script and the plugin's key rules need one import name); profiles compose what a server was observed to
+# console script and the plugin's key rules need one import name); observed composes what a server was observed to
 # do; plugin wires it all into pytest. The features themselves are folders of the suites (below), above them all.
 FLOORS = {
     "connection": 1,
@@ -17,7 +17,7 @@ FLOORS = {
     "catalogue": 3,
     "reporting": 3,
     "watermark": 4,
-    "profiles": 5,
+    "observed": 5,
     "plugin": 6,
 }
 MAX_LINES = 500

@@ -10,15 +10,15 @@ import yaml
 from pytest_vllm_conformance.catalogue.serving_profile import ProfileError, load_profile, validate
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.connection.secrets import Redactor
-from pytest_vllm_conformance.profiles.capture import (
+from pytest_vllm_conformance.observed.capture import (
     captured_profile,
     metric_names,
     public_url,
     validation_error,
     write_profile,
 )
-from pytest_vllm_conformance.profiles.diff import differences
-from pytest_vllm_conformance.profiles.wire_extensions import observe_extensions
+from pytest_vllm_conformance.observed.diff import differences
+from pytest_vllm_conformance.observed.wire_extensions import observe_extensions
 from pytest_vllm_conformance.protocol.prometheus import family_names
 from tests.unit.sample_observation import observation
 

@@ -10,8 +10,7 @@ from pytest_vllm_conformance.connection.fleet import (
     load_fleet_file,
     unique_names,
 )
-from pytest_vllm_conformance.plugin.options import server_url
-from pytest_vllm_conformance.profiles.replicas import (
+from pytest_vllm_conformance.observed.replicas import (
     AGREES,
     ODD,
     SPLIT,
@@ -24,6 +23,7 @@ from pytest_vllm_conformance.profiles.replicas import (
     side_by_side,
     skew,
 )
+from pytest_vllm_conformance.plugin.options import server_url
 from tests.unit.sample_observation import observation
 
 OBSERVED = observation()

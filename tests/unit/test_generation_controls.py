@@ -8,7 +8,7 @@ import pytest
 
 from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.profiles.generation_defaults import completions_max_tokens
+from pytest_vllm_conformance.observed.generation_defaults import completions_max_tokens
 from pytest_vllm_conformance.protocol.answer_controls import HELD
 from pytest_vllm_conformance.protocol.answer_reader import Answer, ToolCall, Unreadable, read_answer
 from pytest_vllm_conformance.protocol.cut_calls import argument_problem, judge_cut_call

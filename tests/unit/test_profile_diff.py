@@ -3,9 +3,9 @@
 import json
 from importlib import resources
 
-from pytest_vllm_conformance.profiles.coverage import coverage
-from pytest_vllm_conformance.profiles.diff import ASPECTS, differences
-from pytest_vllm_conformance.profiles.diff_report import default_report_path, render_markdown, write_report
+from pytest_vllm_conformance.observed.coverage import coverage
+from pytest_vllm_conformance.observed.diff import ASPECTS, differences
+from pytest_vllm_conformance.observed.diff_report import default_report_path, render_markdown, write_report
 from tests.unit.sample_observation import MODEL, observation
 
 

@@ -8,11 +8,11 @@ import httpx
 import pytest
 
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.profiles.diff import differences
-from pytest_vllm_conformance.profiles.rendering import render_corpus
-from pytest_vllm_conformance.profiles.rendering_corpus import CONVERSATIONS
-from pytest_vllm_conformance.profiles.rendering_drift import changes, first_difference
-from pytest_vllm_conformance.profiles.token_text import date_spans, date_texts, token_bytes, tokens_text
+from pytest_vllm_conformance.observed.diff import differences
+from pytest_vllm_conformance.observed.rendering import render_corpus
+from pytest_vllm_conformance.observed.rendering_corpus import CONVERSATIONS
+from pytest_vllm_conformance.observed.rendering_drift import changes, first_difference
+from pytest_vllm_conformance.observed.token_text import date_spans, date_texts, token_bytes, tokens_text
 from pytest_vllm_conformance.protocol import sse
 from suites.rendering.chat_path import Compared, refusal_compared
 from suites.token_accounting import usage as accounting

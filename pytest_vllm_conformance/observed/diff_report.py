@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_vllm_conformance.profiles.diff import Difference, Observed, differences
+from pytest_vllm_conformance.observed.diff import Difference, Observed, differences
 
 
 def default_report_path(baseline_path: Path) -> Path:

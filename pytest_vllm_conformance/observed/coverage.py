@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pytest_vllm_conformance.profiles.diff import ASPECT_OF, Observed, not_compared
+from pytest_vllm_conformance.observed.diff import ASPECT_OF, Observed, not_compared
 
 
 @dataclass(frozen=True)

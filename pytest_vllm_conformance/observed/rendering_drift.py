@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_vllm_conformance.profiles.token_text import normalised, tokens_text
+from pytest_vllm_conformance.observed.token_text import normalised, tokens_text
 
 # Tokens shown before and from the first difference.
 BEFORE, FROM = 2, 6

@@ -43,10 +43,10 @@ from pytest_vllm_conformance.connection import discovery, user_files
 from pytest_vllm_conformance.connection.client import BoundedClient, Response, display_url
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.secrets import Redactor
-from pytest_vllm_conformance.profiles import diff_report as diff_markdown
-from pytest_vllm_conformance.profiles.generation_defaults import observe_defaults
-from pytest_vllm_conformance.profiles.rendering import render_corpus
-from pytest_vllm_conformance.profiles.wire_extensions import observe_extensions
+from pytest_vllm_conformance.observed import diff_report as diff_markdown
+from pytest_vllm_conformance.observed.generation_defaults import observe_defaults
+from pytest_vllm_conformance.observed.rendering import render_corpus
+from pytest_vllm_conformance.observed.wire_extensions import observe_extensions
 from pytest_vllm_conformance.protocol.prometheus import family_names
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 

@@ -1,7 +1,7 @@
 """What the replicas of a fleet must agree on, by their captured serving profiles, and who is the odd one out.
 
-Each replica is observed once at session start (``profiles/capture.py``)
-and compared with the others by the profile diff (``profiles/diff.py``).
+Each replica is observed once at session start (``observed/capture.py``)
+and compared with the others by the profile diff (``observed/diff.py``).
 Replicas of one release must agree on every aspect: a difference of any
 kind (a route or metric name more, another generation default) sets a
 replica apart. A declared rolling upgrade (``fleet.allowed_versions:
@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, Named, NoCases
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.profiles.diff import Difference, differences
+from pytest_vllm_conformance.observed.diff import Difference, differences
 
 AGREES = "agrees"
 ODD = "odd one out"

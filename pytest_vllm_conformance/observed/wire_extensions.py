@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, TransportFailure
-from pytest_vllm_conformance.profiles.wire_requests import RESPONSES, Exchange
+from pytest_vllm_conformance.observed.wire_requests import RESPONSES, Exchange
 from pytest_vllm_conformance.protocol import sse
 from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS
 from pytest_vllm_conformance.protocol.schemas import judge

@@ -14,8 +14,8 @@ import datetime
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, Response
-from pytest_vllm_conformance.profiles.rendering_corpus import CONVERSATIONS, CORPUS_VERSION
-from pytest_vllm_conformance.profiles.token_text import date_spans, date_texts
+from pytest_vllm_conformance.observed.rendering_corpus import CONVERSATIONS, CORPUS_VERSION
+from pytest_vllm_conformance.observed.token_text import date_spans, date_texts
 from pytest_vllm_conformance.protocol.error_envelope import error_message
 from pytest_vllm_conformance.protocol.tokenize import answer_or_none, tokenized
 

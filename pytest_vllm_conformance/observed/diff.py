@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
-from pytest_vllm_conformance.profiles.rendering_drift import changes as rendering_changes
+from pytest_vllm_conformance.observed.rendering_drift import changes as rendering_changes
 
 Observed = Mapping[str, Any]
 
