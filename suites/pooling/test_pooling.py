@@ -11,8 +11,11 @@ the tolerances are the profile's (``pooled_answers.min_cosine``,
 """
 
 from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
 from .pooled_answers import (
+    EMBEDDINGS,
+    TEXTS,
     Checked,
     Tolerances,
     base64_matches_float,
@@ -61,3 +64,18 @@ def test_score_is_embedding_cosine(vllm_client, vllm_facts, vllm_expect):
 def test_rerank_ranked(vllm_client, vllm_facts, vllm_expect):
     aliases = vllm_expect.fact("scoring_routes")["rerank_aliases"]
     settle(rerank_ranked(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect), aliases))
+
+
+@contract("pooling.usage_counts_inputs")
+def test_usage_counts_inputs(vllm_client, vllm_facts):
+    try:
+        lengths = [len(token_ids(vllm_client, vllm_facts.model, prompt=text)) for text in TEXTS]
+    except TokenizeUnavailable as exc:
+        undecided(f"the texts' token counts are unknown: {exc}")
+    answer = vllm_client.post(EMBEDDINGS, {"model": vllm_facts.model, "input": list(TEXTS)})
+    usage = (answer.json_or_none() or {}).get("usage") if answer.status == 200 else None
+    assert isinstance(usage, dict), f"POST {EMBEDDINGS} of {len(TEXTS)} texts answered no usage: {answer.describe()}"
+    counted = {key: usage.get(key) for key in ("prompt_tokens", "total_tokens")}
+    assert counted == dict.fromkeys(counted, sum(lengths)), (
+        f"usage {counted} for {len(TEXTS)} texts whose /tokenize lengths {lengths} add up to {sum(lengths)}"
+    )

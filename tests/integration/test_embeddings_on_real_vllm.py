@@ -139,6 +139,7 @@ POOLING_FAULTS = {
     "pooling.truncate_prompt_tokens_honoured": "usage.prompt_tokens is",
     "pooling.score_is_embedding_cosine": "the cosine of the two embeddings",
     "pooling.rerank_ranked": "the results are not sorted by relevance_score",
+    "pooling.usage_counts_inputs": "whose /tokenize lengths",
 }
 
 
@@ -150,6 +151,8 @@ def test_a_relay_that_breaks_the_pooling_answers_fails_each_pooling_contract(pyt
         RewriteJsonResponse(("results",), lambda results: results[::-1], path=RERANKS),
         StripJsonField("dimensions", path=EMBEDDINGS),
         StripJsonField("truncate_prompt_tokens", path=EMBEDDINGS),
+        # One token billed twice.
+        RewriteJsonResponse(("usage", "total_tokens"), lambda total: total + 1, path=EMBEDDINGS),
     ]
     with FaultProxy(embedding_server.url, rules=rules) as proxy:
         run_suites(pytester, "-m", "pooling or wire", url=proxy.url, profile=EMBEDDING_PROFILE)
