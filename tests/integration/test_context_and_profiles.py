@@ -13,6 +13,7 @@ from fixtures.server_specs import DERIVED_LENGTH_ARGS
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import requires_vllm, run_suites
+from tests.support.scenarios import CAPTURED
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "yarn")]
 
@@ -66,17 +67,10 @@ def test_any_run_captures_the_observed_profile(pytester, plain_server, tmp_path)
     assert (profile.get("endpoint", "scale_out"), profile.get("endpoint", "auth")) == ("disabled", "none")
 
 
-@pytest.mark.pins(
-    healthy={
-        *CONTEXT_CONTRACTS,
-        "profile_diff.baseline_compared",
-        "profile_diff.serving_unchanged",
-        "scale_out.disabled_routes_refused",
-        "discovery.version_parses",
-        "discovery.max_model_len_published",
-        "discovery.core_routes_served",
-    }
-)
+CAPTURE_RUN = CAPTURED.verdicts("context", "profile_diff", "scale_out", "discovery")
+
+
+@pytest.mark.pins(healthy=CAPTURE_RUN)
 def test_a_capture_serves_as_profile_and_as_baseline_of_the_same_server(pytester, plain_server, tmp_path):
     capture = tmp_path / "plain-512.yaml"
     run_suites(pytester, "-m", "discovery", f"--vllm-capture-profile={capture}", url=plain_server.url)
@@ -90,17 +84,7 @@ def test_a_capture_serves_as_profile_and_as_baseline_of_the_same_server(pytester
     )
     junit = pytester.path / "junit.xml"
     assert result.ret == 0
-    assert_context_suite_passed(
-        junit,
-        profile_diff__baseline_compared="passed",
-        profile_diff__serving_unchanged={"passed": 1},
-        scale_out__enabled_routes_served="not claimed",
-        scale_out__disabled_routes_refused={"passed": 8},
-        discovery__version_parses="passed",
-        discovery__max_model_len_published="passed",
-        discovery__core_routes_served="passed",
-        discovery__ready_generates="passed",
-    )
+    assert_verdicts(junit, CAPTURE_RUN)
     assert [run.case for run in contract_runs(junit) if run.contract == "profile_diff.serving_unchanged"] == [
         "no difference"
     ]

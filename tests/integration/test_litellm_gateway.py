@@ -37,6 +37,7 @@ from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.connection.ingress import route_named
 from tests.conftest import requires_vllm, run_suites, run_watermark_through
 from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, WATERMARK_APIS, hiding
+from tests.support.scenarios import GATEWAY
 
 LITELLM = executable_from_env(LITELLM_ENV_VAR)
 
@@ -195,10 +196,7 @@ REFUSED_WITH_500_OR_400 = {
     "POST /v1/systemone",
 }
 AUTH_THROUGH_LITELLM = {
-    "discovery.version_parses": "passed",
-    "discovery.max_model_len_published": "passed",
-    "discovery.core_routes_served": "passed",
-    "discovery.ready_generates": "passed",
+    **GATEWAY.verdicts("discovery"),
     "auth.open_server_declared": "failed",
     "auth.guarded_route_refuses_missing_key": {"failed": 9, "passed": 45},
     "auth.guarded_route_refuses_wrong_key": {"failed": 9, "passed": 45},

@@ -113,8 +113,27 @@ HARDENED = Scenario(
 )
 # tiny-bert served with --runner pooling: no generation route, so every generation contract is not claimed.
 POOLING = Scenario("pooling", EMBEDDING_PROFILE, serves=("pooling", "embeddings", "scoring"))
+# The hardened server behind a gateway (tests/integration/test_litellm_gateway.py, make test-gateway).
+GATEWAY = Scenario("gateway", GATED_PROFILE, given=("api_key", "ingress"))
 # Two replicas of one server (tests/integration/test_fleet_on_real_vllm.py), no profile.
 FLEET = Scenario("fleet", None, given=("fleet",))
+# The plain server judged against its own capture, as profile and as baseline
+# (tests/integration/test_context_and_profiles.py): the context limits on both completion endpoints.
+CAPTURED = Scenario(
+    "captured",
+    PLAIN_PROFILE,
+    given=("baseline",),
+    cases=TINY_LLAMA_CASES
+    | dict.fromkeys(
+        [
+            "context.request_at_limit_served",
+            "context.request_over_limit_refused_or_clamped",
+            "context.prompt_over_limit_refused",
+        ],
+        {"passed": 2},
+    )
+    | {"profile_diff.serving_unchanged": {"passed": 1}},
+)
 # tiny-llama on vLLM 0.29 (tests/integration/test_version_matrix.py), no profile: no scale-out gate yet, and
 # /v1/responses/render (0.30) and /inference/v1/abort_requests (0.32) do not exist.
 V0_29 = Scenario("0.29", None, version="0.29.0", cases={"scale_out.enabled_routes_served": {"passed": 6}})
