@@ -26,7 +26,9 @@ class NoTarget(Exception):
 
 
 @dataclass
-class Target:
+class ServerConnection:
+    """The server under test as the run reached it: what discovery found, where, and the process when we started it."""
+
     facts: ServerFacts
     base_url: str
     server: VllmServer | None = None
@@ -116,7 +118,7 @@ def establish(
     known_routes: KnownRoutes | None = None,
     url: str | None = None,
     progress: Progress | None = None,
-) -> Target:
+) -> ServerConnection:
     """Start the embedded server if asked to, then discover the target (``known_routes``: see ``discover``).
 
     ``url``: one replica of a fleet (else the one --vllm-url). ``progress``: told how the server's start goes while
@@ -151,4 +153,4 @@ def establish(
         if server is not None:
             server.stop()
         raise
-    return Target(facts=facts, base_url=base_url, server=server)
+    return ServerConnection(facts=facts, base_url=base_url, server=server)

@@ -208,8 +208,8 @@ def vllm_exclusive(vllm_target: TargetState):
 def vllm_managed_server(pytestconfig: pytest.Config, vllm_facts: ServerFacts) -> VllmServer | None:
     """The server the plugin started (--vllm-serve), in the process that owns it; None where no process of the run
     owns one (a server given by URL, or an xdist worker: the controlling process started it)."""
-    target = run_state(pytestconfig).target
-    return target.server if target is not None else None
+    connection = run_state(pytestconfig).connection
+    return connection.server if connection is not None else None
 
 
 @pytest.fixture(scope="session")

@@ -453,9 +453,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.extend(targets.header_lines(state))
     elif state.facts is not None:
         facts = state.facts
-        lines.append(
-            f"vllm target: {facts.url} ({'embedded server' if state.target and state.target.server else 'given'})"
-        )
+        embedded = state.connection is not None and state.connection.server is not None
+        lines.append(f"vllm target: {facts.url} ({'embedded server' if embedded else 'given'})")
         lines.append(
             f"vllm version: {facts.version or 'unknown'}; model: {facts.model}; max_model_len: {facts.max_model_len}"
         )
@@ -470,8 +469,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
                 f"vllm serves: {'pooling' if served['pooling'] else 'neither generation nor pooling'}; "
                 "no generation route, so no generation contract is claimed"
             )
-        if state.target is not None and state.target.log_path is not None:
-            lines.append(f"vllm serve log: {state.target.log_path}")
+        if state.connection is not None and state.connection.log_path is not None:
+            lines.append(f"vllm serve log: {state.connection.log_path}")
     lines.extend(state.header_notes)
     lines.extend(f"vllm option {line}" for line in options.describe(state.settings, state.option_sources))
     return lines
@@ -484,7 +483,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for client in state.clients:
         client.close()
     for target in state.targets:
-        if target.target is not None:
-            target.target.close()
+        if target.connection is not None:
+            target.connection.close()
         if target.lock_dir is not None:
             shutil.rmtree(target.lock_dir, ignore_errors=True)

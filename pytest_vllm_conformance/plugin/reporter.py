@@ -220,7 +220,7 @@ class ConformanceReporter:
                 run.routes_not_mounted = facts.inventory.not_mounted
         run.replicas = self.replica_entries()
         run.gate = state.settings.gate
-        run.embedded_server = bool(state.target is not None and state.target.server is not None)
+        run.embedded_server = bool(state.connection is not None and state.connection.server is not None)
         if state.profile is not None:
             run.profile_name = state.profile.name
             run.profile_path = str(state.profile.path) if state.profile.path else None

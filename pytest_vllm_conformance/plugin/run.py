@@ -22,7 +22,7 @@ from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, ProfileError, load_profile
 from pytest_vllm_conformance.connection import fleet, transport
 from pytest_vllm_conformance.connection.client import BoundedClient, url_root_path
-from pytest_vllm_conformance.connection.connect import Target, connection_for, ingress_key
+from pytest_vllm_conformance.connection.connect import ServerConnection, connection_for, ingress_key
 from pytest_vllm_conformance.connection.discovery import ServerFacts
 from pytest_vllm_conformance.connection.model_dir import checkpoint_dir
 from pytest_vllm_conformance.connection.run_lock import RunLock
@@ -42,7 +42,8 @@ class TargetState:
     given_url: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     expanded_from: str | None = None
-    target: Target | None = None
+    # What establishing it gave: its facts, its base URL, the server process when the run started one.
+    connection: ServerConnection | None = None
     facts: ServerFacts | None = None
     base_url: str | None = None
     # The embedded server's log, also on xdist workers (which have no target of their own).
@@ -88,8 +89,8 @@ class RunState:
         return self.primary.facts
 
     @property
-    def target(self) -> Target | None:
-        return self.primary.target
+    def connection(self) -> ServerConnection | None:
+        return self.primary.connection
 
     @property
     def base_url(self) -> str | None:

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_vllm_conformance.catalogue import contracts, route_cases
 from pytest_vllm_conformance.connection.client import display_url
-from pytest_vllm_conformance.connection.connect import Target, client_for, establish
+from pytest_vllm_conformance.connection.connect import ServerConnection, client_for, establish
 from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts
 from pytest_vllm_conformance.connection.launcher import LaunchError
 from pytest_vllm_conformance.connection.run_lock import RunLock
@@ -34,7 +34,7 @@ REPLICA_PROPERTY = "vllm_replica"
 GROUPED_DIST = ("load", "loadgroup")
 
 
-Establish = Callable[..., Target]
+Establish = Callable[..., ServerConnection]
 
 
 def establish_all(state: RunState, establish: Establish = establish) -> None:
@@ -60,7 +60,7 @@ def _establish_one(state: RunState, target: TargetState, establish: Establish) -
     known_routes = functools.partial(route_cases.known_routes, state.catalogue)
     try:
         # One target: the settings say where (--vllm-url, --vllm-serve or --vllm-ingress-url).
-        target.target = (
+        target.connection = (
             establish(state.settings, known_routes, url=target.given_url)
             if state.fleet
             else establish(state.settings, known_routes, progress=state.progress.phase("--vllm-serve"))
@@ -70,13 +70,13 @@ def _establish_one(state: RunState, target: TargetState, establish: Establish) -
     except contracts.ReleaseNotCovered as exc:
         # The first fact discovery asks of a release older than the catalogue: nothing in the run could be judged.
         raise pytest.UsageError(_at_target(state, target, str(exc))) from None
-    target.facts = target.target.facts
+    target.facts = target.connection.facts
     version = target.facts.parsed_version
     if version is not None and state.catalogue.releases.is_older(version):
         raise pytest.UsageError(_at_target(state, target, state.catalogue.releases.refusal(version)))
-    target.base_url = target.target.base_url
+    target.base_url = target.connection.base_url
     target.facts = dataclasses.replace(target.facts, prefix_caching=_prefix_caching(state, target.base_url))
-    target.serve_log = str(target.target.log_path) if target.target.log_path else None
+    target.serve_log = str(target.connection.log_path) if target.connection.log_path else None
     _observe(state, target)
 
 

