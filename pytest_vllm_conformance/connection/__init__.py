@@ -1,1 +1,2 @@
-"""Reaching the server: secrets, the bounded client, the launcher, discovery and the run lock."""
+"""Reaching the server: secrets, the bounded client, the launcher, discovery (the server's facts, built once), the
+live baseline and the run lock."""

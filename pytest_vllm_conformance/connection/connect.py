@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient
-from pytest_vllm_conformance.connection.discovery import DiscoveryError, KnownRoutes, ServerFacts, discover
+from pytest_vllm_conformance.connection.discovery import (
+    DiscoveryError,
+    KnownRoutes,
+    PrefixCachingReader,
+    ServerFacts,
+    discover,
+)
 from pytest_vllm_conformance.connection.ingress import unreached_model
 from pytest_vllm_conformance.connection.launcher import Progress, VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
@@ -118,6 +124,7 @@ def establish(
     known_routes: KnownRoutes | None = None,
     url: str | None = None,
     progress: Progress | None = None,
+    read_prefix_caching: PrefixCachingReader | None = None,
 ) -> ServerConnection:
     """Start the embedded server if asked to, then discover the target (``known_routes``: see ``discover``).
 
@@ -143,7 +150,7 @@ def establish(
     assert base_url is not None, "a URL, an ingress or a server to start"
     try:
         with client_for(settings, base_url, target_key(settings)) as client:
-            facts = discover(client, settings.model, known_routes)
+            facts = discover(client, settings.model, known_routes, read_prefix_caching=read_prefix_caching)
         if settings.ingress_url and settings.ingress_url != base_url:
             with client_for(settings, settings.ingress_url, ingress_key(settings)) as ingress:
                 unreached = unreached_model(ingress, facts.model)

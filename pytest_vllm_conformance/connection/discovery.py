@@ -178,12 +178,24 @@ class KnownRoute:
 
 
 KnownRoutes = Callable[[Version | None], Iterable[KnownRoute]]
+PrefixCachingReader = Callable[[BoundedClient], bool | None]
 
 
 def discover(
-    client: BoundedClient, wanted_model: str | None = None, known_routes: KnownRoutes | None = None
+    client: BoundedClient,
+    wanted_model: str | None = None,
+    known_routes: KnownRoutes | None = None,
+    *,
+    preferred_model: str | None = None,
+    read_prefix_caching: PrefixCachingReader | None = None,
 ) -> ServerFacts:
-    """``known_routes(version)``: what the contract data says that version may register."""
+    """The server's facts, built once here.
+
+    ``known_routes(version)``: what the contract data says that version may register. ``preferred_model``: the
+    model to judge when the server serves it and none was asked for (a baseline judges the target's model).
+    ``read_prefix_caching(client)``: what the server's /metrics says of prefix caching (read by the protocol floor,
+    which this one does not import).
+    """
     where = display_url(client.base_url)
 
     def fetch(path: str):
@@ -246,7 +258,7 @@ def discover(
     listed = _route_table(fetch("/openapi.json"))
     known = list(known_routes(parse_version(version))) if known_routes is not None else []
     routes, inventory = _inventory(client, listed, known, version)
-    model = wanted_model or ids[0]
+    model = wanted_model or (preferred_model if preferred_model in ids else ids[0])
     return ServerFacts(
         url=where,
         version=version,
@@ -255,6 +267,7 @@ def discover(
         routes=routes,
         inventory=inventory,
         first_generation=first_generation(client, model),
+        prefix_caching=read_prefix_caching(client) if read_prefix_caching is not None else None,
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_vllm_conformance.catalogue import contracts, route_cases
-from pytest_vllm_conformance.connection.client import display_url
+from pytest_vllm_conformance.connection.client import BoundedClient, display_url
 from pytest_vllm_conformance.connection.connect import ServerConnection, client_for, establish
 from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts
 from pytest_vllm_conformance.connection.launcher import LaunchError
@@ -61,9 +61,14 @@ def _establish_one(state: RunState, target: TargetState, establish: Establish) -
     try:
         # One target: the settings say where (--vllm-url, --vllm-serve or --vllm-ingress-url).
         target.connection = (
-            establish(state.settings, known_routes, url=target.given_url)
+            establish(state.settings, known_routes, url=target.given_url, read_prefix_caching=prefix_caching)
             if state.fleet
-            else establish(state.settings, known_routes, progress=state.progress.phase("--vllm-serve"))
+            else establish(
+                state.settings,
+                known_routes,
+                progress=state.progress.phase("--vllm-serve"),
+                read_prefix_caching=prefix_caching,
+            )
         )
     except (DiscoveryError, LaunchError) as exc:
         raise pytest.UsageError(state.redactor(str(exc))) from None
@@ -75,15 +80,13 @@ def _establish_one(state: RunState, target: TargetState, establish: Establish) -
     if version is not None and state.catalogue.releases.is_older(version):
         raise pytest.UsageError(_at_target(state, target, state.catalogue.releases.refusal(version)))
     target.base_url = target.connection.base_url
-    target.facts = dataclasses.replace(target.facts, prefix_caching=_prefix_caching(state, target.base_url))
     target.serve_log = str(target.connection.log_path) if target.connection.log_path else None
     _observe(state, target)
 
 
-def _prefix_caching(state: RunState, base_url: str) -> bool | None:
+def prefix_caching(client: BoundedClient) -> bool | None:
     """Whether the server caches prefixes, as its /metrics says (the engine_invariants cache contract's claim)."""
-    with client_for(state.settings, base_url) as client:
-        return prometheus.prefix_caching(prometheus.read(client, "/metrics"))
+    return prometheus.prefix_caching(prometheus.read(client, "/metrics"))
 
 
 def _at_target(state: RunState, target: TargetState, problem: str) -> str:

@@ -17,8 +17,8 @@ from typing import Any
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.live_baseline import BaselineUnusable, client_key, connect_baseline
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, client_key, connect_baseline
 
 from . import (
     baseline_file,

@@ -20,8 +20,8 @@ from typing import Any
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.live_baseline import LiveBaseline
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.protocol.live_baseline import LiveBaseline
 
 from . import capacity, capacity_picture, picture, serving_run
 from .loadgen import ClosedLoop, RequestTiming, Round, Workload

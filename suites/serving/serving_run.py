@@ -16,8 +16,8 @@ from typing import Any
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.live_baseline import BaselineUnusable, LiveBaseline, connect_baseline
 from pytest_vllm_conformance.connection.settings import Settings
-from pytest_vllm_conformance.protocol.live_baseline import BaselineUnusable, LiveBaseline, connect_baseline
 
 from . import figures, picture, rounds, same_server
 from .loadgen import ClosedLoop, LoadGenerator, Workload

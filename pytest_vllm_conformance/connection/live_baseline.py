@@ -3,7 +3,6 @@ every feature that compares against it (quality, serving)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from pytest_vllm_conformance.connection.client import BoundedClient
@@ -33,10 +32,8 @@ def connect_baseline(settings: Settings, target_facts: ServerFacts) -> LiveBasel
     assert settings.baseline_url is not None, "called with --vllm-baseline-url"
     client = client_for(settings, settings.baseline_url, api_key=client_key(settings, "baseline"))
     try:
-        facts = discover(client, settings.baseline_model)
+        facts = discover(client, settings.baseline_model, preferred_model=target_facts.model)
     except DiscoveryError as exc:
         client.close()
         raise BaselineUnusable(f"--vllm-baseline-url: {exc}") from None
-    if settings.baseline_model is None and any(card.id == target_facts.model for card in facts.models):
-        facts = dataclasses.replace(facts, model=target_facts.model)
     return LiveBaseline(client, facts)
