@@ -12,27 +12,7 @@ from dataclasses import dataclass
 
 from pytest_vllm_conformance.catalogue.release_facts import ScaleOutGate
 from pytest_vllm_conformance.connection.client import Response
-from pytest_vllm_conformance.protocol.error_envelope import (  # re-exported: the suites read answers from here
-    BARE_ENVELOPE,
-    DETAIL_ENVELOPE,
-    OPENAI_ENVELOPE,
-    envelope,
-    error,
-    error_message,
-    error_of,
-)
-from pytest_vllm_conformance.protocol.tokenize import tokenized
-
-__all__ = [
-    "BARE_ENVELOPE",
-    "DETAIL_ENVELOPE",
-    "OPENAI_ENVELOPE",
-    "envelope",
-    "error",
-    "error_message",
-    "error_of",
-    "tokenized",
-]
+from pytest_vllm_conformance.protocol.error_envelope import BARE_ENVELOPE, envelope
 
 # A handler that ran answers with its result or refuses the body; a closed
 # route is FastAPI's {"detail": ...} 404/405 or vLLM's 403 stub.

@@ -33,12 +33,7 @@ from packaging.version import Version
 from pytest_vllm_conformance import __version__
 from pytest_vllm_conformance.catalogue.contracts import Catalogue
 from pytest_vllm_conformance.catalogue.serving_profile import Profile, validate
-from pytest_vllm_conformance.catalogue.vllm_answers import (
-    error_message,
-    reached_handler,
-    scale_out_refusal_status,
-    validation_listing,
-)
+from pytest_vllm_conformance.catalogue.vllm_answers import reached_handler, scale_out_refusal_status, validation_listing
 from pytest_vllm_conformance.connection import discovery, user_files
 from pytest_vllm_conformance.connection.client import BoundedClient, Response, display_url
 from pytest_vllm_conformance.connection.discovery import ServerFacts
@@ -47,6 +42,7 @@ from pytest_vllm_conformance.observed import diff_report as diff_markdown
 from pytest_vllm_conformance.observed.generation_defaults import observe_defaults
 from pytest_vllm_conformance.observed.rendering import render_corpus
 from pytest_vllm_conformance.observed.wire_extensions import observe_extensions
+from pytest_vllm_conformance.protocol.error_envelope import error_message
 from pytest_vllm_conformance.protocol.prometheus import family_names
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 

@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import (
     AsyncBoundedClient,
@@ -39,8 +38,8 @@ from pytest_vllm_conformance.connection.client import (
     TransportFailure,
 )
 from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.protocol import error_envelope, sse
 from pytest_vllm_conformance.protocol import prometheus as metrics
-from pytest_vllm_conformance.protocol import sse
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,7 @@ async def _release(held: _Held) -> None:
 def _stream_error(first_chunk: bytes) -> dict[str, Any] | None:
     """The error of a stream whose first event is one (``data: {"error": ...}``), or None."""
     first = next(iter(sse.parse(first_chunk).events), None)
-    return vllm_answers.error_of(first.payload) if first is not None else None
+    return error_envelope.error_of(first.payload) if first is not None else None
 
 
 # A held stream seen ending within this long after the burst's last answer may have freed its slot before it:

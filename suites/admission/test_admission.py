@@ -14,7 +14,7 @@ under pytest-xdist the other workers wait (``vllm_exclusive``).
 import pytest
 
 from pytest_vllm_conformance import contract
-from pytest_vllm_conformance.catalogue.vllm_answers import error
+from pytest_vllm_conformance.protocol.error_envelope import error
 from pytest_vllm_conformance.protocol.sample_stats import percentile
 
 from . import queue_burst

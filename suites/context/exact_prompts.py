@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.connection.client import BoundedClient, Response
+from pytest_vllm_conformance.protocol import error_envelope
 from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
@@ -75,7 +75,7 @@ class Generation:
 
     @property
     def error(self) -> dict[str, Any]:
-        return vllm_answers.error(self.response)
+        return error_envelope.error(self.response)
 
     @property
     def error_message(self) -> str:

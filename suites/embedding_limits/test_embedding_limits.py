@@ -12,8 +12,8 @@ import re
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.catalogue.vllm_answers import error, error_message
 from pytest_vllm_conformance.protocol import prometheus
+from pytest_vllm_conformance.protocol.error_envelope import error, error_message
 
 from . import tensor_payload
 from .payloads import oversized_prompt_embeds

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
-from pytest_vllm_conformance.catalogue.vllm_answers import error_message, tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient
-from pytest_vllm_conformance.protocol.tokenize import answer_or_none
+from pytest_vllm_conformance.protocol.error_envelope import error_message
+from pytest_vllm_conformance.protocol.tokenize import answer_or_none, tokenized
 
 from .answers import CHAT, tool_loop
 

@@ -9,12 +9,8 @@ import pytest
 
 from pytest_vllm_conformance import contract, each
 from pytest_vllm_conformance.catalogue.route_cases import scale_out_routes
-from pytest_vllm_conformance.catalogue.vllm_answers import (
-    HANDLER_STATUSES,
-    error,
-    reached_handler,
-    scale_out_refusal_status,
-)
+from pytest_vllm_conformance.catalogue.vllm_answers import HANDLER_STATUSES, reached_handler, scale_out_refusal_status
+from pytest_vllm_conformance.protocol.error_envelope import error
 
 
 @pytest.fixture(scope="module")

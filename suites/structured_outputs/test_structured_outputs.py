@@ -13,8 +13,8 @@ and refuses is data (facts ``structured_output_forms``,
 
 from pytest_vllm_conformance import contract, each, undecided
 from pytest_vllm_conformance.catalogue.release_facts import padding_note
-from pytest_vllm_conformance.catalogue.vllm_answers import error_message
 from pytest_vllm_conformance.protocol.answer_reader import read_answer
+from pytest_vllm_conformance.protocol.error_envelope import error_message
 
 from .constraints import (
     constraint_cases,

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
-from pytest_vllm_conformance.catalogue.vllm_answers import tokenized
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.protocol import sse
 from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS, MESSAGES, RESPONSES
-from pytest_vllm_conformance.protocol.tokenize import answer_or_none
+from pytest_vllm_conformance.protocol.tokenize import answer_or_none, tokenized
 
 PROMPT = "Count the rivers of the city, one by one:"
 MAX_TOKENS = 8

@@ -18,8 +18,8 @@ import pytest
 
 from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.catalogue.release_facts import padding_note
-from pytest_vllm_conformance.catalogue.vllm_answers import error_message
 from pytest_vllm_conformance.protocol.cut_calls import argument_problem, judge_cut_call, skip_if_cut
+from pytest_vllm_conformance.protocol.error_envelope import error_message
 from pytest_vllm_conformance.protocol.schemas import deviations_from
 from pytest_vllm_conformance.protocol.tools import CHAT, TOOLS, WEATHER, named, tool_request
 

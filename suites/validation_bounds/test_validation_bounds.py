@@ -12,7 +12,8 @@ import re
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
-from pytest_vllm_conformance.catalogue.vllm_answers import error_message, validation_listing
+from pytest_vllm_conformance.catalogue.vllm_answers import validation_listing
+from pytest_vllm_conformance.protocol.error_envelope import error_message
 
 from .malformed_requests import malformed_list_requests, padded_completion
 

@@ -17,11 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_vllm_conformance.catalogue import vllm_answers
 from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.connection.client import Response
 from pytest_vllm_conformance.observed.wire_requests import Exchange
-from pytest_vllm_conformance.protocol import sse
+from pytest_vllm_conformance.protocol import error_envelope, sse
 
 from .wire_rules import Verdict, WireRules
 
@@ -88,10 +87,10 @@ def prestream_answer(response: Response) -> str:
     content_type = response.headers.get("content-type", "")
     payload = response.json_or_none()
     if response.status != 200 and "json" in content_type and isinstance(payload, dict):
-        openai = vllm_answers.envelope(payload) == vllm_answers.OPENAI_ENVELOPE
+        openai = error_envelope.envelope(payload) == error_envelope.OPENAI_ENVELOPE
         return f"{response.status}" if openai else f"{response.status} without error"
     first = next(iter(sse.parse(response.body).events), None) if "event-stream" in content_type else None
-    if response.status == 200 and first is not None and vllm_answers.error_of(first.payload) is not None:
+    if response.status == 200 and first is not None and error_envelope.error_of(first.payload) is not None:
         return STREAM_ERROR_EVENT
     return f"{response.status} {content_type or 'no content type'}"
 
@@ -189,7 +188,7 @@ def error_probes(ctx: CaseContext) -> list[ErrorProbe]:
 def status_map_verdict(rules: WireRules, probe: ErrorProbe, response: Response) -> Verdict:
     """The status, envelope, type and param the version documents, and OpenAI's shape."""
     payload = response.json_or_none()
-    envelope = vllm_answers.envelope(payload)
+    envelope = error_envelope.envelope(payload)
     judged = Verdict(f"{probe}: {response.describe()} {response.text[:300]!r}", response.status)
     if response.status != probe.status:
         judged.failures.append(f"status {response.status}, expected {probe.status}")
