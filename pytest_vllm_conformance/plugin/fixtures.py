@@ -1,7 +1,10 @@
-"""The plugin's fixtures: the target, its clients and expectations, and helpers' inputs.
+"""The plugin's fixtures, every suite's: the target and its facts, its clients (ours, the OpenAI and Anthropic
+SDKs, the ingress's), the expectations, the run's inputs (settings, the log, the watermark key, the version a
+server-less suite judges for), and how a test records evidence and properties.
 
-Registered by ``plugin`` (``pytest_plugins``). Each reads the run's state
-(``run.run_state``); none decides pass or fail.
+Registered by ``plugin/hooks.py`` (``pytest_plugins``). Each reads the run's state (``run.run_state``); none
+decides pass or fail. A fixture only one feature uses is defined in that feature's test module instead
+(``suites/<feature>/test_<feature>.py``).
 """
 
 from __future__ import annotations
