@@ -1,7 +1,7 @@
 """Whether a contract is claimed for this run, decided before its test runs.
 
 A contract's conditions (its feature's ``claimed_if`` and its own, in
-``features/<feature>.yaml``) are declared choices: a profile value (or the default
+``suites/<feature>/contracts.yaml``) are declared choices: a profile value (or the default
 its declaration names: the release's documented behaviour, or the plugin's
 policy) or an input the run was given. A condition that does not hold makes
 the contract "not claimed", with the condition as the reason. Nothing a test
@@ -18,7 +18,7 @@ server registers no generation route, so the generation features are not
 its to be judged by, and a generation server's pooling ones are not either.
 
 A claimed contract may need an input to be checked at all (``needs`` in
-``features/<feature>.yaml``: an API key, the watermark key). Without it the contract
+``suites/<feature>/contracts.yaml``: an API key, the watermark key). Without it the contract
 stays claimed and is skipped by the harness, saying what is missing, so its
 feature is ``partial``: the run did not check what the profile promises.
 """
