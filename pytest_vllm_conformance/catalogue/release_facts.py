@@ -5,7 +5,7 @@ as ``vllm_expect.release.scale_out_gate["refusal_status"]``, with its keys and
 types known to mypy instead of ``Any``. Each property is named after its fact;
 ``tests/unit/test_release_facts.py`` checks every version range of each one
 against the property's type, so the data cannot drift from what a suite reads.
-Facts only the feature rooms read stay behind ``Expectations.fact``. ``padding_note`` words what
+Facts only a feature folder reads stay behind ``Expectations.fact``. ``padding_note`` words what
 ``json_whitespace_control`` means for a JSON answer that ran to max_tokens (structured outputs, tool calls).
 No ``from __future__ import annotations`` here: TypedDict reads ``NotRequired`` only from evaluated
 annotations on Python 3.11.
