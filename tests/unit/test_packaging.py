@@ -158,3 +158,34 @@ def test_an_editable_install_runs_the_checkout_s_suites(editable, tmp_path):
         timeout=120,
     )
     assert listed.returncode == 0 and "discovery.version_parses" in listed.stdout, listed.stdout + listed.stderr
+
+
+def _collected(run: subprocess.CompletedProcess[str]) -> set[str]:
+    """The test ids a ``--collect-only -q`` run printed, from the suites folder down (``auth/test_auth.py::...``)."""
+    assert run.returncode == 0, run.stdout + run.stderr
+    return {line.split("suites/", 1)[1] for line in run.stdout.splitlines() if "suites/" in line and "::" in line}
+
+
+def test_the_clone_the_command_and_the_wheel_run_the_same_tests(wheel, tmp_path):
+    """``pytest suites`` in a clone, ``vllm-conformance`` and ``pytest --pyargs`` from the wheel: one set of tests."""
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    collect = ["--collect-only", "-q", "-p", "no:cacheprovider"]
+    clone = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", *collect], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    from_wheel = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "pytest_vllm_conformance.suites", *collect],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    command = _command(collect, site, tmp_path)
+    tests = _collected(clone)
+    assert len(tests) > 150
+    assert _collected(from_wheel) == tests
+    assert _collected(command) == tests
