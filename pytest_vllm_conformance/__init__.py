@@ -1,8 +1,9 @@
 """pytest-vllm-conformance: conformance suites for live vLLM servers.
 
 The public face is small: a suite test names the contract it checks with
-``contract`` and the cases it runs over with ``each``, and ends a check it
-cannot decide with ``undecided``. The package holds the floors every feature
+``contract`` and the cases it runs over with ``each``, reads a catalogue
+fact through a ``fact_fixture``, and ends a check it cannot decide with
+``undecided``. The package holds the floors every feature
 stands on (``connection/``, ``protocol/``, ``catalogue/``, ``reporting/``,
 ``observed/``, ``plugin/``); each feature is a folder of the suites
 (``suites/<feature>/``: its contracts, its test, its machinery).
@@ -55,6 +56,17 @@ def each(argname: str, source: Callable[..., Any]) -> pytest.MarkDecorator:
     return getattr(pytest.mark, EACH_MARKER)(argname, source)
 
 
+def fact_fixture(name: str) -> Any:
+    """A module-scoped fixture holding the catalogue fact ``name``, as the run's expectations give it:
+    ``refusal = fact_fixture("context_limit_refusal")`` in a suite's test module."""
+
+    @pytest.fixture(scope="module")
+    def catalogue_fact(vllm_expect: Any) -> Any:
+        return vllm_expect.fact(name)
+
+    return catalogue_fact
+
+
 class Undecided(pytest.skip.Exception):  # type: ignore[name-defined]
     """Raised by ``undecided``: pytest sees a skip, the plugin reports the outcome *undecided*."""
 
@@ -69,4 +81,4 @@ def undecided(reason: str) -> NoReturn:
     raise Undecided(f"{UNDECIDED}: {reason}")
 
 
-__all__ = ["NOT_CLAIMED", "UNDECIDED", "Undecided", "__version__", "contract", "each", "undecided"]
+__all__ = ["NOT_CLAIMED", "UNDECIDED", "Undecided", "__version__", "contract", "each", "fact_fixture", "undecided"]

@@ -64,16 +64,25 @@ def _section(observed: Observed, key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _changed(
+    before: Observed, after: Observed, key: str, aspect: str, id: str, why: str, *, matters: bool = False
+) -> Iterator[Difference]:
+    """The one difference of ``key`` when the two sides hold other values; ``{old}`` and ``{new}`` in ``id``
+    stand for them ("auth posture: {old} -> {new}")."""
+    old, new = before.get(key), after.get(key)
+    if old != new:
+        yield Difference(id.replace("{old}", f"{old}").replace("{new}", f"{new}"), aspect, old, new, matters, why)
+
+
 def _version(baseline: Observed, target: Observed) -> Iterator[Difference]:
-    before, after = baseline.get("vllm_version"), target.get("vllm_version")
-    if before != after:
-        yield _info(
-            f"vLLM version: {before} -> {after}",
-            "vllm_version",
-            before,
-            after,
-            "a new version alone is not a serving difference; what it changes is listed one by one",
-        )
+    yield from _changed(
+        baseline,
+        target,
+        "vllm_version",
+        "vllm_version",
+        "vLLM version: {old} -> {new}",
+        "a new version alone is not a serving difference; what it changes is listed one by one",
+    )
 
 
 def _models(baseline: Observed, target: Observed) -> Iterator[Difference]:
@@ -135,34 +144,36 @@ def _routes(baseline: Observed, target: Observed) -> Iterator[Difference]:
 
 
 def _auth(baseline: Observed, target: Observed) -> Iterator[Difference]:
-    before, after = _section(baseline, "auth").get("posture"), _section(target, "auth").get("posture")
-    if before != after:
-        yield _serving(
-            f"auth posture: {before} -> {after}",
-            "auth",
-            before,
-            after,
-            "/v1 answers without a key on one server and not on the other: clients or exposure change",
-        )
+    yield from _changed(
+        _section(baseline, "auth"),
+        _section(target, "auth"),
+        "posture",
+        "auth",
+        "auth posture: {old} -> {new}",
+        "/v1 answers without a key on one server and not on the other: clients or exposure change",
+        matters=True,
+    )
 
 
 def _scale_out(baseline: Observed, target: Observed) -> Iterator[Difference]:
     before, after = _section(baseline, "scale_out"), _section(target, "scale_out")
-    old, new = before.get("state"), after.get("state")
-    if old != new:
-        yield _serving(
-            f"scale-out: {old} -> {new}",
+    if before.get("state") != after.get("state"):
+        yield from _changed(
+            before,
+            after,
+            "state",
             "scale_out",
-            old,
-            new,
+            "scale-out: {old} -> {new}",
             "the render, derender and token-generate routes are served on one server and refused on the other",
+            matters=True,
         )
-    elif before.get("status") != after.get("status"):
-        yield _info(
-            f"scale-out answer to {after.get('probe')}: {before.get('status')} -> {after.get('status')}",
+    else:
+        yield from _changed(
+            before,
+            after,
+            "status",
             "scale_out",
-            before.get("status"),
-            after.get("status"),
+            f"scale-out answer to {after.get('probe')}: {{old}} -> {{new}}",
             "same state, another status: clients that tell a refusal by its status see a new one",
         )
 
@@ -178,30 +189,21 @@ def _validation(baseline: Observed, target: Observed) -> Iterator[Difference]:
             f"{after.get('request')} now lists every error ({after.get('bytes')} bytes): "
             "an error body grows with the request (vLLM 0.29 answered 4 KB with 91 MB)",
         )
-    elif before.get("bounded") != after.get("bounded"):
-        yield _info(
-            f"validation errors bounded: {before.get('bounded')} -> {after.get('bounded')}",
+    else:
+        yield from _changed(
+            before,
+            after,
+            "bounded",
             "validation_error",
-            before.get("bounded"),
-            after.get("bounded"),
+            "validation errors bounded: {old} -> {new}",
             "error bodies no longer grow with the request",
         )
-    if before.get("status") != after.get("status"):
-        yield _info(
-            f"validation error status: {before.get('status')} -> {after.get('status')}",
-            "validation_error",
-            before.get("status"),
-            after.get("status"),
-            "clients that branch on the status see a new one",
-        )
-    if before.get("bytes") != after.get("bytes"):
-        yield _info(
-            f"validation error size: {before.get('bytes')} -> {after.get('bytes')} bytes",
-            "validation_error",
-            before.get("bytes"),
-            after.get("bytes"),
-            f"the answer to {after.get('request')} changed size",
-        )
+    informational = [
+        ("status", "validation error status: {old} -> {new}", "clients that branch on the status see a new one"),
+        ("bytes", "validation error size: {old} -> {new} bytes", f"the answer to {after.get('request')} changed size"),
+    ]
+    for key, id, why in informational:
+        yield from _changed(before, after, key, "validation_error", id, why)
 
 
 def _metrics(baseline: Observed, target: Observed) -> Iterator[Difference]:
@@ -226,23 +228,21 @@ def _tokenizer(baseline: Observed, target: Observed) -> Iterator[Difference]:
             "the captures tokenized different texts; recapture the baseline to compare tokenizers",
         )
         return
-    if before.get("sha256") != after.get("sha256"):
-        yield _serving(
+    fingerprints = [
+        (
+            "sha256",
             "tokenizer fingerprint changed",
-            "tokenizer",
-            before.get("sha256"),
-            after.get("sha256"),
             f"the same text gives other token ids ({before.get('token_count')} -> {after.get('token_count')} "
             "tokens): token-id clients, prompt caches and context accounting all shift",
-        )
-    if before.get("chat_sha256") != after.get("chat_sha256"):
-        yield _serving(
+        ),
+        (
+            "chat_sha256",
             "chat template fingerprint changed",
-            "tokenizer",
-            before.get("chat_sha256"),
-            after.get("chat_sha256"),
             "the same messages render to other tokens: the chat template changed",
-        )
+        ),
+    ]
+    for key, id, why in fingerprints:
+        yield from _changed(before, after, key, "tokenizer", id, why, matters=True)
 
 
 def _rendering(baseline: Observed, target: Observed) -> Iterator[Difference]:
@@ -258,14 +258,15 @@ def _generation_defaults(baseline: Observed, target: Observed) -> Iterator[Diffe
     )
     compared = [("greedy", "temperature (greedy)"), ("completions_max_tokens", "completions max_tokens")]
     for key, what in compared:
-        if before.get(key) != after.get(key):
-            yield _serving(
-                f"default {what}: {before.get(key)} -> {after.get(key)}",
-                "generation_defaults",
-                before.get(key),
-                after.get(key),
-                why.format(what=what),
-            )
+        yield from _changed(
+            before,
+            after,
+            key,
+            "generation_defaults",
+            f"default {what}: {{old}} -> {{new}}",
+            why.format(what=what),
+            matters=True,
+        )
     old, new = before.get("chat_sampling"), after.get("chat_sampling")
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         for key in sorted(set(old) | set(new)):

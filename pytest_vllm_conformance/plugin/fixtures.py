@@ -224,17 +224,18 @@ def vllm_watermark_key(pytestconfig: pytest.Config) -> Secret | None:
 @pytest.fixture(scope="session")
 def vllm_openai(pytestconfig: pytest.Config, vllm_target: TargetState, vllm_facts: ServerFacts):
     """The official OpenAI SDK pointed at the target, with the run's byte cap and timeout."""
-    state = run_state(pytestconfig)
-    sdk = sdk_client_for(state.settings, _url(vllm_target))
-    yield sdk
-    sdk.close()
+    yield from _sdk_for_the_session(pytestconfig, vllm_target, sdk_client_for)
 
 
 @pytest.fixture(scope="session")
 def vllm_anthropic(pytestconfig: pytest.Config, vllm_target: TargetState, vllm_facts: ServerFacts):
     """Anthropic's official SDK pointed at the target, with the run's byte cap and timeout."""
-    state = run_state(pytestconfig)
-    sdk = anthropic_client_for(state.settings, _url(vllm_target))
+    yield from _sdk_for_the_session(pytestconfig, vllm_target, anthropic_client_for)
+
+
+def _sdk_for_the_session(pytestconfig: pytest.Config, target: TargetState, client_for):
+    """The SDK client ``client_for(settings, url)`` makes for the target, closed when the session ends."""
+    sdk = client_for(run_state(pytestconfig).settings, _url(target))
     yield sdk
     sdk.close()
 

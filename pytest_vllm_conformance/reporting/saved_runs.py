@@ -7,9 +7,11 @@ refused with what to do, never half-read).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +27,34 @@ def write_whole(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def read_saved(
-    path: Path, *, format_name: str, kind: str, versions: Collection[int], saved_by: str, error: type[Exception]
-) -> dict[str, Any]:
-    """The saved object, checked to be a ``format_name`` file of one of ``versions``; else ``error`` saying why."""
-    try:
-        data = user_files.load_json(Path(path), str(path))
-    except user_files.UserFileError as exc:
-        raise error(str(exc)) from None
-    if not isinstance(data, dict) or data.get("format") != format_name:
-        raise error(f"{path}: not a {kind} baseline (write one with {saved_by}=PATH)")
-    if data.get("format_version") not in versions:
-        readable = " and ".join(map(str, versions))
-        raise error(f"{path}: format_version {data.get('format_version')!r}; this plugin reads {readable}")
-    return data
+@dataclass(frozen=True)
+class SavedFormat:
+    """One kind of saved file: its ``format`` name and version, the versions read back, and who writes it."""
+
+    name: str  # "pytest-vllm-conformance serving baseline"
+    version: int
+    readable: Collection[int]
+    kind: str  # "serving": a file of another format is "not a serving baseline"
+    saved_by: str  # the option that writes one: "--vllm-perf-save"
+    error: type[Exception]
+
+    def header(self, saved_at: str | None) -> dict[str, Any]:
+        """The fields a saved file opens with: its format, version and when it was saved (now unless given)."""
+        return {
+            "format": self.name,
+            "format_version": self.version,
+            "saved_at": saved_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+
+    def read(self, path: Path) -> dict[str, Any]:
+        """The saved object, checked to be a file of this format in a readable version; else ``error`` saying why."""
+        try:
+            data = user_files.load_json(Path(path), str(path))
+        except user_files.UserFileError as exc:
+            raise self.error(str(exc)) from None
+        if not isinstance(data, dict) or data.get("format") != self.name:
+            raise self.error(f"{path}: not a {self.kind} baseline (write one with {self.saved_by}=PATH)")
+        if data.get("format_version") not in self.readable:
+            readable = " and ".join(map(str, self.readable))
+            raise self.error(f"{path}: format_version {data.get('format_version')!r}; this plugin reads {readable}")
+        return data

@@ -204,6 +204,20 @@ class _GumbelFamilyDetector:
         self.p_value_threshold = _validate_threshold(p_value_threshold)
         self.deduplicate_contexts = bool(deduplicate_contexts)
 
+    def __repr__(self) -> str:
+        """Every setting but the key, which neither repr nor str ever shows (key=***)."""
+        return (
+            f"{type(self).__name__}(key=***, context_width={self.context_width}, "
+            f"p_value_threshold={self.p_value_threshold}, "
+            f"deduplicate_contexts={self.deduplicate_contexts}{self._more_settings()})"
+        )
+
+    __str__ = __repr__
+
+    def _more_settings(self) -> str:
+        """The settings a detector adds to the family's, as ``, name=value`` for its repr."""
+        return ""
+
     def prepare(self, token_ids: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Contexts ``(n, w)`` and targets ``(n,)`` of the tokens that are scored."""
         tokens = _as_token_array(token_ids)
@@ -279,15 +293,6 @@ class GumbelDetector(_GumbelFamilyDetector):
         super().__init__(context_width, p_value_threshold, deduplicate_contexts)
         self._prf = _make_prf(prf, key)
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(key=***, context_width={self.context_width}, "
-            f"p_value_threshold={self.p_value_threshold}, "
-            f"deduplicate_contexts={self.deduplicate_contexts})"
-        )
-
-    __str__ = __repr__
-
     def _score(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         return _exponential_scores(self._prf, contexts, targets)
 
@@ -334,14 +339,8 @@ class DualKeyGumbelDetector(_GumbelFamilyDetector):
         self._prf_a = _make_prf(prf, derive_watermark_key(key, b"key_a"))
         self._prf_b = _make_prf(prf, derive_watermark_key(key, b"key_b"))
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(key=***, context_width={self.context_width}, "
-            f"p_value_threshold={self.p_value_threshold}, "
-            f"deduplicate_contexts={self.deduplicate_contexts}, alpha={self.alpha})"
-        )
-
-    __str__ = __repr__
+    def _more_settings(self) -> str:
+        return f", alpha={self.alpha}"
 
     def _score(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         scores_a = _exponential_scores(self._prf_a, contexts, targets)

@@ -13,7 +13,7 @@ under pytest-xdist the other workers wait (``vllm_exclusive``).
 
 import pytest
 
-from pytest_vllm_conformance import contract
+from pytest_vllm_conformance import contract, fact_fixture
 from pytest_vllm_conformance.protocol.error_envelope import error
 from pytest_vllm_conformance.protocol.sample_stats import percentile
 
@@ -27,9 +27,7 @@ def bound(vllm_expect):
     return vllm_expect.declared("admission", "max_queued_requests")
 
 
-@pytest.fixture(scope="module")
-def rejection(vllm_expect):
-    return vllm_expect.fact("admission_rejection")
+rejection = fact_fixture("admission_rejection")
 
 
 @pytest.fixture(scope="module")

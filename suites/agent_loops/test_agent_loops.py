@@ -17,7 +17,7 @@ from functools import partial
 
 import pytest
 
-from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance import contract, fact_fixture, undecided
 from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.protocol.cut_calls import judge_cut_call, skip_if_cut
 
@@ -52,29 +52,11 @@ def responses_turn(vllm_client):
     return lambda body, what: loop.read_turn(vllm_client.post("/v1/responses", body), what)
 
 
-@pytest.fixture(scope="module")
-def item_prefixes(vllm_expect):
-    return vllm_expect.fact("responses_item_id_prefixes")
-
-
-@pytest.fixture(scope="module")
-def error_envelopes(vllm_expect):
-    return vllm_expect.fact("messages_error_envelopes")
-
-
-@pytest.fixture(scope="module")
-def unknown_call_output(vllm_expect):
-    return vllm_expect.fact("responses_unknown_call_output")
-
-
-@pytest.fixture(scope="module")
-def store_routes(vllm_expect):
-    return vllm_expect.fact("responses_store_routes")
-
-
-@pytest.fixture(scope="module")
-def custom_tools(vllm_expect):
-    return vllm_expect.fact("responses_custom_tools")
+item_prefixes = fact_fixture("responses_item_id_prefixes")
+error_envelopes = fact_fixture("messages_error_envelopes")
+unknown_call_output = fact_fixture("responses_unknown_call_output")
+store_routes = fact_fixture("responses_store_routes")
+custom_tools = fact_fixture("responses_custom_tools")
 
 
 @pytest.fixture(scope="module")

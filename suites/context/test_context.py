@@ -11,7 +11,7 @@ and without one the version's documented behaviour is.
 
 import pytest
 
-from pytest_vllm_conformance import contract, each
+from pytest_vllm_conformance import contract, each, fact_fixture
 
 from .exact_prompts import PromptUnavailable, assert_refused_naming_the_limit, context_endpoints
 
@@ -24,14 +24,8 @@ def max_model_len(vllm_facts):
     return vllm_facts.max_model_len
 
 
-@pytest.fixture(scope="module")
-def refusal(vllm_expect):
-    return vllm_expect.fact("context_limit_refusal")
-
-
-@pytest.fixture(scope="module")
-def overflow(vllm_expect):
-    return vllm_expect.fact("context_overflow")
+refusal = fact_fixture("context_limit_refusal")
+overflow = fact_fixture("context_overflow")
 
 
 @pytest.fixture(scope="module")

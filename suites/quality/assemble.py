@@ -26,7 +26,6 @@ from . import (
     greedy,
     logprob_drift,
     long_context,
-    task_files,
 )
 from .baseline_file import BaselineFile, BaselineFileError
 from .runner import Endpoint, EvalFailed
@@ -123,7 +122,8 @@ def open_declared_run(
     *,
     spread_over_workers: bool,
 ) -> QualityRun:
-    """The run the quality suite shares, each setting from its option, else the profile, else its default."""
+    """The run the quality suite shares: the target, the baseline the options name, the gate; each setting from its
+    option, else the profile, else its default, checked before a baseline connection is opened."""
     if settings.eval_save and spread_over_workers:
         raise RunNotSafe(
             "--vllm-eval-save under pytest-xdist needs the quality tests on one worker: add --dist loadfile"
@@ -132,44 +132,19 @@ def open_declared_run(
     def setting(option: Any, name: str, key: str) -> Any:
         return expect.setting(option, name, "quality", key).value
 
-    return open_run(
-        settings,
-        target_facts,
-        target_client,
-        run_dir,
-        tolerance=setting(settings.eval_tolerance, "--vllm-eval-tolerance", "tolerance"),
-        confidence=setting(settings.eval_confidence, "--vllm-eval-confidence", "confidence"),
-        greedy_tokens=expect.declared("quality", "greedy_tokens").value,
-        near_tie_gap=expect.declared("quality", "near_tie_gap").value,
-        greedy_min_compared_tokens=expect.declared("quality", "greedy_min_compared_tokens").value,
-        drift_thresholds=logprob_drift.Thresholds.from_profile(expect.declared("quality", "logprob_drift").value),
-        max_detectable_drop=setting(
-            settings.eval_max_detectable_drop, "--vllm-eval-max-detectable-drop", "max_detectable_drop"
-        ),
-        eval_items=setting(settings.eval_items, "--vllm-eval-items", "eval_items"),
-        long_context_items=setting(
-            settings.eval_long_context_items, "--vllm-eval-long-context-items", "long_context_items"
-        ),
+    tolerance = setting(settings.eval_tolerance, "--vllm-eval-tolerance", "tolerance")
+    confidence = setting(settings.eval_confidence, "--vllm-eval-confidence", "confidence")
+    greedy_tokens = expect.declared("quality", "greedy_tokens").value
+    near_tie_gap = expect.declared("quality", "near_tie_gap").value
+    greedy_min_compared_tokens = expect.declared("quality", "greedy_min_compared_tokens").value
+    drift_thresholds = logprob_drift.Thresholds.from_profile(expect.declared("quality", "logprob_drift").value)
+    max_detectable_drop = setting(
+        settings.eval_max_detectable_drop, "--vllm-eval-max-detectable-drop", "max_detectable_drop"
     )
-
-
-def open_run(
-    settings: Settings,
-    target_facts: ServerFacts,
-    target_client: BoundedClient,
-    run_dir: Path,
-    *,
-    tolerance: float,
-    confidence: float,
-    greedy_tokens: int,
-    near_tie_gap: float = greedy.DEFAULT_NEAR_TIE_GAP,
-    greedy_min_compared_tokens: int = greedy.DEFAULT_MIN_COMPARED_TOKENS,
-    drift_thresholds: logprob_drift.Thresholds | None = None,
-    max_detectable_drop: float | None = None,
-    eval_items: int = task_files.HAND_WRITTEN_ITEMS,
-    long_context_items: int = long_context.ITEMS_PER_LENGTH,
-) -> QualityRun:
-    """The run the quality suite shares: the target, the baseline the options name, the gate."""
+    eval_items = setting(settings.eval_items, "--vllm-eval-items", "eval_items")
+    long_context_items = setting(
+        settings.eval_long_context_items, "--vllm-eval-long-context-items", "long_context_items"
+    )
     check_gate(tolerance, confidence)  # before a baseline connection is opened
     check_greedy(greedy_tokens, greedy_min_compared_tokens)
     check_power(max_detectable_drop, eval_items, long_context_items)

@@ -14,13 +14,12 @@ serves the same model unless ``--vllm-baseline-model`` names the recorded one.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_vllm_conformance.reporting.saved_runs import read_saved, write_whole
+from pytest_vllm_conformance.reporting.saved_runs import SavedFormat, write_whole
 
 from .greedy import Continuation
 from .logprob_drift import Scored, top_from_json, top_to_json
@@ -33,6 +32,16 @@ READABLE_VERSIONS = (1, 2)  # 1: no logprobs; its greedy tokens are compared exa
 
 class BaselineFileError(Exception):
     """The file is not a baseline this version can read; the message names the file and the problem."""
+
+
+SAVED = SavedFormat(
+    FORMAT,
+    FORMAT_VERSION,
+    readable=READABLE_VERSIONS,
+    kind="quality",
+    saved_by="--vllm-eval-save",
+    error=BaselineFileError,
+)
 
 
 def run_key(task: str, backend: str) -> str:
@@ -101,9 +110,7 @@ class BaselineFile:
                 ],
             }
         return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "saved_at": self.saved_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            **SAVED.header(self.saved_at),
             "lm_eval_version": self.lm_eval_version or _lm_eval_version(),
             "server": self.server,
             "greedy": greedy,
@@ -116,14 +123,7 @@ class BaselineFile:
 
     @classmethod
     def load(cls, path: Path) -> BaselineFile:
-        data = read_saved(
-            path,
-            format_name=FORMAT,
-            kind="quality",
-            versions=READABLE_VERSIONS,
-            saved_by="--vllm-eval-save",
-            error=BaselineFileError,
-        )
+        data = SAVED.read(path)
         try:
             greedy_data = data.get("greedy")
             greedy = None

@@ -107,7 +107,7 @@ class QualityRun:
         eval_items: int = task_files.HAND_WRITTEN_ITEMS,
         long_context_items: int = long_context.ITEMS_PER_LENGTH,
     ) -> None:
-        # The settings were checked by assemble.open_run, before any baseline connection was opened.
+        # The settings were checked by assemble.open_declared_run, before any baseline connection was opened.
         self.max_detectable_drop = max_detectable_drop
         self.eval_items = eval_items
         self.long_context_items = long_context_items

@@ -17,13 +17,12 @@ needs at least ``MIN_ROUNDS`` rounds on each side, else it is undecided.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_vllm_conformance.reporting.saved_runs import read_saved, write_whole
+from pytest_vllm_conformance.reporting.saved_runs import SavedFormat, write_whole
 
 from .loadgen import RequestTiming, Round
 
@@ -38,6 +37,11 @@ WORKLOAD_KEYS = ("prompt_tokens", "output_tokens", "concurrency", "requests")
 
 class PerfFileError(Exception):
     """The file is not a serving baseline this version reads; the message names the file and the problem."""
+
+
+SAVED = SavedFormat(
+    FORMAT, FORMAT_VERSION, readable=(FORMAT_VERSION,), kind="serving", saved_by="--vllm-perf-save", error=PerfFileError
+)
 
 
 def _timing_to_dict(timing: RequestTiming, zero: float) -> dict[str, Any]:
@@ -90,9 +94,7 @@ class PerfRecording:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "saved_at": self.saved_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            **SAVED.header(self.saved_at),
             "server": self.server,
             "workload": self.workload,
             "rounds": [_round_to_dict(r) for r in self.rounds],
@@ -103,14 +105,7 @@ class PerfRecording:
 
     @classmethod
     def load(cls, path: Path) -> PerfRecording:
-        data = read_saved(
-            path,
-            format_name=FORMAT,
-            kind="serving",
-            versions=(FORMAT_VERSION,),
-            saved_by="--vllm-perf-save",
-            error=PerfFileError,
-        )
+        data = SAVED.read(path)
         try:
             return cls(
                 server=dict(data["server"]),

@@ -16,7 +16,7 @@ from functools import partial
 
 import pytest
 
-from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance import contract, fact_fixture, undecided
 from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.protocol.cut_calls import argument_problem, judge_cut_call, skip_if_cut
 from pytest_vllm_conformance.protocol.error_envelope import error_message
@@ -25,10 +25,7 @@ from pytest_vllm_conformance.protocol.tools import CHAT, TOOLS, WEATHER, named, 
 
 from .call_answers import CUT_MAX_TOKENS, assert_one_valid_call, served_call, without_strict
 
-
-@pytest.fixture(scope="module")
-def finish_reasons(vllm_expect):
-    return vllm_expect.fact("tool_call_finish_reasons")
+finish_reasons = fact_fixture("tool_call_finish_reasons")
 
 
 @pytest.fixture(scope="module")
