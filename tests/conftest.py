@@ -309,6 +309,17 @@ def run_suites(pytester: pytest.Pytester, *args: str, url: str | None, profile: 
     return warm_runs.runpytest(pytester, *argv, *args, timeout=900)
 
 
+def run_through_proxy(pytester: pytest.Pytester, upstream_url: str, rules, *args: str, profile: str | None = None):
+    """``run_suites`` with ``args`` through a fault proxy of ``rules`` in front of ``upstream_url``; each rule must
+    strike at least once. Returns the run's JUnit file."""
+    from fixtures.fault_proxy import FaultProxy
+
+    with FaultProxy(upstream_url, rules=rules) as proxy:
+        run_suites(pytester, *args, url=proxy.url, profile=profile)
+        assert all(proxy.hits), f"a fault was never injected: {proxy.hits}"
+    return pytester.path / "junit.xml"
+
+
 # ---- real servers shared by the integration and fault tests -------------------
 
 

@@ -29,13 +29,15 @@ from fixtures.fault_proxy import (
 )
 from fixtures.server_specs import TEST_KEY
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, of_features
-from tests.conftest import requires_vllm, run_suites
+from tests.conftest import requires_vllm, run_suites, run_through_proxy
 from tests.integration.test_suites_on_real_vllm import GATED_VERDICTS, PLAIN_VERDICTS
 from tests.support.profiles import GATED_PROFILE, PLAIN_PROFILE, hiding
 from tests.support.scenarios import TOOL_CALLS_WITH_PARSER
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark.servers("plain", "hardened")]
 
+# How a run against the hardened server gives its key.
+WITH_KEY = f"--vllm-api-key={TEST_KEY}"
 # The routes the plain server serves malformed requests on, and the list field each is malformed in.
 MALFORMED = (("/v1/completions", "prompt"), ("/v1/chat/completions", "messages"), ("/v1/responses", "input"))
 
@@ -72,10 +74,8 @@ def test_a_leaked_scale_out_route_fails_scale_out(pytester, plain_server, gated_
 )
 def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_server):
     # An ingress that authenticates GET /v1/models on every caller's behalf.
-    with FaultProxy(
-        gated_server.url, rules=[InjectAuth(path="/v1/models", header_value=f"Bearer {TEST_KEY}")]
-    ) as proxy:
-        run_suites(pytester, "-m", "auth", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE)
+    rules = [InjectAuth(path="/v1/models", header_value=f"Bearer {TEST_KEY}")]
+    junit = run_through_proxy(pytester, gated_server.url, rules, "-m", "auth", WITH_KEY, profile=GATED_PROFILE)
     # The ingress authenticates every method on the path, so the other-method variant leaks too.
     leaks = {
         f"auth.guarded_route_refuses_{check}[GET /v1/models ({variant})]"
@@ -94,15 +94,14 @@ def test_a_guarded_route_answering_without_a_key_fails_auth(pytester, gated_serv
         "auth.unguarded_route_is_public": "skipped",
         "auth.path_variants_refused": "passed",
     }
-    assert_verdicts(pytester.path / "junit.xml", auth, failed=leaks)
-    failed = failed_checks(pytester.path / "junit.xml")
+    assert_verdicts(junit, auth, failed=leaks)
+    failed = failed_checks(junit)
     assert (
         "GET /v1/models (exact) answered without a key: GET /v1/models -> 200"
         in (failed["auth.guarded_route_refuses_missing_key[GET /v1/models (exact)]"])
     )
     assert "auth is required (profile gated), but the server is open" in failed["auth.open_server_declared"]
-    for artifact in (pytester.path / "junit.xml",):
-        assert TEST_KEY not in artifact.read_text()
+    assert TEST_KEY not in junit.read_text()
 
 
 def test_routes_a_gateway_does_not_expose_are_reported_not_failed_by_auth(pytester, gated_server):
@@ -116,7 +115,7 @@ def test_routes_a_gateway_does_not_expose_are_reported_not_failed_by_auth(pytest
             pytester,
             "-m",
             "auth",
-            f"--vllm-api-key={TEST_KEY}",
+            WITH_KEY,
             f"--vllm-ingress-url={gateway.url}",
             f"--vllm-report={report}",
             url=gated_server.url,
@@ -151,11 +150,11 @@ def test_routes_a_gateway_does_not_expose_are_reported_not_failed_by_auth(pytest
 
 @pytest.mark.pins(failed={"validation_bounds.error_body_bounded"})
 def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server):
-    with FaultProxy(plain_server.url, rules=[AmplifyErrors(factor_bytes=5_000_000)]) as proxy:
-        run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
+    rules = [AmplifyErrors(factor_bytes=5_000_000)]
+    junit = run_through_proxy(pytester, plain_server.url, rules, "-m", "validation_bounds", profile=PLAIN_PROFILE)
     sizes = [f"{route} {field}x{n}" for route, field in MALFORMED for n in (10, 100, 800, 5000)]
     assert_verdicts(
-        pytester.path / "junit.xml",
+        junit,
         # A body cut at the byte cap cannot have its entries counted, nor its rest searched for internals:
         # undecided, where the size already failed.
         {
@@ -165,7 +164,7 @@ def test_an_amplified_error_body_fails_validation_bounds(pytester, plain_server)
         },
         failed={f"validation_bounds.error_body_bounded[{size}]" for size in sizes},  # every served route and size
     )
-    bounded = failed_checks(pytester.path / "junit.xml")
+    bounded = failed_checks(junit)
     message = bounded["validation_bounds.error_body_bounded[/v1/completions promptx800]"]
     assert "the error body passed the bound of 32768 bytes (profile plain)" in message
     assert "truncated at 32,769 bytes" in message
@@ -199,14 +198,14 @@ def test_a_declared_body_bound_fails_on_vllm_alone_and_passes_behind_an_ingress_
 
 @pytest.mark.pins(failed={"validation_bounds.no_internals"})
 def test_a_file_path_in_an_error_fails_validation_bounds(pytester, plain_server):
-    with FaultProxy(plain_server.url, rules=[LeakInternals(path="/v1/chat/completions")]) as proxy:
-        run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=PLAIN_PROFILE)
+    rules = [LeakInternals(path="/v1/chat/completions")]
+    junit = run_through_proxy(pytester, plain_server.url, rules, "-m", "validation_bounds", profile=PLAIN_PROFILE)
     assert_verdicts(
-        pytester.path / "junit.xml",
+        junit,
         of_features(PLAIN_VERDICTS, "validation_bounds"),
         failed={f"validation_bounds.no_internals[/v1/chat/completions messagesx{n}]" for n in (10, 100, 800, 5000)},
     )
-    failed = failed_checks(pytester.path / "junit.xml")
+    failed = failed_checks(junit)
     assert (
         "the error shows a server file path '/usr/lib/python3/dist-packages/vllm/entrypoints/serve.py'"
         in (failed["validation_bounds.no_internals[/v1/chat/completions messagesx10]"])
@@ -274,11 +273,9 @@ def test_answers_the_sdk_cannot_use_fail_sdk(pytester, plain_server):
         RewriteJsonResponse(("stop_reason",), "finished", path="/v1/messages"),
         RewriteStream(path="/v1/messages", edit="drop_message_start"),
     ]
-    with FaultProxy(plain_server.url, rules=rules) as proxy:
-        run_suites(pytester, "-m", "sdk", url=proxy.url, profile=PLAIN_PROFILE)
-        assert all(proxy.hits), f"a fault was never injected: {proxy.hits}"
-    assert_verdicts(pytester.path / "junit.xml", of_features(PLAIN_VERDICTS, "sdk"), failed=SDK_CONTRACTS)
-    failed = failed_checks(pytester.path / "junit.xml")
+    junit = run_through_proxy(pytester, plain_server.url, rules, "-m", "sdk", profile=PLAIN_PROFILE)
+    assert_verdicts(junit, of_features(PLAIN_VERDICTS, "sdk"), failed=SDK_CONTRACTS)
+    failed = failed_checks(junit)
     assert "the OpenAI SDK sees ['another-model']" in failed["sdk.lists_model"]
     assert "the completion reports 99 completion tokens for max_tokens=8" in failed["sdk.completion_parses"]
     assert "the answer's role is 'user', not 'assistant'" in failed["sdk.chat_parses"]
@@ -296,9 +293,7 @@ def test_answers_the_sdk_cannot_use_fail_sdk(pytester, plain_server):
 @pytest.mark.pins(failed={"scale_out.enabled_routes_served"})
 def test_a_scale_out_route_an_ingress_answers_404_fails_scale_out(pytester, gated_server):
     hidden = Respond(404, {"detail": "Not Found"}, path="/v1/completions/render")
-    with FaultProxy(gated_server.url, rules=[hidden]) as proxy:
-        run_suites(pytester, "-m", "scale_out", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE)
-    junit = pytester.path / "junit.xml"
+    junit = run_through_proxy(pytester, gated_server.url, [hidden], "-m", "scale_out", WITH_KEY, profile=GATED_PROFILE)
     assert_verdicts(
         junit,
         {**of_features(GATED_VERDICTS, "scale_out"), "scale_out.enabled_routes_served": {"passed": 7}},
@@ -312,9 +307,7 @@ def test_a_scale_out_route_an_ingress_answers_404_fails_scale_out(pytester, gate
 def test_a_route_that_refuses_the_right_key_fails_auth(pytester, gated_server):
     # An ingress that answers 401 on one guarded route whatever the caller sends, its key included.
     refusing = Respond(401, {"error": "Unauthorized"}, path="/v1/completions/render/?")
-    with FaultProxy(gated_server.url, rules=[refusing]) as proxy:
-        run_suites(pytester, "-m", "auth", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE)
-    junit = pytester.path / "junit.xml"
+    junit = run_through_proxy(pytester, gated_server.url, [refusing], "-m", "auth", WITH_KEY, profile=GATED_PROFILE)
     refused = {
         f"auth.guarded_route_accepts_key[POST /v1/completions/render ({variant})]"
         for variant in ("exact", "trailing slash", "other method")
@@ -331,9 +324,7 @@ def test_prompt_embeds_served_where_the_profile_disables_them_fails_embedding_li
     Not the server with prompt embeds enabled behind the plain profile: the check sends a well-formed payload
     of the declared hidden size, which that server serves (a pass there would be the defect of issue 40)."""
     served = Respond(200, {"choices": [{"index": 0, "text": "x", "finish_reason": "length"}]}, path="/v1/completions")
-    with FaultProxy(plain_server.url, rules=[served]) as proxy:
-        run_suites(pytester, "-m", "embedding_limits", url=proxy.url, profile=PLAIN_PROFILE)
-    junit = pytester.path / "junit.xml"
+    junit = run_through_proxy(pytester, plain_server.url, [served], "-m", "embedding_limits", profile=PLAIN_PROFILE)
     disabled = "embedding_limits.prompt_embeds_refused_when_disabled"
     assert_verdicts(junit, {**of_features(PLAIN_VERDICTS, "embedding_limits"), disabled: "failed"})
     message = failed_checks(junit)[disabled]
@@ -346,9 +337,7 @@ def test_a_disabled_refusal_worded_as_malformed_fails_embedding_limits(pytester,
     # a server that refuses a well-formed payload as malformed is not refusing it because the feature is off.
     malformed = "`prompt_embeds` could not be deserialized as a torch tensor: PytorchStreamReader failed"
     reworded = RewriteJsonResponse(("error", "message"), malformed, statuses=(400,), path="/v1/completions")
-    with FaultProxy(plain_server.url, rules=[reworded]) as proxy:
-        run_suites(pytester, "-m", "embedding_limits", url=proxy.url, profile=PLAIN_PROFILE)
-    junit = pytester.path / "junit.xml"
+    junit = run_through_proxy(pytester, plain_server.url, [reworded], "-m", "embedding_limits", profile=PLAIN_PROFILE)
     disabled = "embedding_limits.prompt_embeds_refused_when_disabled"
     assert_verdicts(junit, {**of_features(PLAIN_VERDICTS, "embedding_limits"), disabled: "failed"})
     message = failed_checks(junit)[disabled]
@@ -360,11 +349,9 @@ def test_a_disabled_refusal_worded_as_malformed_fails_embedding_limits(pytester,
 def test_embedded_tokens_miscounted_fail_embedding_limits(pytester, gated_server):
     # Every served completion reports 5 prompt tokens: 4 embedded tokens counted as 5.
     miscount = RewriteJsonResponse(("usage", "prompt_tokens"), 5, statuses=(200,), path="/v1/completions")
-    with FaultProxy(gated_server.url, rules=[miscount]) as proxy:
-        run_suites(
-            pytester, "-m", "embedding_limits", f"--vllm-api-key={TEST_KEY}", url=proxy.url, profile=GATED_PROFILE
-        )
-    junit = pytester.path / "junit.xml"
+    junit = run_through_proxy(
+        pytester, gated_server.url, [miscount], "-m", "embedding_limits", WITH_KEY, profile=GATED_PROFILE
+    )
     small = "embedding_limits.small_prompt_embeds_accepted"
     assert_verdicts(junit, {**of_features(GATED_VERDICTS, "embedding_limits"), small: "failed"})
     assert "4 embedded tokens were counted as 5" in failed_checks(junit)[small]
@@ -373,9 +360,7 @@ def test_embedded_tokens_miscounted_fail_embedding_limits(pytester, gated_server
 @pytest.mark.pins(failed={"metrics.exposition_parses"})
 def test_a_metrics_page_that_is_not_prometheus_text_fails_metrics(pytester, plain_server):
     not_prometheus = Respond(200, {"detail": "metrics moved"}, path="/metrics")
-    with FaultProxy(plain_server.url, rules=[not_prometheus]) as proxy:
-        run_suites(pytester, "-m", "metrics", url=proxy.url, profile=PLAIN_PROFILE)
-    junit = pytester.path / "junit.xml"
+    junit = run_through_proxy(pytester, plain_server.url, [not_prometheus], "-m", "metrics", profile=PLAIN_PROFILE)
     # The families cannot be read off a page that does not parse: not judged, where the parse already failed.
     assert_verdicts(
         junit,
@@ -392,9 +377,7 @@ def test_a_metrics_page_that_is_not_prometheus_text_fails_metrics(pytester, plai
 def test_a_forced_tool_choice_dropped_on_the_way_fails_the_refusal(pytester, plain_server):
     # Without tool_choice the server without a parser serves the chat: the forced choice is never refused.
     dropped = StripJsonField(field="tool_choice", path="/v1/chat/completions")
-    with FaultProxy(plain_server.url, rules=[dropped]) as proxy:
-        run_suites(pytester, "-m", "tool_calls", url=proxy.url)
-    junit = pytester.path / "junit.xml"
+    junit = run_through_proxy(pytester, plain_server.url, [dropped], "-m", "tool_calls")
     forced = "tool_calls.forced_choice_refused_without_parser"
     assert_verdicts(junit, {**dict.fromkeys(TOOL_CALLS_WITH_PARSER, "not claimed"), forced: "failed"})
     assert "without a tool-call parser was not refused with 400" in failed_checks(junit)[forced]

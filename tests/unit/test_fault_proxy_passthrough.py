@@ -10,8 +10,6 @@ import json
 import logging
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +21,6 @@ from fixtures.fault_proxy import FaultProxy, InjectAuth, Stretch, StripJsonField
 from fixtures.hostile_server import HostileServer
 from tests.support.waiting import wait_until
 from tests.unit.echo_upstream import (
-    REPO_ROOT,
     SECRET,
     TIMEOUT,
     Upstream,
@@ -31,6 +28,7 @@ from tests.unit.echo_upstream import (
     raw_exchange,
     serving,
 )
+from tests.unit.own_process import listening
 
 
 @pytest.fixture(scope="module")
@@ -177,39 +175,14 @@ def test_stopping_with_open_streams_is_prompt() -> None:
 
 def test_subprocess_mode_prints_its_port_first(upstream: Upstream) -> None:
     spec = {"rule": "Respond", "status": 418, "body_json": {"teapot": True}, "path": "/tea"}
-    with subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fixtures.fault_proxy",
-            "--upstream",
-            upstream.url,
-            "--rule",
-            json.dumps(spec),
-        ],
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as process:
-        try:
-            assert process.stdout is not None
-            word, port = process.stdout.readline().split()
-            assert word == "LISTENING"
-            base = f"http://127.0.0.1:{port}"
-            # The port is bound before it is printed, but uvicorn serves a moment later.
-            assert wait_until(lambda: _answers(base), timeout=10)
-            assert httpx.get(base + "/tea", timeout=TIMEOUT).status_code == 418
-            assert httpx.get(base + "/v1/models", timeout=TIMEOUT).status_code == 200
-        finally:
-            process.terminate()
-            try:
-                process.communicate(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.communicate(timeout=5)
+    with listening("fixtures.fault_proxy", "--upstream", upstream.url, "--rule", json.dumps(spec)) as started:
+        base = f"http://127.0.0.1:{started.port}"
+        # The port is bound before it is printed, but uvicorn serves a moment later.
+        assert wait_until(lambda: _answers(base), timeout=10)
+        assert httpx.get(base + "/tea", timeout=TIMEOUT).status_code == 418
+        assert httpx.get(base + "/v1/models", timeout=TIMEOUT).status_code == 200
     # uvicorn shuts down cleanly, then re-raises the SIGTERM it caught, by design.
-    assert process.returncode in (0, -signal.SIGTERM)
+    assert started.process.returncode in (0, -signal.SIGTERM)
 
 
 def _answers(base: str) -> bool:

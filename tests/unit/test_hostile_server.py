@@ -10,20 +10,17 @@ import gzip
 import json
 import socket
 import struct
-import subprocess
-import sys
 import time
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from fixtures.hostile_server import DEFAULT_HUGE_BYTES, HostileServer
 from tests.support.waiting import wait_until
+from tests.unit.own_process import listening
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # Tight client limits: a test that waits longer than this has found a bug.
 TIMEOUT = httpx.Timeout(2.0)
 
@@ -262,24 +259,7 @@ def test_thread_mode_stops_promptly_with_open_connections() -> None:
 
 
 def test_subprocess_mode_prints_its_port_first() -> None:
-    with subprocess.Popen(
-        [sys.executable, "-m", "fixtures.hostile_server", "--port", "0"],
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as process:
-        try:
-            assert process.stdout is not None
-            word, port = process.stdout.readline().split()
-            assert word == "LISTENING"
-            response = httpx.get(f"http://127.0.0.1:{port}/status/503", timeout=TIMEOUT)
-            assert response.status_code == 503
-        finally:
-            process.terminate()
-            try:
-                _, stderr = process.communicate(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                _, stderr = process.communicate(timeout=5)
-    assert process.returncode == 0, stderr  # SIGTERM is a clean stop, not a crash
+    with listening("fixtures.hostile_server", "--port", "0") as started:
+        response = httpx.get(f"http://127.0.0.1:{started.port}/status/503", timeout=TIMEOUT)
+        assert response.status_code == 503
+    assert started.process.returncode == 0, started.stderr  # SIGTERM is a clean stop, not a crash

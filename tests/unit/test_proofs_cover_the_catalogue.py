@@ -118,6 +118,9 @@ def test_assert_verdicts_and_failed_checks_record_what_they_pin(tmp_path):
     try:
         verdicts.assert_verdicts(junit, {"a.x": "passed", "a.y": "passed", "a.z": "skipped"}, failed={"a.x[one]"})
         assert verdicts.failed_checks(junit)["a.x[one]"] == "broken"
+        verdicts.assert_failures_say(junit, {"a.x[one]": ("bro", "ken")})
+        with pytest.raises(AssertionError, match="'mended' not in 'broken'"):
+            verdicts.assert_failures_say(junit, {"a.x[one]": "mended"})
     finally:
         recorded = verdicts.stop_pinning()
         verdicts.start_pinning()
