@@ -69,29 +69,25 @@ def test_every_tracked_file_of_the_package_and_the_suites_is_in_the_wheel(wheel)
     assert not missing, f"tracked but not in the wheel: {missing}"
 
 
-def test_installed_suites_collect_from_the_wheel_alone(wheel, tmp_path):
-    unpacked = tmp_path / "site"
+COLLECT = ("--collect-only", "-q", "-p", "no:cacheprovider")
+
+
+def _unpacked(wheel: Path, tmp_path: Path) -> Path:
+    site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(unpacked)
-    env = {**os.environ, "PYTHONPATH": str(unpacked)}
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "pytest_vllm_conformance.suites",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+        archive.extractall(site)
+    return site
+
+
+def _pytest_from_wheel(site: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``pytest --pyargs pytest_vllm_conformance.suites --collect-only`` with the unpacked wheel alone on the path."""
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    command = [sys.executable, "-m", "pytest", "--pyargs", "pytest_vllm_conformance.suites", *COLLECT]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_installed_suites_collect_from_the_wheel_alone(wheel, tmp_path):
+    run = _pytest_from_wheel(_unpacked(wheel, tmp_path), tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     # Collected from the wheel's copy (paths relative to the run folder), not the clone.
     assert "site/pytest_vllm_conformance/suites/scale_out/test_scale_out.py::test_enabled_routes_served" in run.stdout
@@ -109,9 +105,7 @@ def _command(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProc
 
 
 def test_the_command_from_the_wheel_names_merge_first_and_warns_of_nothing(wheel, tmp_path):
-    site = tmp_path / "site"
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site)
+    site = _unpacked(wheel, tmp_path)
     helped = _command(["--help"], site, tmp_path)
     assert helped.returncode == 0 and helped.stdout.startswith("usage: vllm-conformance ")
     assert "\nsubcommands:\n  merge " in helped.stdout.split("usage: pytest")[0]
@@ -168,24 +162,11 @@ def _collected(run: subprocess.CompletedProcess[str]) -> set[str]:
 
 def test_the_clone_the_command_and_the_wheel_run_the_same_tests(wheel, tmp_path):
     """``pytest suites`` in a clone, ``vllm-conformance`` and ``pytest --pyargs`` from the wheel: one set of tests."""
-    site = tmp_path / "site"
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site)
-    collect = ["--collect-only", "-q", "-p", "no:cacheprovider"]
+    site = _unpacked(wheel, tmp_path)
     clone = subprocess.run(
-        [sys.executable, "-m", "pytest", "suites", *collect], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "pytest", "suites", *COLLECT], cwd=REPO, capture_output=True, text=True, timeout=120
     )
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    from_wheel = subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", "pytest_vllm_conformance.suites", *collect],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    command = _command(collect, site, tmp_path)
     tests = _collected(clone)
     assert len(tests) > 150
-    assert _collected(from_wheel) == tests
-    assert _collected(command) == tests
+    assert _collected(_pytest_from_wheel(site, tmp_path)) == tests
+    assert _collected(_command(list(COLLECT), site, tmp_path)) == tests
