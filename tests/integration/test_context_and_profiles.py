@@ -13,7 +13,7 @@ from fixtures.server_specs import DERIVED_LENGTH_ARGS
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import requires_vllm, run_suites
-from tests.support.scenarios import CAPTURED
+from tests.support.scenarios import CAPTURED, context_run
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("plain", "yarn")]
 
@@ -24,20 +24,10 @@ CONTEXT_LIMITS = (
     "context.prompt_over_limit_refused",
 )
 
-CONTEXT_CONTRACTS = (*CONTEXT_LIMITS, "context.max_model_len_as_declared")
-
 
 def context_profile(max_model_len, clamp=None):
     text = f"profile: 1\nname: context-{max_model_len}\ncontext:\n  max_model_len: {max_model_len}\n"
     return text + (f"  max_tokens_clamp: {clamp}\n" if clamp else "")
-
-
-def assert_context_suite_passed(junit, **others):
-    """Every context contract passed on both endpoints; ``others``: the rest of the run's verdicts, pinned too."""
-    pinned = {contract.replace("__", "."): verdict for contract, verdict in others.items()}
-    assert_verdicts(
-        junit, {**dict.fromkeys(CONTEXT_LIMITS, {"passed": 2}), "context.max_model_len_as_declared": "passed", **pinned}
-    )
 
 
 def test_any_run_captures_the_observed_profile(pytester, plain_server, tmp_path):
@@ -127,20 +117,20 @@ def test_a_baseline_compared_with_a_target_that_hides_its_tokenizer_fails_saying
     assert result.ret == 0
 
 
-@pytest.mark.pins(healthy=CONTEXT_CONTRACTS)
+@pytest.mark.pins(healthy=context_run(context_profile(512)))
 def test_context_suite_passes_on_vllm_0_32_defaults(pytester, plain_server):
     # 0.32 clamps one token over the limit, and clamping is its documented default.
     run_suites(pytester, "-m", "context", url=plain_server.url, profile=context_profile(512))
-    assert_context_suite_passed(pytester.path / "junit.xml")
+    assert_verdicts(pytester.path / "junit.xml", context_run(context_profile(512)))
 
 
-@pytest.mark.pins(healthy=CONTEXT_CONTRACTS)
+@pytest.mark.pins(healthy=context_run(context_profile(512, clamp="allowed")))
 def test_clamp_passes_where_the_profile_allows_it(pytester, plain_server):
     run_suites(pytester, "-m", "context", url=plain_server.url, profile=context_profile(512, clamp="allowed"))
-    assert_context_suite_passed(pytester.path / "junit.xml")
+    assert_verdicts(pytester.path / "junit.xml", context_run(context_profile(512, clamp="allowed")))
 
 
-@pytest.mark.pins(healthy=CONTEXT_CONTRACTS)
+@pytest.mark.pins(healthy=context_run(context_profile(512)))
 def test_a_yarn_checkpoint_shows_its_derived_length_in_capture_and_context(pytester, served, tmp_path):
     # tiny-llama-yarn512: max_position_embeddings 512, YaRN factor 4. vLLM 0.30+ no longer multiplies.
     server = served("yarn")
@@ -149,7 +139,7 @@ def test_a_yarn_checkpoint_shows_its_derived_length_in_capture_and_context(pytes
         pytester, "-m", "context", f"--vllm-capture-profile={capture}", url=server.url, profile=context_profile(512)
     )
     assert load_profile(capture).data["observed"]["max_model_len"] == 512
-    assert_context_suite_passed(pytester.path / "junit.xml")
+    assert_verdicts(pytester.path / "junit.xml", context_run(context_profile(512)))
 
 
 PYTHON_0_29 = executable_from_env("VLLM_CONFORMANCE_PYTHON_0_29")

@@ -117,22 +117,30 @@ POOLING = Scenario("pooling", EMBEDDING_PROFILE, serves=("pooling", "embeddings"
 GATEWAY = Scenario("gateway", GATED_PROFILE, given=("api_key", "ingress"))
 # Two replicas of one server (tests/integration/test_fleet_on_real_vllm.py), no profile.
 FLEET = Scenario("fleet", None, given=("fleet",))
+# The context suite alone under a profile of the served length (tests/integration/test_context_and_profiles.py):
+# each limit on both completion endpoints.
+CONTEXT_LIMIT_CASES: dict[str, Verdict] = dict.fromkeys(
+    [
+        "context.request_at_limit_served",
+        "context.request_over_limit_refused_or_clamped",
+        "context.prompt_over_limit_refused",
+    ],
+    {"passed": 2},
+)
+
+
+def context_run(profile: str) -> dict[str, Verdict]:
+    """The context suite's verdicts on a server whose length ``profile`` declares (a run of ``-m context``)."""
+    return Scenario("context", profile, cases=CONTEXT_LIMIT_CASES).verdicts("context")
+
+
 # The plain server judged against its own capture, as profile and as baseline
 # (tests/integration/test_context_and_profiles.py): the context limits on both completion endpoints.
 CAPTURED = Scenario(
     "captured",
     PLAIN_PROFILE,
     given=("baseline",),
-    cases=TINY_LLAMA_CASES
-    | dict.fromkeys(
-        [
-            "context.request_at_limit_served",
-            "context.request_over_limit_refused_or_clamped",
-            "context.prompt_over_limit_refused",
-        ],
-        {"passed": 2},
-    )
-    | {"profile_diff.serving_unchanged": {"passed": 1}},
+    cases=TINY_LLAMA_CASES | CONTEXT_LIMIT_CASES | {"profile_diff.serving_unchanged": {"passed": 1}},
 )
 # tiny-llama on vLLM 0.29 (tests/integration/test_version_matrix.py), no profile: no scale-out gate yet, and
 # /v1/responses/render (0.30) and /inference/v1/abort_requests (0.32) do not exist.
