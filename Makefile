@@ -1,5 +1,6 @@
 # Two entry points, each doing all of its own set-up on a fresh machine:
 #   make demo   the conformance suites against a real vLLM server started by the plugin
+#               (make demo-drain: the lifecycle suite, which stops that server, apart)
 #   make test   the plugin's own tests: lint, unit tests (seconds), then the suites against
 #               real servers, passing and with faults injected
 # The fast path alone: make lint unit
@@ -18,7 +19,7 @@ DEMO_SERVE_ARGS := --vllm-serve-arg=--dtype=float32 --vllm-serve-arg=--enforce-e
 DEMO_API_KEY ?= demo-key-not-secret
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint unit docs test-wheel test-matrix test-gateways test-loadgen-witness test-serving test-fleet test-extended atlas models gptq-models venv clean
+.PHONY: demo demo-drain test lint unit docs test-wheel test-matrix test-gateways test-loadgen-witness test-serving test-fleet test-extended atlas models gptq-models venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,7 +54,13 @@ gptq-models: models $(VENV_GPTQ)/.installed
 DEMO_REPORT ?= reports/demo.yaml
 demo: models
 	VLLM_API_KEY="$${VLLM_API_KEY:-$(DEMO_API_KEY)}" $(PY) -m pytest suites --vllm-serve="$(TINY_LLAMA)" $(DEMO_SERVE_ARGS) \
-		--vllm-profile=fixtures/profiles/demo.yaml -rfE --vllm-report=$(DEMO_REPORT) $(PYTEST_ARGS)
+		--vllm-profile=fixtures/profiles/demo.yaml -rfE --vllm-report=$(DEMO_REPORT) -m "not lifecycle" $(PYTEST_ARGS)
+
+# The lifecycle suite on its own: SIGTERM with streams in flight, the demo server's last act. vLLM 0.32 drains its
+# streams under --shutdown-timeout 10 but answers new requests 500 and /health 200 meanwhile: two failures, every run.
+demo-drain: models
+	VLLM_API_KEY="$${VLLM_API_KEY:-$(DEMO_API_KEY)}" $(PY) -m pytest suites --vllm-serve="$(TINY_LLAMA)" $(DEMO_SERVE_ARGS) \
+		--vllm-profile=fixtures/profiles/demo.yaml -rfE -m lifecycle $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
