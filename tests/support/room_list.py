@@ -38,13 +38,12 @@ def summary(path: Path) -> str:
 def rooms(repo: Path = REPO) -> list[tuple[str, list[Path]]]:
     """Each room (its folder, relative to the checkout) with its modules, in the order the list gives them."""
     package = repo / PACKAGE
-    folders = [package, *(p for p in package.iterdir() if (p / "__init__.py").is_file())]
-
-    suites = repo / "suites"
-    feature_folders = sorted(p for p in suites.iterdir() if (p / "__init__.py").is_file()) if suites.is_dir() else []
-    folders = sorted(folders) + [repo / name for name in BESIDE if (repo / name).is_dir()]
-    if suites in folders:
-        folders[folders.index(suites) + 1 : folders.index(suites) + 1] = feature_folders
+    folders = sorted([package, *(p for p in package.iterdir() if (p / "__init__.py").is_file())])
+    for beside in (repo / name for name in BESIDE):
+        if beside.is_dir():
+            folders.append(beside)
+            if beside.name == "suites":  # each feature's folder right after the suites
+                folders += sorted(p for p in beside.iterdir() if (p / "__init__.py").is_file())
     found = []
     for folder in folders:
         inner = {f for f in folders if f != folder and folder in f.parents}
