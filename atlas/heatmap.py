@@ -14,6 +14,7 @@ from atlas.plan import RELEASES
 COLOURS = {
     "failed": "#d7301f",
     "undecided": "#fdae61",
+    "known departure": "#fee08b",
     "passed": "#1a9850",
     "not claimed": "#d9d9d9",
     "not available": "#737373",

@@ -57,7 +57,8 @@ def one_line(text: str, limit: int = 220) -> str:
 
 
 def outcome_of(runs: list[ContractRun]) -> dict:
-    """One contract's outcome over its cases: failed beats undecided beats passed; not claimed as the harness said."""
+    """One contract's outcome over its cases: failed beats undecided beats a known departure beats passed; not
+    claimed as the harness said."""
     counts: dict[str, int] = {}
     for run in runs:
         counts[run.verdict] = counts.get(run.verdict, 0) + 1
@@ -72,8 +73,11 @@ def outcome_of(runs: list[ContractRun]) -> dict:
         return {"outcome": "not claimed" if available else "not available", "reason": claim_reason, "cases": counts}
     # The harness reports undecided as its own verdict; a plain skip (a check that could not run) reads alike.
     skipped = [run for run in runs if run.verdict in ("undecided", "skipped")]
-    if skipped and not [run for run in runs if run.verdict == "passed"]:
+    if skipped and not [run for run in runs if run.verdict in ("passed", "known departure")]:
         return {"outcome": "undecided", "reason": one_line(skipped[0].message), "cases": counts}
+    departed = [run for run in runs if run.verdict == "known departure"]
+    if departed:
+        return {"outcome": "known departure", "reason": one_line(departed[0].message), "cases": counts}
     return {"outcome": "passed", "reason": "", "cases": counts}
 
 

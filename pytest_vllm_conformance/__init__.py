@@ -2,8 +2,9 @@
 
 The public face is small: a suite test names the contract it checks with
 ``contract`` and the cases it runs over with ``each``, reads a catalogue
-fact through a ``fact_fixture``, and ends a check it cannot decide with
-``undecided``. The package holds the floors every feature
+fact through a ``fact_fixture``, ends a check it cannot decide with
+``undecided``, and one that saw the release's known departure from what
+clients need with ``known_departure``. The package holds the floors every feature
 stands on (``connection/``, ``protocol/``, ``catalogue/``, ``reporting/``,
 ``observed/``, ``plugin/``); each feature is a folder of the suites
 (``suites/<feature>/``: its contracts, its test, its machinery).
@@ -31,6 +32,10 @@ NOT_CLAIMED = "not claimed"
 #: nothing to judge): its own outcome, never a pass, and a claimed feature
 #: with one is partial.
 UNDECIDED = "undecided"
+
+#: The outcome of a check that saw the release do what its catalogue fact marks
+#: as a known departure from what clients need: reported as such, never a pass.
+KNOWN_DEPARTURE = "known departure"
 
 CONTRACT_MARKER = "vllm_contract"
 EACH_MARKER = "vllm_each"
@@ -81,4 +86,27 @@ def undecided(reason: str) -> NoReturn:
     raise Undecided(f"{UNDECIDED}: {reason}")
 
 
-__all__ = ["NOT_CLAIMED", "UNDECIDED", "Undecided", "__version__", "contract", "each", "fact_fixture", "undecided"]
+class KnownDeparture(pytest.skip.Exception):  # type: ignore[name-defined]
+    """Raised by ``known_departure``: pytest sees a skip, the plugin reports the outcome *known departure*."""
+
+
+def known_departure(departure: Any, saw: str) -> NoReturn:
+    """Ends the check as a *known departure*: the server did what the release's fact says (``saw``), which is not
+    what clients need. ``departure`` is ``vllm_expect.departure(fact)``; a release that does what clients need
+    has none, and its check goes on to pass or fail."""
+    raise KnownDeparture(f"{KNOWN_DEPARTURE}: {saw}: {departure}")
+
+
+__all__ = [
+    "KNOWN_DEPARTURE",
+    "NOT_CLAIMED",
+    "UNDECIDED",
+    "KnownDeparture",
+    "Undecided",
+    "__version__",
+    "contract",
+    "each",
+    "fact_fixture",
+    "known_departure",
+    "undecided",
+]

@@ -14,6 +14,7 @@ takes its value, and what a given vLLM version does (a "fact").
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -40,6 +41,57 @@ class UnknownContract(KeyError):
 
 class NoFact(LookupError):
     pass
+
+
+# A release tag in a fact's source: "at v0.32.0", or a run of releases "at v0.28.0-v0.31.0".
+_TAG = re.compile(r"\bv(\d+)\.(\d+)\.\d+(?:\s*-\s*v(\d+)\.(\d+)\.\d+)?")
+
+
+def series_read(source: str) -> frozenset[tuple[int, int]]:
+    """The release series (major, minor) a fact's source was read at, as its tags name them."""
+    series: set[tuple[int, int]] = set()
+    for match in _TAG.finditer(source):
+        first = (int(match[1]), int(match[2]))
+        last = (int(match[3]), int(match[4])) if match[3] else first
+        series.update((first, last))
+        if first[0] == last[0]:
+            series.update((first[0], minor) for minor in range(first[1], last[1]))
+    return frozenset(series)
+
+
+@dataclass(frozen=True)
+class FactSource:
+    """Where one version range of a fact was read, and what clients need that the range's releases do not do."""
+
+    source: str
+    read: frozenset[tuple[int, int]] = frozenset()
+    departs_from: str = ""  # '' when the releases do what clients need
+
+    @property
+    def of_vllm(self) -> bool:
+        """Read from vLLM's source; the plugin's own probe requests are not vLLM's to predict."""
+        return not self.source.startswith("plugin:")
+
+    def predicts(self, version: Version) -> bool:
+        """Whether the range only predicts ``version``: a vLLM fact never read at its series or a newer one."""
+        series = version.release[:2]
+        return self.of_vllm and not any(read >= series for read in self.read)
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A release's known departure: what it does (the fact) is not what clients need (``needs``, in the words of
+    the API or client that needs it)."""
+
+    fact: str
+    release: str  # "vLLM 0.32.0"
+    needs: str
+    source: str
+    predicted: bool = False
+
+    def __str__(self) -> str:
+        read = "predicted from older releases' source" if self.predicted else self.source
+        return f"a known departure of {self.release}: {self.needs} (fact {self.fact}: {read})"
 
 
 class ReleaseNotCovered(NoFact):
@@ -151,6 +203,8 @@ class Contract:
     # The published document a wire contract holds the server to (HOLDS_TO), so a
     # reader knows whose shape a failure is measured against.
     holds_to: str | None = None
+    # The fact that marks the releases departing from what the contract says clients need (Departure).
+    departs_on: str | None = None
 
     def applies_to(self, version: Version | None) -> bool:
         # An unknown version claims nothing it cannot be held to: the suites
@@ -177,6 +231,8 @@ class Catalogue:
     facts: dict[str, list[tuple[SpecifierSet, Any]]]
     releases: Releases
     declarations: dict[str, Declaration] = field(default_factory=dict)
+    # Each fact range's FactSource, in the order of ``facts`` (none for the route tables).
+    sources: dict[str, list[FactSource]] = field(default_factory=dict)
 
     def contract(self, contract_id: str) -> Contract:
         try:
@@ -214,6 +270,47 @@ class Catalogue:
             if specifier.contains(version, prereleases=True):
                 return value
         raise NoFact(f"fact {name!r} says nothing about vLLM {version}")
+
+    def fact_source(self, name: str, version: Version | None) -> FactSource | None:
+        """The source of the range of ``name`` that judges ``version`` (None for the route tables)."""
+        sources = self.sources.get(name)
+        if not sources:
+            return None
+        if version is None:
+            return sources[-1]
+        for (specifier, _), source in zip(self.facts[name], sources, strict=True):
+            if specifier.contains(version, prereleases=True):
+                return source
+        return None
+
+    def departure(self, name: str, version: Version | None) -> Departure | None:
+        """The release's known departure on fact ``name``, or None where its releases do what clients need."""
+        source = self.fact_source(name, version)
+        if source is None or not source.departs_from:
+            return None
+        release = f"vLLM {version}" if version else "the newest vLLM known"
+        predicted = version is not None and source.predicts(version)
+        return Departure(name, release, source.departs_from, source.source, predicted)
+
+    def predicted_facts(self, version: Version) -> tuple[list[str], int]:
+        """The vLLM facts ``version`` is judged by that were not read at its release or a newer one, and of how many."""
+        judged = {name: self.fact_source(name, version) for name in self.sources}
+        of_vllm = {name: source for name, source in judged.items() if source is not None and source.of_vllm}
+        return sorted(name for name, source in of_vllm.items() if source.predicts(version)), len(of_vllm)
+
+    def judgement(self, reported: str | None, version: Version | None) -> str:
+        """How the run judges the reported release, with the facts it only predicts named by count."""
+        judged = self.releases.judgement(reported, version)
+        if version is None or self.releases.is_newer(version):
+            return judged
+        predicted, count = self.predicted_facts(version)
+        if not predicted:
+            return judged
+        series = ".".join(map(str, version.release[:2]))
+        return (
+            f"{judged}; {len(predicted)} of its {count} facts are predicted from older releases' source, "
+            f"not read from {series}'s (the report lists them)"
+        )
 
     def by_feature(self) -> dict[str, list[Contract]]:
         grouped: dict[str, list[Contract]] = {feature: [] for feature in self.features}
@@ -354,13 +451,26 @@ def load() -> Catalogue:
             judged_at=entry.get("judged_at"),
             needs=tuple(entry.get("needs", ())),
             holds_to=entry.get("holds_to"),
+            departs_on=entry.get("departs_on"),
         )
     facts = {
         name: [(SpecifierSet(item["versions"]), item["value"]) for item in ranges]
         for name, ranges in raw["facts"].items()
     }
+    sources = {
+        name: [FactSource(item["source"], series_read(item["source"]), item.get("departs_from", "")) for item in ranges]
+        for name, ranges in raw["facts"].items()
+        if name not in route_tables
+    }
     releases = Releases(Version(raw["releases"]["oldest"]), Version(raw["releases"]["newest"]))
-    return Catalogue(features=features, contracts=contracts, facts=facts, releases=releases, declarations=declarations)
+    return Catalogue(
+        features=features,
+        contracts=contracts,
+        facts=facts,
+        releases=releases,
+        declarations=declarations,
+        sources=sources,
+    )
 
 
 def render_catalogue(catalogue: Catalogue) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from pytest_vllm_conformance.catalogue.contracts import Catalogue
+from pytest_vllm_conformance.catalogue.contracts import Catalogue, Departure
 from pytest_vllm_conformance.catalogue.release_facts import ReleaseFacts
 from pytest_vllm_conformance.catalogue.serving_profile import Profile
 
@@ -59,6 +59,10 @@ class Expectations:
 
     def fact(self, name: str) -> Any:
         return self.catalogue.fact(name, self.version)
+
+    def departure(self, name: str) -> Departure | None:
+        """The release's known departure on fact ``name`` (its value is not what clients need), else None."""
+        return self.catalogue.departure(name, self.version)
 
     @property
     def release(self) -> ReleaseFacts:

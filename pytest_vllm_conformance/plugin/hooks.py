@@ -469,7 +469,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(
             f"vllm version: {facts.version or 'unknown'}; model: {facts.model}; max_model_len: {facts.max_model_len}"
         )
-        lines.append(f"vllm release: {state.catalogue.releases.judgement(facts.version, facts.parsed_version)}")
+        lines.append(f"vllm release: {state.catalogue.judgement(facts.version, facts.parsed_version)}")
         lines.append(f"vllm expectations: {state.expectations().basis}")
         if facts.inventory is not None:
             lines.append(f"vllm routes: {facts.inventory.summary()}")

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_vllm_conformance import __version__
+from pytest_vllm_conformance import KNOWN_DEPARTURE, UNDECIDED, __version__
 from pytest_vllm_conformance.connection.client import display_url
 from pytest_vllm_conformance.observed import replicas as fleet
 from pytest_vllm_conformance.plugin.run import RunState
@@ -212,7 +212,9 @@ class ConformanceReporter:
         if facts is not None:
             run.url = display_url(facts.url)
             run.vllm_version = facts.version
-            run.release = state.catalogue.releases.judgement(facts.version, facts.parsed_version)
+            run.release = state.catalogue.judgement(facts.version, facts.parsed_version)
+            if facts.parsed_version is not None and not state.catalogue.releases.is_newer(facts.parsed_version):
+                run.predicted_facts = state.catalogue.predicted_facts(facts.parsed_version)[0]
             run.model = facts.model
             run.expectations = state.expectations().basis
             if facts.inventory is not None:
@@ -304,11 +306,14 @@ class ConformanceReporter:
         # Only the features the run touched: a one-feature selection is not followed by every other's "not run".
         touched = [result for result in self.results if result.result != NOT_RUN]
         width = max((len(result.name) for result in touched), default=0)
+        result_width = max((len(result.result) for result in touched), default=0)
         for result in touched:
             counts = ", ".join(f"{result.counts[o]} {o}" for o in OUTCOMES if result.counts[o])
             checked = f"{result.coverage}: " if result.claimed else ""
             hidden = f", {result.not_exposed} not exposed by the ingress" if result.not_exposed else ""
-            lines.append(f"  {result.name:<{width}}  {result.result:<11}  {checked}{counts}{hidden}".rstrip())
+            lines.append(
+                f"  {result.name:<{width}}  {result.result:<{result_width}}  {checked}{counts}{hidden}".rstrip()
+            )
             if result.problem:
                 lines.append(f"  {'':<{width}}  {result.problem}")
         lines += self.undecided_lines()
@@ -331,11 +336,16 @@ class ConformanceReporter:
         return lines
 
     def undecided_lines(self) -> list[str]:
-        """Each undecided test and why, as pytest's -rs lists skips (pytest's own summary knows no such outcome)."""
-        tests = [test for result in self.results for test in result.undecided]
-        lines = [f"UNDECIDED {test.test_id}: {test.reason}" for test in tests[:UNDECIDED_LISTED]]
-        if len(tests) > UNDECIDED_LISTED:
-            lines.append(f"... and {len(tests) - UNDECIDED_LISTED} more undecided (the report lists every one)")
+        """Each known departure and each undecided test, and why, as pytest's -rs lists skips (pytest's own summary
+        knows no such outcomes)."""
+        lines = []
+        for word, tests in (
+            (KNOWN_DEPARTURE, [test for result in self.results for test in result.departed]),
+            (UNDECIDED, [test for result in self.results for test in result.undecided]),
+        ):
+            lines += [f"{word.upper()} {test.test_id}: {test.reason}" for test in tests[:UNDECIDED_LISTED]]
+            if len(tests) > UNDECIDED_LISTED:
+                lines.append(f"... and {len(tests) - UNDECIDED_LISTED} more {word} (the report lists every one)")
         return lines
 
     def pytest_unconfigure(self) -> None:

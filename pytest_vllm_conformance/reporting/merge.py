@@ -103,7 +103,8 @@ def _malformed(report: dict[str, Any]) -> str | None:
             return f"tests.{index} ended {entry['outcome'][:40]!r}, not one of {', '.join(OUTCOMES)}"
         tally[entry["outcome"]] += 1
     for outcome, listed in tally.items():
-        counted = report["counts"].get(outcome.replace(" ", "_"))
+        # A report from before an outcome existed lists none of it, and counts none.
+        counted = report["counts"].get(outcome.replace(" ", "_"), 0 if not listed else None)
         if counted != listed:
             return f"its counts say {counted!r} {outcome}, its tests list {listed}: the file was cut short or edited"
     shard = report.get("shard")
@@ -236,6 +237,9 @@ def _run_info(shards: Sequence[Shard]) -> report_files.RunInfo:
     mounted = [shard.report["target"].get("routes_not_mounted", []) for shard in shards]
     if all(routes == mounted[0] for routes in mounted):
         run.routes_not_mounted = list(mounted[0])
+    predicted = [shard.report["target"].get("predicted_facts", []) for shard in shards]
+    if all(facts == predicted[0] for facts in predicted):
+        run.predicted_facts = list(predicted[0])
     return run
 
 

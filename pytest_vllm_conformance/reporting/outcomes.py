@@ -5,12 +5,14 @@ user properties the plugin gives it at collection. Those travel with every
 report, including the ones pytest-xdist ships from its workers to the
 controlling process, so the controller sees the whole run.
 
-A test ends as one of five outcomes: passed, failed (any phase failed),
-undecided, skipped, or not claimed. "Not claimed" is decided by the plugin
+A test ends as one of six outcomes: passed, failed (any phase failed),
+known departure, undecided, skipped, or not claimed. "Not claimed" is decided by the plugin
 before the test runs (``applicability``) and travels as the ``vllm_claim``
 property. "Undecided" travels as the ``vllm_outcome`` property: the check
 ran and could not decide (it called ``undecided``), or it passed over no
-evidence, which the plugin turns into undecided. Any other skip is a plain
+evidence, which the plugin turns into undecided. "Known departure" travels
+the same way: the check saw the release do what its catalogue fact marks as
+not what clients need (``known_departure``). Any other skip is a plain
 skip: the check could not run. A passed test carries its evidence
 (``vllm_evidence``: "judged: 2 objectives, 128 requests"). A feature is:
 
@@ -18,9 +20,11 @@ skip: the check could not run. A passed test carries its evidence
 - ``not claimed`` when every one of its tests was not claimed;
 - otherwise claimed, and then ``failure`` if any test failed, else
   ``partial`` if any test was undecided or skipped (a claimed feature that
-  was not fully checked is never a success), else ``success``.
+  was not fully checked is never a success), else ``known departures`` if
+  any test saw one (checked, and not a pass), else ``success``.
 
-"Checked" counts the claimed tests that ran to a verdict (passed or failed)
+"Checked" counts the claimed tests that ran to a verdict (passed, failed or
+a known departure)
 out of all claimed ones: "auth: 122 of 122 checked". A run none of whose
 claimed tests was checked (or that claimed nothing) judged nothing, and does
 not pass (``nothing_judged``), whatever its features' results.
@@ -39,19 +43,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_vllm_conformance import NOT_CLAIMED, UNDECIDED
+from pytest_vllm_conformance import KNOWN_DEPARTURE, NOT_CLAIMED, UNDECIDED
 
 PASSED = "passed"
 FAILED = "failed"
 SKIPPED = "skipped"
-OUTCOMES = (PASSED, FAILED, UNDECIDED, SKIPPED, NOT_CLAIMED)
+OUTCOMES = (PASSED, FAILED, KNOWN_DEPARTURE, UNDECIDED, SKIPPED, NOT_CLAIMED)
 
 SUCCESS = "success"
 PARTIAL = "partial"
+KNOWN_DEPARTURES = "known departures"  # checked, and some contract saw the release's known departure
 FAILURE = "failure"
 NOT_RUN = "not run"
 # Worst first: the run's overall result is the worst of its features'.
-RESULTS_BY_SEVERITY = (FAILURE, PARTIAL, SUCCESS, NOT_CLAIMED, NOT_RUN)
+RESULTS_BY_SEVERITY = (FAILURE, PARTIAL, KNOWN_DEPARTURES, SUCCESS, NOT_CLAIMED, NOT_RUN)
 
 REASON_MAX_CHARS = 600
 _MESSAGE_PREFIXES = ("AssertionError: ", "Failed: ", "Skipped: ")
@@ -122,7 +127,7 @@ JUDGED_AT_PROPERTY = "vllm_judged_at"
 HIDDEN_PROPERTY = "vllm_ingress_hidden"
 PICTURE_PROPERTY = "vllm_picture"
 REPLICA_PROPERTY = "vllm_replica"
-OUTCOME_PROPERTY = "vllm_outcome"  # "undecided": set by the plugin, never by a suite
+OUTCOME_PROPERTY = "vllm_outcome"  # "undecided" or "known departure": set by the plugin, never by a suite
 EVIDENCE_PROPERTY = "vllm_evidence"
 
 
@@ -156,8 +161,9 @@ class OutcomeCollector:
             if test.outcome is None:
                 if properties.get("vllm_claim") == NOT_CLAIMED:
                     test.outcome, test.reason = NOT_CLAIMED, _shorten(str(properties.get("vllm_claim_reason", "")))
-                elif properties.get(OUTCOME_PROPERTY) == UNDECIDED:
-                    test.outcome, test.reason = UNDECIDED, skip_reason(report).removeprefix(f"{UNDECIDED}: ")
+                elif properties.get(OUTCOME_PROPERTY) in (UNDECIDED, KNOWN_DEPARTURE):
+                    outcome = str(properties[OUTCOME_PROPERTY])
+                    test.outcome, test.reason = outcome, skip_reason(report).removeprefix(f"{outcome}: ")
                 else:
                     test.outcome, test.reason = SKIPPED, skip_reason(report)
         elif report.when == "call" and test.outcome is None:
@@ -173,6 +179,7 @@ class FeatureResult:
     statement: str
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     failed: list[ContractTest] = field(default_factory=list)
+    departed: list[ContractTest] = field(default_factory=list)
     undecided: list[ContractTest] = field(default_factory=list)
     skipped: list[ContractTest] = field(default_factory=list)
     not_claimed: list[ContractTest] = field(default_factory=list)
@@ -190,12 +197,12 @@ class FeatureResult:
     @property
     def applicable(self) -> int:
         """Claimed tests: those the feature promises for this server."""
-        return self.counts[PASSED] + self.counts[FAILED] + self.counts[UNDECIDED] + self.counts[SKIPPED]
+        return self.checked + self.counts[UNDECIDED] + self.counts[SKIPPED]
 
     @property
     def checked(self) -> int:
         """Claimed tests that ran to a verdict."""
-        return self.counts[PASSED] + self.counts[FAILED]
+        return self.counts[PASSED] + self.counts[FAILED] + self.counts[KNOWN_DEPARTURE]
 
     @property
     def coverage(self) -> str:
@@ -219,6 +226,8 @@ class FeatureResult:
             return FAILURE
         if self.counts[UNDECIDED] or self.counts[SKIPPED]:
             return PARTIAL
+        if self.counts[KNOWN_DEPARTURE]:
+            return KNOWN_DEPARTURES
         if self.counts[PASSED]:
             return SUCCESS
         if self.counts[NOT_CLAIMED]:
@@ -231,6 +240,7 @@ class FeatureResult:
         self.tests.append(test)
         listing = {
             FAILED: self.failed,
+            KNOWN_DEPARTURE: self.departed,
             UNDECIDED: self.undecided,
             SKIPPED: self.skipped,
             NOT_CLAIMED: self.not_claimed,

@@ -3,7 +3,7 @@
 Modelled on the Kubernetes Gateway API ConformanceReport: what was tested
 (the implementation: vLLM version, model, URL, serving profile), against
 which expectations, and per feature whether it was claimed and how it
-fared, with every failed, undecided and skipped contract named and what
+fared, with every failed, departed, undecided and skipped contract named and what
 each contract's passes judged. ``--vllm-report
 PATH`` writes PATH (YAML) and PATH with the suffix ``.md`` beside it.
 """
@@ -24,6 +24,7 @@ from pytest_vllm_conformance.connection import user_files
 from pytest_vllm_conformance.reporting.evidence import noun, plural
 from pytest_vllm_conformance.reporting.outcomes import (
     FAILED,
+    KNOWN_DEPARTURE,
     NOT_CLAIMED,
     OUTCOMES,
     PASSED,
@@ -49,6 +50,8 @@ class RunInfo:
     vllm_version: str | None = None
     # How the release was judged: its base release, within the catalogue or by the newest facts.
     release: str | None = None
+    # The facts the release is judged by that were not read from its own source (Catalogue.predicted_facts).
+    predicted_facts: list[str] = field(default_factory=list)
     model: str | None = None
     embedded_server: bool = False
     profile_name: str | None = None
@@ -101,6 +104,8 @@ def build(run: RunInfo, features: list[FeatureResult], redactor: Redactor) -> di
         report["target"]["profile_sha256"] = run.profile_sha256
     if run.observed is not None:
         report["target"]["observed"] = run.observed
+    if run.predicted_facts:
+        report["target"]["predicted_facts"] = list(run.predicted_facts)
     if run.routes is not None:
         report["target"]["routes"] = run.routes
     if run.routes_not_mounted:
@@ -178,10 +183,11 @@ def _feature(feature: FeatureResult) -> dict[str, Any]:
     }
     # Sorted, not in the order tests ended: the same run gives the same report,
     # serial or spread over pytest-xdist workers.
-    for outcome, tests in ((FAILED, feature.failed), (UNDECIDED, feature.undecided), (SKIPPED, feature.skipped)):
+    listed = (FAILED, feature.failed), (KNOWN_DEPARTURE, feature.departed), (UNDECIDED, feature.undecided)
+    for outcome, tests in (*listed, (SKIPPED, feature.skipped)):
         if tests:
             ordered = sorted(tests, key=lambda t: (t.contract, t.test_id))
-            entry[outcome] = [
+            entry[_key(outcome)] = [
                 {"contract": t.contract, "test": t.test_id, "reason": t.reason} | _replica(t) for t in ordered
             ]
     judged = evidence_by_contract(feature.tests)
@@ -280,6 +286,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         *([("error", _md(report["error"]))] if report.get("error") else []),
         ("vLLM version", _md(target["vllm_version"] or "unknown")),
         ("judged as", _md(target.get("release") or "unknown")),
+        *([("facts predicted", _md(", ".join(target["predicted_facts"])))] if target.get("predicted_facts") else []),
         ("model", _code(target["model"] or "unknown")),
         ("URL", _code(target["url"] or "none") + (" (embedded server)" if target["server"] == "embedded" else "")),
         ("serving profile", _md(profile)),
@@ -309,15 +316,17 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Features",
         "",
-        "| feature | claimed | result | checked | passed | failed | undecided | skipped | not claimed |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|",
+        "| feature | claimed | result | checked | passed | failed | known departure | undecided | skipped "
+        "| not claimed |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, feature in report["features"].items():
         counts = feature["counts"]
         lines.append(
             f"| {_md(name)} | {'yes' if feature['claimed'] else 'no'} | {_md(feature['result'])} | "
             f"{_md(feature.get('checked') or '—')} | "
-            f"{counts[PASSED]} | {counts[FAILED]} | {counts.get(UNDECIDED, 0)} | {counts[SKIPPED]} | "
+            f"{counts[PASSED]} | {counts[FAILED]} | {counts.get(_key(KNOWN_DEPARTURE), 0)} | "
+            f"{counts.get(UNDECIDED, 0)} | {counts[SKIPPED]} | "
             f"{counts[_key(NOT_CLAIMED)]} |"
         )
     for name, feature in report["features"].items():
@@ -334,10 +343,12 @@ def _feature_details(feature: dict[str, Any]) -> list[str]:
     hidden = feature.get("not_exposed_by_ingress")
     if hidden:
         lines += ["", f"**Not exposed by the ingress**: {hidden['tests']} check(s), {len(hidden['routes'])} route(s)"]
-    for outcome, title in ((FAILED, "Failed"), (UNDECIDED, "Undecided"), (SKIPPED, "Skipped")):
-        if feature.get(outcome):
+    titles = (FAILED, "Failed"), (KNOWN_DEPARTURE, "Known departures"), (UNDECIDED, "Undecided")
+    for outcome, title in (*titles, (SKIPPED, "Skipped")):
+        tests = feature.get(_key(outcome))
+        if tests:
             lines += ["", f"**{title}**", ""]
-            lines += [f"- {_code(t['contract'])} {_code(t['test'])}: {_md(t['reason'])}" for t in feature[outcome]]
+            lines += [f"- {_code(t['contract'])} {_code(t['test'])}: {_md(t['reason'])}" for t in tests]
     if feature.get("evidence"):
         lines += ["", "**What the passes judged**", ""]
         lines += [

@@ -2,7 +2,8 @@
 
 A scenario is a server and what the run is given: the profile, the inputs beyond a URL (an API key, a fleet,
 ...), what the server serves, its release. Its table is each contract's claim for that scenario (``not claimed``
-where a condition turns it off, as the plugin decides it, else ``passed``), then what only a real run shows: how
+where a condition turns it off, as the plugin decides it, else ``passed``, or ``known departure`` where the
+release's fact marks one on the contract's ``departs_on``), then what only a real run shows: how
 many cases a claimed contract runs on our servers, and where a real server's verdict is another. A new contract
 that passes wherever it is claimed needs no line here; a fault test pins only what it fails, on top of its
 scenario's table (``fixtures.verdicts.assert_verdicts(..., failed=...)``).
@@ -98,7 +99,9 @@ def _table(scenario: Scenario) -> dict[str, Verdict]:
     table: dict[str, Verdict] = {}
     for contract_id, contract in catalogue.contracts.items():
         claimed = applicability.claim(contract, catalogue, expect, inputs).claimed
-        table[contract_id] = scenario.cases.get(contract_id, "passed") if claimed else NOT_CLAIMED
+        departs = contract.departs_on is not None and expect.departure(contract.departs_on) is not None
+        healthy = "known departure" if departs else "passed"
+        table[contract_id] = scenario.cases.get(contract_id, healthy) if claimed else NOT_CLAIMED
     return table | dict(scenario.verdicts_seen)
 
 
