@@ -105,12 +105,14 @@ def fed_back_output(output: list[dict[str, Any]], history: list[Any] | None = No
     return [*(history or [{"role": "user", "content": QUESTION}]), *output, *outputs]
 
 
-def orphan_output_history() -> list[Any]:
-    """A call output naming a call no turn gave, after the user's question."""
-    return [
+def orphan_request(model: str) -> dict[str, Any]:
+    """A turn whose input holds a call output naming a call no turn gave, after the user's question. No tools: the
+    refusal a client needs is of the output, not of a tool_choice the server has no parser for."""
+    history = [
         {"role": "user", "content": QUESTION},
         {"type": "function_call_output", "call_id": UNKNOWN_CALL_ID, "output": TOOL_OUTPUT},
     ]
+    return {"model": model, "input": history, "max_output_tokens": LOOP_MAX_OUTPUT_TOKENS, "temperature": 0}
 
 
 def custom_turn_request(model: str) -> dict[str, Any]:

@@ -17,9 +17,10 @@ from functools import partial
 
 import pytest
 
-from pytest_vllm_conformance import contract, fact_fixture, undecided
+from pytest_vllm_conformance import contract, fact_fixture, known_departure, undecided
 from pytest_vllm_conformance.catalogue.release_facts import padding_note
 from pytest_vllm_conformance.protocol.cut_calls import judge_cut_call, skip_if_cut
+from pytest_vllm_conformance.protocol.error_envelope import error_message
 
 from . import messages, responses, turns
 from . import responses_loop as loop
@@ -180,9 +181,7 @@ def _forced_call(turn: loop.Turn, what: str, uncalled, function: str | None = No
 
 
 @contract("agent_loops.responses_tool_loop_round_trips")
-def test_responses_tool_loop_round_trips(
-    responses_turn, uncalled, vllm_client, vllm_facts, unknown_call_output, vllm_record
-):
+def test_responses_tool_loop_round_trips(responses_turn, uncalled, vllm_facts):
     model = vllm_facts.model
     first = responses_turn(loop.turn_request(model, loop.named("get_weather")), "the loop's forced call")
     given = _forced_call(first, "the loop's forced call", uncalled, "get_weather")
@@ -194,13 +193,23 @@ def test_responses_tool_loop_round_trips(
         f"(call_id {given['call_id']!r}, id {given.get('id')!r}), which the client echoed back: a client keying "
         "outputs by call_id cannot tell the calls apart"
     )
-    orphan = vllm_client.post(loop.RESPONSES, loop.turn_request(model, "auto", loop.orphan_output_history()))
-    expected = unknown_call_output
-    assert orphan.status == expected["status"], (
-        f"a function_call_output naming no call the server gave: expected {expected['handling']} "
-        f"({expected['status']}), got {orphan.describe()} {orphan.text[:300]!r}"
+
+
+@contract("agent_loops.responses_unknown_call_output_refused")
+def test_responses_unknown_call_output_refused(vllm_client, vllm_facts, vllm_expect, unknown_call_output):
+    orphan = vllm_client.post(loop.RESPONSES, loop.orphan_request(vllm_facts.model))
+    departure = vllm_expect.departure("responses_unknown_call_output")
+    if departure is not None and orphan.status == unknown_call_output["status"]:
+        known_departure(departure, f"a function_call_output naming no call was {unknown_call_output['handling']}")
+    assert orphan.status == 400, (
+        f"a function_call_output whose call_id no call of the input gave: expected 400, as OpenAI's API refuses "
+        f"it, got {orphan.describe()} {orphan.text[:300]!r}"
     )
-    vllm_record("unknown_call_output", f"{expected['handling']}: {expected['why']}")
+    message = error_message(orphan) or ""
+    assert loop.UNKNOWN_CALL_ID in message, (
+        f"the refusal of a call output naming no call does not name its call_id {loop.UNKNOWN_CALL_ID!r}: "
+        f"{message[:300]!r}; a client cannot tell which output the server lost"
+    )
 
 
 @contract("agent_loops.responses_tool_choice_forms")

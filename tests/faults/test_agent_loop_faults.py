@@ -11,7 +11,10 @@ custom tools dropped from the request as vLLM before 0.32 drops them, which
 breaks the three custom-tool contracts, and
 response.custom_tool_call_input.done dropped, which breaks only the custom
 call's stream; and a gateway that turns every tool_choice into "none", which
-fails every loop whose forced call never came.
+fails every loop whose forced call never came. A call output naming no call,
+which every release accepts (a known departure), fails when refused other than
+as OpenAI refuses it, and passes when refused as OpenAI does (the relay stands
+in for a release that fixes the departure).
 """
 
 from typing import NamedTuple
@@ -28,6 +31,7 @@ from fixtures.fault_proxy import (
     SetJsonField,
 )
 from fixtures.verdicts import assert_failures_say, assert_verdicts
+from suites.agent_loops.responses_loop import UNKNOWN_CALL_ID
 from tests.conftest import requires_vllm, run_through_proxy
 from tests.support.profiles import GENERATION_PROFILE
 from tests.support.scenarios import GENERATION
@@ -48,6 +52,7 @@ CUSTOM = (
     "agent_loops.responses_custom_tool_formats",
 )
 FORCED = (STREAM_CALL, CHAT_LOOP, RESPONSES_LOOP, TOOL_CHOICE_FORMS, MESSAGES_LOOP)
+ORPHAN = "agent_loops.responses_unknown_call_output_refused"
 NOT_CUSTOM = "expected one custom_tool_call item, got the items ['message']: answered as if the custom tool"
 NO_FORCED_CALL = (
     "a forced tool_choice answered with no call, only [",
@@ -61,6 +66,13 @@ class Fault(NamedTuple):
     selected: str | None  # the agent_loops tests run (-k), None for all
     verdicts: dict  # the run's whole verdict table: what the fault fails, and what it leaves
     words: dict  # failed test -> the words its failure must hold (one phrase, or each of several)
+
+
+def _refusal(message: str) -> dict:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "input", "code": None}}
+
+
+OPENAI_REFUSAL = _refusal(f"No tool call found for function call output with call_id {UNKNOWN_CALL_ID}.")
 
 
 def _responses_streams_failing(contract: str) -> dict:
@@ -204,6 +216,18 @@ FAULTS = {
             **dict.fromkeys(FORCED[2:], NO_FORCED_CALL),
         },
     ),
+    "an orphan call output answered 500 fails its refusal": Fault(
+        [Respond(status=500, body_json=OPENAI_REFUSAL, path=RESPONSES)],
+        "unknown_call_output",
+        {ORPHAN: "failed"},
+        {ORPHAN: "expected 400, as OpenAI's API refuses it, got 500"},
+    ),
+    "an orphan call output refused without its call_id fails": Fault(
+        [Respond(status=400, body_json=_refusal("Invalid input."), path=RESPONSES)],
+        "unknown_call_output",
+        {ORPHAN: "failed"},
+        {ORPHAN: f"does not name its call_id {UNKNOWN_CALL_ID!r}"},
+    ),
 }
 
 
@@ -218,3 +242,20 @@ def test_a_broken_loop_fails_exactly_its_contracts(pytester, served, fault):
     )
     assert_verdicts(junit, expected)
     assert_failures_say(junit, words)
+
+
+@pytest.mark.pins(healthy={ORPHAN})
+def test_a_release_refusing_an_orphan_call_output_as_openai_does_passes(pytester, served):
+    """Every release accepts the output (its known departure); OpenAI's refusal, from the relay, passes."""
+    rules = [Respond(status=400, body_json=OPENAI_REFUSAL, path=RESPONSES)]
+    junit = run_through_proxy(
+        pytester,
+        served("generation").url,
+        rules,
+        "-m",
+        "agent_loops",
+        "-k",
+        "unknown_call_output",
+        profile=GENERATION_PROFILE,
+    )
+    assert_verdicts(junit, {ORPHAN: "passed"})

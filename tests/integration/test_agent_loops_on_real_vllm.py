@@ -5,8 +5,9 @@ answers (a text, and a forced call the tiny model cuts at 64 tokens: the
 stream is still its own final answer) are their final answers, the chat tool
 loop round-trips with new call ids, and /v1/messages answers, streams and errs
 as Anthropic's API does, its one refusal in OpenAI's envelope reported by the
-release's fact; the Responses tool loop round-trips its call ids (a call
-output naming no call accepted, as 0.32's fact says), tool_choice required
+release's fact; the Responses tool loop round-trips its call ids, a call
+output naming no call is accepted (0.32's known departure: OpenAI's API
+refuses it), tool_choice required
 and none hold, and without a store previous_response_id is refused; a forced custom tool
 streams a custom_tool_call (its input the tiny model's digits, cut at 64
 tokens) that the loop feeds back, and a grammar-format one is refused, as
@@ -51,8 +52,11 @@ def test_agent_loops_hold_behind_the_hermes_parser(pytester, served):
     reported = runs["agent_loops.messages_errors_in_anthropic_envelope"]["vllm_messages_error_missing_max_tokens"]
     assert reported.startswith("in openai's envelope: RequestValidationError is handled app-wide")
     assert runs["agent_loops.responses_tool_choice_forms"]["vllm_evidence"] == "judged: 2 tool_choice forms"
-    loop = runs["agent_loops.responses_tool_loop_round_trips"]
-    assert loop["vllm_unknown_call_output"].startswith("accepted: the call output becomes a tool message")
+    departed = {run.contract: run.message for run in contract_runs(junit) if run.verdict == "known departure"}
+    assert list(departed) == ["agent_loops.responses_unknown_call_output_refused"]
+    message = departed["agent_loops.responses_unknown_call_output_refused"]
+    assert "a known departure of vLLM 0.32.0: OpenAI's Responses API refuses it: 400" in message
+    assert "(fact responses_unknown_call_output: vllm/entrypoints/openai/responses/utils.py at v0.32" in message
     assert runs["agent_loops.messages_tool_use_round_trips"]["vllm_evidence"] == "judged: 1 tool_use loop"
     assert runs["agent_loops.responses_request_shapes"]["vllm_evidence"] == "judged: 3 request shapes"
     status = runs["agent_loops.responses_item_status_consistent"]["vllm_incomplete_item_status"]
