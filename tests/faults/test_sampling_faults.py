@@ -34,8 +34,9 @@ SAMPLING_CONTRACTS = (
     "max_tokens_exact_with_ignore_eos",
     "prompt_logprobs_per_prompt_token",
     "echo_returns_prompt",
-    "unsupported_parameter_refused_or_declared",
 )
+# Every release answers the probes 200 and ignores them (sampling_parameters): its known departure.
+UNSUPPORTED = "sampling.unsupported_parameter_refused_or_declared"
 # Judged on completions and on chat.
 ON_BOTH_ROUTES = (
     "n_gives_n_choices",
@@ -70,9 +71,11 @@ REST_ON_BOTH_ROUTES = (
 )
 SENT_BY_THE_REST = ("logit_bias", "logprobs")
 WITHOUT_THE_REST = ("-k", "not (" + " or ".join(REST_ONCE + REST_ON_BOTH_ROUTES) + ")")
-HEALTHY_BEFORE_THE_REST = {f"sampling.{name}": {"passed": 1} for name in SAMPLING_CONTRACTS} | {
-    f"sampling.{name}": {"passed": 2} for name in ON_BOTH_ROUTES
-}
+HEALTHY_BEFORE_THE_REST = (
+    {f"sampling.{name}": {"passed": 1} for name in SAMPLING_CONTRACTS}
+    | {f"sampling.{name}": {"passed": 2} for name in ON_BOTH_ROUTES}
+    | {UNSUPPORTED: {"known departure": 1}}
+)
 HEALTHY = (
     HEALTHY_BEFORE_THE_REST
     | {f"sampling.{name}": {"passed": 1} for name in REST_ONCE}
@@ -209,16 +212,17 @@ def test_streamed_chunks_dropped_fail_the_exact_token_count(pytester, plain_serv
     assert lost and int(lost.group(1)) < 8, said
 
 
-UNSUPPORTED = "sampling.unsupported_parameter_refused_or_declared"
-
-
 @pytest.mark.pins(failed={UNSUPPORTED}, healthy={UNSUPPORTED})
 def test_an_unsupported_parameter_refused_without_its_name_fails_and_with_it_passes(pytester, plain_server):
-    # A gateway refusing OpenAI's best_of: naming it, the caller knows what to drop (passed); with a blanket
-    # "not accepted" the caller cannot tell which field was refused (failed).
+    # A gateway refusing OpenAI's best_of, service_tier and store as OpenAI refuses what it does not take: naming
+    # each, the caller knows what to drop (passed, where vLLM alone is its known departure); with a blanket "not
+    # accepted" the caller cannot tell which field was refused (failed).
     for message, verdict in ((None, "passed"), ("this request is not accepted", "failed")):
-        rule = RefuseJsonFields(fields=("best_of",), message=message, path="/v1/completions")
-        with FaultProxy(plain_server.url, rules=[rule]) as proxy:
+        rules = [
+            RefuseJsonFields(fields=("best_of",), message=message, path="/v1/completions"),
+            RefuseJsonFields(fields=("service_tier", "store"), message=message, path="/v1/chat/completions"),
+        ]
+        with FaultProxy(plain_server.url, rules=rules) as proxy:
             run_suites(pytester, "-m", "sampling", "-k", "unsupported", url=proxy.url)
             assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
         assert_verdicts(pytester.path / "junit.xml", {UNSUPPORTED: verdict})
