@@ -11,10 +11,11 @@ import re
 
 import pytest
 
-from pytest_vllm_conformance import contract, each, undecided
+from pytest_vllm_conformance import contract, each, known_departure, undecided
 from pytest_vllm_conformance.catalogue.vllm_answers import validation_listing
 from pytest_vllm_conformance.protocol.error_envelope import error_message
 
+from .header_floods import FLOODS, flood_answer
 from .malformed_requests import malformed_list_requests, padded_completion
 
 INTERNALS = re.compile(
@@ -141,3 +142,21 @@ def test_request_body_bounded(vllm_client, vllm_facts, vllm_expect, vllm_evidenc
         f"a body of {limit.value // 2} bytes, half the declared {limit.value}, was answered {half.describe()}"
     )
     vllm_evidence.judged(3, "requests")
+
+
+@contract("validation_bounds.header_flood_refused")
+def test_header_flood_refused(vllm_client, vllm_expect, vllm_evidence):
+    served = vllm_client.get("/v1/models").status
+    reached = []
+    for flood, headers in FLOODS.items():
+        answer = flood_answer(vllm_client, headers, served)
+        assert answer.harmless, f"{flood}: {answer.said}"
+        after = vllm_client.get("/v1/models")
+        assert after.status == served, f"after {flood} ({answer.said}), GET /v1/models answered {after.describe()}"
+        if answer.reached_the_app:
+            reached.append(f"{flood} {answer.said}")
+    departure = vllm_expect.departure("http_header_limits")
+    if reached and departure is not None:
+        known_departure(departure, "; ".join(reached))
+    assert not reached, f"the flood reached the app: {'; '.join(reached)}"
+    vllm_evidence.judged(len(FLOODS), "header floods")

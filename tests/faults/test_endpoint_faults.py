@@ -21,6 +21,7 @@ from fixtures.fault_proxy import (
     InjectAuth,
     LeakInternals,
     RefuseBodiesOver,
+    RefuseHeaderFloods,
     Respond,
     RewriteJsonResponse,
     RewriteStream,
@@ -194,6 +195,30 @@ def test_a_declared_body_bound_fails_on_vllm_alone_and_passes_behind_an_ingress_
         )
         assert ingress.hit_count(door) == 1  # only the body over the bound was refused there
     assert_verdicts(junit, {BODY_BOUND: "passed"})
+
+
+HEADER_FLOOD = "validation_bounds.header_flood_refused"
+
+
+@pytest.mark.pins(failed={HEADER_FLOOD}, healthy={HEADER_FLOOD})
+def test_a_header_flood_is_a_departure_on_vllm_passes_behind_a_bounding_ingress_and_fails_one_that_errs(
+    pytester, plain_server
+):
+    """vLLM 0.32 under httptools lets 300 headers and a 64 KiB value reach the app (fact http_header_limits): its
+    known departure. An ingress refusing them with 400, as nginx does, passes; one answering 500 fails."""
+    run_suites(pytester, "-m", "validation_bounds", "-k", "header_flood", url=plain_server.url)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, {HEADER_FLOOD: "known departure"})
+    said = {run.contract: run.message for run in contract_runs(junit)}[HEADER_FLOOD]
+    assert "300 headers answered 200" in said and "a 64 KiB header value answered 200" in said, said
+    for status, verdict in ((400, "passed"), (500, "failed")):
+        door = RefuseHeaderFloods(status=status, path="/v1/models")
+        with FaultProxy(plain_server.url, rules=[door]) as ingress:
+            run_suites(pytester, "-m", "validation_bounds", "-k", "header_flood", url=ingress.url)
+            assert ingress.hit_count(door) >= 1  # a flood, and no other request
+        assert_verdicts(junit, {HEADER_FLOOD: verdict})
+    message = failed_checks(junit)[HEADER_FLOOD]
+    assert "300 headers: answered 500" in message and "neither refused nor served as without it" in message
 
 
 @pytest.mark.pins(failed={"validation_bounds.no_internals"})
