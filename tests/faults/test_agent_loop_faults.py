@@ -220,7 +220,7 @@ FAULTS = {
         [Respond(status=500, body_json=OPENAI_REFUSAL, path=RESPONSES)],
         "unknown_call_output",
         {ORPHAN: "failed"},
-        {ORPHAN: "expected 400, as OpenAI's API refuses it, got 500"},
+        {ORPHAN: ("expected 400, as OpenAI's API refuses it, got POST /v1/responses", "-> 500")},
     ),
     "an orphan call output refused without its call_id fails": Fault(
         [Respond(status=400, body_json=_refusal("Invalid input."), path=RESPONSES)],
