@@ -19,7 +19,7 @@ from pytest_vllm_conformance.connection.discovery import (
     discover,
 )
 from pytest_vllm_conformance.connection.ingress import unreached_model
-from pytest_vllm_conformance.connection.launcher import Progress, VllmServer
+from pytest_vllm_conformance.connection.launcher import Progress, StartClocks, VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.connection.transport import CappedTransport, Connection, capped_httpx2_client
@@ -42,6 +42,11 @@ class ServerConnection:
     @property
     def log_path(self) -> Path | None:
         return self.server.log_path if self.server else None
+
+    @property
+    def start_clocks(self) -> StartClocks | None:
+        """The clocks of the start, when the run started the server (the launcher read them as it started)."""
+        return self.server.clocks if self.server else None
 
     def close(self) -> None:
         if self.server is not None:
@@ -145,7 +150,7 @@ def establish(
             # None: a temporary folder of the server's, removed when the run is done (--vllm-serve-log keeps one).
             log_path=settings.serve_log,
             startup_timeout=settings.serve_timeout,
-        ).start(progress)
+        ).start(progress, readiness=True)
         base_url = server.url
     assert base_url is not None, "a URL, an ingress or a server to start"
     try:
