@@ -216,10 +216,11 @@ def vllm_managed_server(pytestconfig: pytest.Config, vllm_facts: ServerFacts) ->
 
 
 @pytest.fixture(scope="session")
-def vllm_start_clocks(pytestconfig: pytest.Config) -> StartClocks | None:
-    """How the server the plugin started (--vllm-serve) reached readiness, timed by the launcher as it started:
-    /health 200, /v1/models listing the model, a first token, in seconds from the spawn. None where the run
-    started no server (a server given by URL). Read on xdist workers too: they are handed the clocks."""
+def vllm_start_clocks(pytestconfig: pytest.Config) -> tuple[StartClocks, ...]:
+    """How each start of the server the plugin started (--vllm-serve) reached readiness, timed by the launcher as
+    it started: /health 200, /v1/models listing the model, a first token, in seconds from the spawn. In start
+    order, the tested server's last (--vllm-serve-second-start makes two); none where the run started no server
+    (a server given by URL). Read on xdist workers too: they are handed the clocks."""
     return run_state(pytestconfig).start_clocks
 
 

@@ -49,8 +49,9 @@ class TargetState:
     base_url: str | None = None
     # The embedded server's log, also on xdist workers (which have no target of their own).
     serve_log: str | None = None
-    # The embedded server's start, timed as it happened (launcher.StartClocks); handed to xdist workers too.
-    start_clocks: StartClocks | None = None
+    # The embedded server's starts, timed as they happened (launcher.StartClocks), the tested server's last;
+    # handed to xdist workers too.
+    start_clocks: tuple[StartClocks, ...] = ()
     claims: dict[str, applicability.Claim] = field(default_factory=dict)
     # Shared by the controlling process and its xdist workers (none in a run without workers).
     run_lock: RunLock = field(default_factory=lambda: RunLock(None))
@@ -104,7 +105,7 @@ class RunState:
         return self.primary.serve_log
 
     @property
-    def start_clocks(self) -> StartClocks | None:
+    def start_clocks(self) -> tuple[StartClocks, ...]:
         return self.primary.start_clocks
 
     @property

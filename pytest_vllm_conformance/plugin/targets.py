@@ -150,7 +150,7 @@ def hand_over(state: RunState) -> dict[str, Any] | None:
                 "facts": target.facts.to_dict() if target.facts is not None else None,
                 "base_url": target.base_url,
                 "serve_log": target.serve_log,
-                "start_clocks": target.start_clocks.to_dict() if target.start_clocks is not None else None,
+                "start_clocks": [clocks.to_dict() for clocks in target.start_clocks],
                 "lock_dir": target.lock_dir,
                 "problem": target.problem,
             }
@@ -163,8 +163,7 @@ def take_over(state: RunState, handed_over: dict[str, Any]) -> None:
         target.facts = ServerFacts.from_dict(handed["facts"]) if handed["facts"] is not None else None
         target.base_url = handed["base_url"]
         target.serve_log = handed.get("serve_log")
-        clocks = handed.get("start_clocks")
-        target.start_clocks = StartClocks.from_dict(clocks) if clocks is not None else None
+        target.start_clocks = tuple(StartClocks.from_dict(clocks) for clocks in handed.get("start_clocks", ()))
         target.problem = handed.get("problem")
         if handed.get("lock_dir"):
             target.run_lock = RunLock(Path(handed["lock_dir"]))

@@ -9,12 +9,27 @@ drain stops it.
 
 from __future__ import annotations
 
+from pytest_vllm_conformance.catalogue.cases import CaseContext, Named
 from pytest_vllm_conformance.connection.launcher import CLOCKS, StartClocks
 
 NOT_TIMED = (
     "the run started no server, so no start was timed (a server given by URL: its start-up log's phases are the "
     "startup_log suite's)"
 )
+# The starts of a run, in order: the second (--vllm-serve-second-start) has the first's caches warm.
+FIRST, SECOND = "first", "second"
+
+
+def starts(ctx: CaseContext) -> list[Named]:
+    """The starts the run makes (cases of the clocks' checks): the first, and with --vllm-serve-second-start the
+    second, each reported apart."""
+    return [Named(FIRST), *([Named(SECOND)] if ctx.settings.serve_second_start else [])]
+
+
+def clocks_of(start: Named, clocks: tuple[StartClocks, ...]) -> StartClocks | None:
+    """The clocks of ``start`` among the run's, or None when it made no such start."""
+    index = [FIRST, SECOND].index(start.name)
+    return clocks[index] if index < len(clocks) else None
 
 
 def faults(clocks: StartClocks) -> list[str]:

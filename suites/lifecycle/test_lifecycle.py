@@ -16,25 +16,27 @@ by release.
 
 import pytest
 
-from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance import contract, each, undecided
 
 from . import drain, readiness
 
 # ---- the start, as the launcher timed it (read only: these run before the drain, and need nothing of it) ----
 
 
-@pytest.fixture(scope="module")
-def start_clocks(vllm_start_clocks):
-    if vllm_start_clocks is None:
+@pytest.fixture
+def start_clocks(start, vllm_start_clocks):
+    clocks = readiness.clocks_of(start, vllm_start_clocks)
+    if clocks is None:
         undecided(readiness.NOT_TIMED)
-    return vllm_start_clocks
+    return clocks
 
 
 @contract("lifecycle.start_clocks_read")
-def test_start_clocks_read(start_clocks, vllm_record, vllm_evidence):
+@each("start", readiness.starts)
+def test_start_clocks_read(start, start_clocks, vllm_record, vllm_evidence):
     for name, seconds in start_clocks.read().items():
-        vllm_record(f"start_{name}_seconds", f"{seconds:.2f}")
-    vllm_record("figures", start_clocks.line())
+        vllm_record(f"{start}_start_{name}_seconds", f"{seconds:.2f}")
+    vllm_record("figures", f"{start} start, {start_clocks.line()}")
     faults = readiness.faults(start_clocks)
     assert not faults, "the start did not reach readiness: " + "; ".join(faults)
     unread = readiness.unread(start_clocks)
@@ -44,9 +46,10 @@ def test_start_clocks_read(start_clocks, vllm_record, vllm_evidence):
 
 
 @contract("lifecycle.ready_within_objective")
-def test_ready_within_objective(start_clocks, vllm_offline_expect, vllm_record, vllm_evidence):
+@each("start", readiness.starts)
+def test_ready_within_objective(start, start_clocks, vllm_offline_expect, vllm_record, vllm_evidence):
     objective = vllm_offline_expect.declared("lifecycle", "ready_within_seconds")
-    vllm_record("figures", f"objective {objective.value:g} s; {start_clocks.line()}")
+    vllm_record("figures", f"objective {objective.value:g} s; {start} start, {start_clocks.line()}")
     if start_clocks.endpoint_ready is None and "endpoint_ready" in start_clocks.unread:
         undecided(f"endpoint readiness was not read: {start_clocks.unread['endpoint_ready']}")
     missed = readiness.objective_missed(start_clocks, objective.value, objective.basis)

@@ -4,6 +4,7 @@ start's clocks as the launcher reads them, and their checks on a stood-in record
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -177,7 +178,11 @@ def test_the_drain_runs_after_every_other_test_whatever_the_files_order(pytester
     assert [line.split("::")[0].rsplit("/", 1)[-1] for line in tests[-6:]] == ["test_lifecycle.py"] * 6
     assert not any("test_lifecycle.py" in line for line in tests[:-6])
     # The start's clocks, read from the launcher's record, come before the drain that stops the server.
-    assert [line.split("::")[1] for line in tests[-6:-4]] == ["test_start_clocks_read", "test_ready_within_objective"]
+    # (Without a target to read the cases from, each has the one case "none".)
+    assert [line.split("::")[1].split("[")[0] for line in tests[-6:-4]] == [
+        "test_start_clocks_read",
+        "test_ready_within_objective",
+    ]
 
 
 # ---- the start's clocks ------------------------------------------------------------------------------------------
@@ -271,7 +276,10 @@ class TimedServer:
 
 def pytest_configure(config):
     facts = ServerFacts("http://127.0.0.1:9", "0.32.0", (ModelCard("m", 512),), "m")
-    hooks.establish = lambda settings, known_routes=None, **how: ServerConnection(facts, facts.url, TimedServer())
+    earlier = tuple(StartClocks(**clocks) for clocks in {earlier!r})
+    hooks.establish = lambda settings, known_routes=None, **how: ServerConnection(
+        facts, facts.url, TimedServer(), earlier_starts=earlier
+    )
 """
 CLOCKS_CHECKS = ("lifecycle.start_clocks_read", "lifecycle.ready_within_objective")
 
@@ -285,17 +293,61 @@ def test_a_start_past_its_objective_or_without_a_first_token_fails_by_id(pyteste
     junit = _clocks_run(pytester, clocks, "lifecycle:\n  ready_within_seconds: 0.001\n", *workers)
     assert_verdicts(junit, dict.fromkeys(CLOCKS_CHECKS, "failed"))
     failed = failed_checks(junit)
-    assert "took 21.25 s, past lifecycle.ready_within_seconds 0.001 s" in failed["lifecycle.ready_within_objective"]
-    assert "first token: answered 500: 'boom'" in failed["lifecycle.start_clocks_read"]
-    assert "vllm_start_endpoint_ready_seconds" in junit.read_text()
+    objective = failed["lifecycle.ready_within_objective[first]"]
+    assert "took 21.25 s, past lifecycle.ready_within_seconds 0.001 s" in objective
+    assert "first token: answered 500: 'boom'" in failed["lifecycle.start_clocks_read[first]"]
+    assert "vllm_first_start_endpoint_ready_seconds" in junit.read_text()
 
 
-def _clocks_run(pytester, clocks: dict, profile: str, *args: str):
+@pytest.mark.pins(failed={"lifecycle.ready_within_objective"}, healthy={"lifecycle.start_clocks_read"})
+def test_a_second_start_is_reported_apart_from_the_first(pytester):
+    # --vllm-serve-second-start: the first start timed and stopped, the run's server the second (warm caches).
+    first = {"process_ready": 40.0, "endpoint_ready": 40.25, "first_token": 41.0}
+    second = {"process_ready": 20.0, "endpoint_ready": 20.25, "first_token": 20.5}
+    junit = _clocks_run(
+        pytester, second, "lifecycle:\n  ready_within_seconds: 30\n", "--vllm-serve-second-start", earlier=(first,)
+    )
+    from fixtures.verdicts import assert_tests, failed_checks
+
+    assert_tests(
+        junit,
+        {
+            "lifecycle.start_clocks_read[first]": "passed",
+            "lifecycle.start_clocks_read[second]": "passed",
+            "lifecycle.ready_within_objective[second]": "passed",
+        },
+    )
+    assert (
+        "took 40.25 s, past lifecycle.ready_within_seconds 30 s"
+        in failed_checks(junit)["lifecycle.ready_within_objective[first]"]
+    )
+    text = junit.read_text()
+    assert re.search(r"vllm_first_start_endpoint_ready_seconds\W+40\.25", text)
+    assert re.search(r"vllm_second_start_endpoint_ready_seconds\W+20\.25", text)
+
+
+def test_the_first_of_two_starts_is_timed_stopped_and_its_log_removed(tmp_path, monkeypatch):
+    from pytest_vllm_conformance.connection import connect
+    from pytest_vllm_conformance.connection.settings import Settings
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_VLLM.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("LISTED_AFTER", "0")
+    monkeypatch.setenv("COMPLETION_STATUS", "200")
+    kept = tmp_path / "logs" / "serve.log"
+    settings = Settings(serve=tmp_path / "m", serve_python=fake, serve_timeout=30.0, serve_log=kept)
+    clocks = connect._first_start(settings, None)
+    assert list(clocks.read()) == ["process_ready", "endpoint_ready", "first_token"]
+    assert (tmp_path / "logs" / "serve.first.log").is_file() and not kept.exists()  # the tested server's log is apart
+
+
+def _clocks_run(pytester, clocks: dict, profile: str, *args: str, earlier: tuple[dict, ...] = ()):
     from tests.conftest import SUITES
 
     log = pytester.path / "serve.log"
     log.write_text("")
-    pytester.makepyfile(fake_timed=FAKE_TIMED_SERVER.format(log=str(log), clocks=clocks))
+    pytester.makepyfile(fake_timed=FAKE_TIMED_SERVER.format(log=str(log), clocks=clocks, earlier=earlier))
     (pytester.path / "profile.yaml").write_text(f"profile: 1\nname: timed\n{profile}")
     junit = pytester.path / "junit.xml"
     pytester.runpytest_subprocess(
