@@ -1,9 +1,11 @@
-"""Start and stop a real ``vllm serve`` on 127.0.0.1.
+"""Start and stop a real ``vllm serve`` on 127.0.0.1, timing its start.
 
 Used by the plugin's embedded mode (``--vllm-serve MODEL_DIR``), and by our
 own tests' server pool (``fixtures/server_pool.py``). The server
 runs in its own session so the whole process tree (API server, engine core,
-workers) is stopped together, first politely, then by force.
+workers) is stopped together, first politely, then by force. The start's
+clocks (``StartClocks``: /health first 200, the model first listed, a first
+token) are read here, as it happens, and nowhere else.
 """
 
 from __future__ import annotations
