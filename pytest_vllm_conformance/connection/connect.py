@@ -19,7 +19,7 @@ from pytest_vllm_conformance.connection.discovery import (
     discover,
 )
 from pytest_vllm_conformance.connection.ingress import unreached_model
-from pytest_vllm_conformance.connection.launcher import Progress, VllmServer
+from pytest_vllm_conformance.connection.launcher import Progress, StartClocks, VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.connection.transport import CappedTransport, Connection, capped_httpx2_client
@@ -38,10 +38,20 @@ class ServerConnection:
     facts: ServerFacts
     base_url: str
     server: VllmServer | None = None
+    # The clocks of the starts made before the run's server's (--vllm-serve-second-start: the first), in order.
+    earlier_starts: tuple[StartClocks, ...] = ()
 
     @property
     def log_path(self) -> Path | None:
         return self.server.log_path if self.server else None
+
+    @property
+    def start_clocks(self) -> tuple[StartClocks, ...]:
+        """The clocks of each start the run made, in order, the run's server's last (the launcher read them as
+        each started); none when the run started no server."""
+        if self.server is None or self.server.clocks is None:
+            return ()
+        return (*self.earlier_starts, self.server.clocks)
 
     def close(self) -> None:
         if self.server is not None:
@@ -132,20 +142,15 @@ def establish(
     it is waited for (plugin/progress.py decides when to say so).
     """
     server = None
+    earlier: tuple[StartClocks, ...] = ()
     # Given only the public entry (--vllm-ingress-url), the run tests what callers reach.
     base_url = url or (settings.url[0] if settings.url else None) or (None if settings.serve else settings.ingress_url)
     if not base_url:
         if not settings.serve:
             raise NoTarget(NO_TARGET)
-        server = VllmServer(
-            settings.serve,
-            settings.serve_arg,
-            python=settings.serve_python,
-            api_key=settings.api_key,
-            # None: a temporary folder of the server's, removed when the run is done (--vllm-serve-log keeps one).
-            log_path=settings.serve_log,
-            startup_timeout=settings.serve_timeout,
-        ).start(progress)
+        if settings.serve_second_start:
+            earlier = (_first_start(settings, progress),)
+        server = _embedded(settings, settings.serve_log).start(progress, readiness=True)
         base_url = server.url
     assert base_url is not None, "a URL, an ingress or a server to start"
     try:
@@ -160,4 +165,34 @@ def establish(
         if server is not None:
             server.stop()
         raise
-    return ServerConnection(facts=facts, base_url=base_url, server=server)
+    return ServerConnection(facts=facts, base_url=base_url, server=server, earlier_starts=earlier)
+
+
+def _embedded(settings: Settings, log_path: Path | None) -> VllmServer:
+    assert settings.serve is not None, "a model to serve"
+    return VllmServer(
+        settings.serve,
+        settings.serve_arg,
+        python=settings.serve_python,
+        api_key=settings.api_key,
+        # None: a temporary folder of the server's, removed when the run is done (--vllm-serve-log keeps one).
+        log_path=log_path,
+        startup_timeout=settings.serve_timeout,
+    )
+
+
+def _first_start(settings: Settings, progress: Progress | None) -> StartClocks:
+    """--vllm-serve-second-start: a start of the same flags, timed and stopped; the run then tests the next one.
+
+    Its log is its own (beside --vllm-serve-log as ``NAME.first.log`` when one is kept), so the start-up log the
+    run reads is the tested server's alone.
+    """
+    kept = settings.serve_log
+    first = _embedded(settings, kept.with_name(f"{kept.stem}.first{kept.suffix}") if kept else None)
+    try:
+        first.start(progress, readiness=True)
+    finally:
+        first.stop()
+    first.remove_own_log()
+    assert first.clocks is not None, "timed once healthy"
+    return first.clocks

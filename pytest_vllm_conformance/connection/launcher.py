@@ -1,9 +1,11 @@
-"""Start and stop a real ``vllm serve`` on 127.0.0.1.
+"""Start and stop a real ``vllm serve`` on 127.0.0.1, timing its start.
 
 Used by the plugin's embedded mode (``--vllm-serve MODEL_DIR``), and by our
 own tests' server pool (``fixtures/server_pool.py``). The server
 runs in its own session so the whole process tree (API server, engine core,
-workers) is stopped together, first politely, then by force.
+workers) is stopped together, first politely, then by force. The start's
+clocks (``StartClocks``: /health first 200, the model first listed, a first
+token) are read here, as it happens, and nowhere else.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -49,10 +53,70 @@ class LaunchError(Exception):
     """The server did not become healthy."""
 
 
+# The clocks of a start, in the order a start reaches them, as reports name them.
+CLOCKS = {
+    "process_ready": "process ready (/health 200)",
+    "endpoint_ready": "endpoint ready (/v1/models lists the model)",
+    "first_token": "first token",
+}
+# A server healthy this long without listing its model, or answering its first token, is taken as never ready.
+READINESS_FLOOR_SECONDS = 60.0
+FIRST_TOKEN_PROMPT = "Hello"
+
+
+@dataclass
+class StartClocks:
+    """When a server the plugin started reached each sign of readiness, in monotonic seconds from its spawn.
+
+    Read once, by ``wait_ready(readiness=True)``, as the start happens; never measured again. A clock left None
+    is in ``faults`` when the server answered as a ready server must not (healthy, yet its model never listed;
+    its first completion failed or went unanswered), else in ``unread`` with why it was not read (a refusal:
+    a key the server does not take, a model that does not generate).
+    """
+
+    process_ready: float | None = None  # /health first answered 200
+    endpoint_ready: float | None = None  # /v1/models first listed the served model
+    first_token: float | None = None  # a first greedy one-token completion answered (its one token)
+    faults: dict[str, str] = field(default_factory=dict)
+    unread: dict[str, str] = field(default_factory=dict)
+
+    def read(self) -> dict[str, float]:
+        """The clocks that were read, by name, in the order a start reaches them."""
+        return {name: value for name in CLOCKS if (value := getattr(self, name)) is not None}
+
+    def line(self) -> str:
+        """The report's figures: each clock in seconds from the spawn, or why it has none."""
+        parts = []
+        for name, words in CLOCKS.items():
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{words} {value:.2f} s")
+            else:
+                parts.append(f"{words}: {self.faults.get(name) or self.unread.get(name) or 'not read'}")
+        return "from the spawn: " + "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StartClocks:
+        return cls(**data)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _listed(answer: httpx.Response) -> list[str]:
+    """The model ids a /v1/models answer lists (none when it is not a model list)."""
+    try:
+        payload = answer.json()
+    except ValueError:
+        return []
+    cards = payload.get("data") if isinstance(payload, dict) else None
+    return [str(card.get("id")) for card in cards if isinstance(card, dict)] if isinstance(cards, list) else []
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -95,7 +159,8 @@ class VllmServer:
         self.log_path = log_path
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
-        self.ready_seconds: float | None = None
+        # Set once /health answers 200: its process readiness, and with readiness=True the clocks after it.
+        self.clocks: StartClocks | None = None
         self._launched_at = 0.0
 
     def __repr__(self) -> str:
@@ -104,6 +169,11 @@ class VllmServer:
     @property
     def url(self) -> str | None:
         return f"http://127.0.0.1:{self.port}" if self.port else None
+
+    @property
+    def ready_seconds(self) -> float | None:
+        """Seconds from the spawn until /health first answered 200; None until then."""
+        return self.clocks.process_ready if self.clocks is not None else None
 
     def command(self) -> list[str]:
         return [
@@ -149,8 +219,8 @@ class VllmServer:
             env["VLLM_API_KEY"] = self.api_key.reveal()
         return env
 
-    def start(self, progress: Progress | None = None) -> VllmServer:
-        return self.launch().wait_ready(progress)
+    def start(self, progress: Progress | None = None, *, readiness: bool = False) -> VllmServer:
+        return self.launch().wait_ready(progress, readiness=readiness)
 
     def launch(self) -> VllmServer:
         """Start the process without waiting for it (``wait_ready`` waits); call from a long-lived thread:
@@ -170,17 +240,79 @@ class VllmServer:
             )
         return self
 
-    def wait_ready(self, progress: Progress | None = None) -> VllmServer:
+    def wait_ready(self, progress: Progress | None = None, *, readiness: bool = False) -> VllmServer:
         """``progress``: given, at each poll, how to say what the start is doing (the log's last line); it reads
-        the log only when it says so."""
+        the log only when it says so. ``readiness``: once healthy, also time the endpoint's readiness and a first
+        token (``clocks``); what the server answers then never fails the start (discovery judges it next)."""
         started = self._launched_at
         try:
             self._wait_healthy(started, progress)
+            self.clocks = StartClocks(process_ready=time.monotonic() - started)
+            if readiness:
+                self._time_readiness(started, self.clocks)
         except BaseException:
             self.stop()
             raise
-        self.ready_seconds = time.monotonic() - started
         return self
+
+    def _time_readiness(self, started: float, clocks: StartClocks) -> None:
+        """The clocks after /health: the model listed by /v1/models, then a greedy one-token completion answered.
+
+        Polled until the start's deadline, and at least ``READINESS_FLOOR_SECONDS`` past the health; a refusal
+        (4xx) ends the reading at once: the clock is unread, not the server's fault.
+        """
+        deadline = max(started + self.startup_timeout, time.monotonic() + READINESS_FLOOR_SECONDS)
+        headers = {"Authorization": f"Bearer {self.api_key.reveal()}"} if self.api_key else {}
+        with httpx.Client(timeout=5.0, trust_env=False, headers=headers) as http:
+            if not self._time_listing(http, started, deadline, clocks):
+                return
+            body = {"model": self.served_model, "prompt": FIRST_TOKEN_PROMPT, "max_tokens": 1, "temperature": 0}
+            asked = "a greedy one-token POST /v1/completions"
+            try:
+                answer = http.post(
+                    f"{self.url}/v1/completions", json=body, timeout=max(deadline - time.monotonic(), 5.0)
+                )
+            except httpx.HTTPError as exc:
+                clocks.faults["first_token"] = f"{asked} got no answer: {type(exc).__name__} {exc}".strip()
+                return
+            if answer.status_code == 200:
+                clocks.first_token = time.monotonic() - started
+            elif answer.status_code >= 500:
+                clocks.faults["first_token"] = f"{asked} answered {answer.status_code}: {answer.text[:200]!r}"
+            else:
+                clocks.unread["first_token"] = f"{asked} was refused ({answer.status_code}): {answer.text[:200]!r}"
+
+    def _time_listing(self, http: httpx.Client, started: float, deadline: float, clocks: StartClocks) -> bool:
+        """Polls /v1/models until it lists the served model; whether it did."""
+        seen = "no answer"
+        while True:
+            if self.process is not None and self.process.poll() is not None:
+                clocks.faults["endpoint_ready"] = (
+                    f"the server exited ({self.process.returncode}) before it listed its model"
+                )
+                return False
+            try:
+                answer = http.get(f"{self.url}/v1/models")
+            except httpx.HTTPError as exc:
+                seen = f"no answer ({type(exc).__name__})"
+            else:
+                listed = _listed(answer)
+                if answer.status_code == 200 and self.served_model in listed:
+                    clocks.endpoint_ready = time.monotonic() - started
+                    return True
+                if 400 <= answer.status_code < 500:
+                    clocks.unread["endpoint_ready"] = f"GET /v1/models was refused ({answer.status_code})"
+                    return False
+                seen = (
+                    f"{answer.status_code}, listing {listed}" if answer.status_code == 200 else f"{answer.status_code}"
+                )
+            if time.monotonic() >= deadline:
+                clocks.faults["endpoint_ready"] = (
+                    f"/health answered 200, yet GET /v1/models did not list {self.served_model!r} "
+                    f"{time.monotonic() - started:.0f} s after the spawn (last: {seen})"
+                )
+                return False
+            time.sleep(0.1)
 
     def _wait_healthy(self, started: float, progress: Progress | None) -> None:
         assert self.process is not None, "launched first"

@@ -42,6 +42,7 @@ class Settings:
     serve_python: Path | None = None
     serve_timeout: float = 300.0
     serve_log: Path | None = None
+    serve_second_start: bool = False
     # what it is expected to do, and what the run writes
     profile: Path | None = None
     gate: str = "report"

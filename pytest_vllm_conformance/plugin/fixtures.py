@@ -34,7 +34,7 @@ from pytest_vllm_conformance.connection.ingress import (
     not_exposed_line,
     undeclared_hidden_line,
 )
-from pytest_vllm_conformance.connection.launcher import VllmServer
+from pytest_vllm_conformance.connection.launcher import StartClocks, VllmServer
 from pytest_vllm_conformance.connection.secrets import Secret
 from pytest_vllm_conformance.connection.settings import Settings
 from pytest_vllm_conformance.observed.replicas import Fleet, Member
@@ -213,6 +213,15 @@ def vllm_managed_server(pytestconfig: pytest.Config, vllm_facts: ServerFacts) ->
     owns one (a server given by URL, or an xdist worker: the controlling process started it)."""
     connection = run_state(pytestconfig).connection
     return connection.server if connection is not None else None
+
+
+@pytest.fixture(scope="session")
+def vllm_start_clocks(pytestconfig: pytest.Config) -> tuple[StartClocks, ...]:
+    """How each start of the server the plugin started (--vllm-serve) reached readiness, timed by the launcher as
+    it started: /health 200, /v1/models listing the model, a first token, in seconds from the spawn. In start
+    order, the tested server's last (--vllm-serve-second-start makes two); none where the run started no server
+    (a server given by URL). Read on xdist workers too: they are handed the clocks."""
+    return run_state(pytestconfig).start_clocks
 
 
 @pytest.fixture(scope="session")

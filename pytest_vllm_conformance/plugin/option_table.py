@@ -167,6 +167,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "vllm-serve-second-start",
+        "Start the embedded server twice with the same flags: the first start is timed and stopped, the run tests "
+        "the second (its compile and file caches warm), and the lifecycle suite reports both starts' clocks apart.",
+        kind="flag",
+        default=False,
+        env="VLLM_CONFORMANCE_SERVE_SECOND_START",
+    ),
+    Option(
         "vllm-ingress-url",
         "Public entry (gateway, proxy) in front of --vllm-url; the watermark, auth and wire suites send callers' "
         "requests here. Given without --vllm-url, it is the server under test.",

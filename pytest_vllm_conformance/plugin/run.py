@@ -24,6 +24,7 @@ from pytest_vllm_conformance.connection import fleet, transport
 from pytest_vllm_conformance.connection.client import BoundedClient, url_root_path
 from pytest_vllm_conformance.connection.connect import ServerConnection, connection_for, ingress_key
 from pytest_vllm_conformance.connection.discovery import ServerFacts
+from pytest_vllm_conformance.connection.launcher import StartClocks
 from pytest_vllm_conformance.connection.model_dir import checkpoint_dir
 from pytest_vllm_conformance.connection.run_lock import RunLock
 from pytest_vllm_conformance.connection.secrets import Redactor, Secret, url_password
@@ -48,6 +49,9 @@ class TargetState:
     base_url: str | None = None
     # The embedded server's log, also on xdist workers (which have no target of their own).
     serve_log: str | None = None
+    # The embedded server's starts, timed as they happened (launcher.StartClocks), the tested server's last;
+    # handed to xdist workers too.
+    start_clocks: tuple[StartClocks, ...] = ()
     claims: dict[str, applicability.Claim] = field(default_factory=dict)
     # Shared by the controlling process and its xdist workers (none in a run without workers).
     run_lock: RunLock = field(default_factory=lambda: RunLock(None))
@@ -99,6 +103,10 @@ class RunState:
     @property
     def serve_log(self) -> str | None:
         return self.primary.serve_log
+
+    @property
+    def start_clocks(self) -> tuple[StartClocks, ...]:
+        return self.primary.start_clocks
 
     @property
     def run_lock(self) -> RunLock:

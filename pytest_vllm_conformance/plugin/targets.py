@@ -21,7 +21,7 @@ from pytest_vllm_conformance.catalogue import contracts, route_cases
 from pytest_vllm_conformance.connection.client import BoundedClient, display_url
 from pytest_vllm_conformance.connection.connect import ServerConnection, client_for, establish
 from pytest_vllm_conformance.connection.discovery import DiscoveryError, ServerFacts
-from pytest_vllm_conformance.connection.launcher import LaunchError
+from pytest_vllm_conformance.connection.launcher import LaunchError, StartClocks
 from pytest_vllm_conformance.connection.run_lock import RunLock
 from pytest_vllm_conformance.observed import capture
 from pytest_vllm_conformance.plugin.run import RunState, TargetState
@@ -81,6 +81,7 @@ def _establish_one(state: RunState, target: TargetState, establish: Establish) -
         raise pytest.UsageError(_at_target(state, target, state.catalogue.releases.refusal(version)))
     target.base_url = target.connection.base_url
     target.serve_log = str(target.connection.log_path) if target.connection.log_path else None
+    target.start_clocks = target.connection.start_clocks
     _observe(state, target)
 
 
@@ -149,6 +150,7 @@ def hand_over(state: RunState) -> dict[str, Any] | None:
                 "facts": target.facts.to_dict() if target.facts is not None else None,
                 "base_url": target.base_url,
                 "serve_log": target.serve_log,
+                "start_clocks": [clocks.to_dict() for clocks in target.start_clocks],
                 "lock_dir": target.lock_dir,
                 "problem": target.problem,
             }
@@ -161,6 +163,7 @@ def take_over(state: RunState, handed_over: dict[str, Any]) -> None:
         target.facts = ServerFacts.from_dict(handed["facts"]) if handed["facts"] is not None else None
         target.base_url = handed["base_url"]
         target.serve_log = handed.get("serve_log")
+        target.start_clocks = tuple(StartClocks.from_dict(clocks) for clocks in handed.get("start_clocks", ()))
         target.problem = handed.get("problem")
         if handed.get("lock_dir"):
             target.run_lock = RunLock(Path(handed["lock_dir"]))

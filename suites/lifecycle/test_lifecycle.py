@@ -1,19 +1,63 @@
-"""SIGTERM on a server the plugin owns: in-flight streams end as promised, new requests are refused, it goes in time.
+"""A server the plugin owns: its start timed to readiness; on SIGTERM, in-flight streams end as promised, new
+requests are refused, it goes in time.
 
 Managed mode only (``--vllm-serve``): a server given by URL is not the run's
-to stop. The drain ends the run's server, so these checks run after every
-other test (the feature's ``stops_server``); under pytest-xdist, whose other
-workers may still need the server, they are undecided, named. What the
-deployment promises is ``lifecycle.drain_seconds`` (its ``--shutdown-timeout``);
-undeclared, the release's default, which on 0.28-0.32 aborts what is in
-flight. docs/lifecycle.md says what vLLM does, by release.
+to time or stop. The start's clocks (process and endpoint readiness, first
+token) are read by the launcher as it starts the server: their checks only
+judge that record, first in this module, so before the drain, and on xdist
+workers too. The drain ends the run's server, so the feature runs after
+every other test (its ``stops_server``); under pytest-xdist, whose other
+workers may still need the server, the drain's checks are undecided, named.
+What the deployment promises is ``lifecycle.drain_seconds`` (its
+``--shutdown-timeout``); undeclared, the release's default, which on
+0.28-0.32 aborts what is in flight. docs/lifecycle.md says what vLLM does,
+by release.
 """
 
 import pytest
 
-from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance import contract, each, undecided
 
-from . import drain
+from . import drain, readiness
+
+# ---- the start, as the launcher timed it (read only: these run before the drain, and need nothing of it) ----
+
+
+@pytest.fixture
+def start_clocks(start, vllm_start_clocks):
+    clocks = readiness.clocks_of(start, vllm_start_clocks)
+    if clocks is None:
+        undecided(readiness.NOT_TIMED)
+    return clocks
+
+
+@contract("lifecycle.start_clocks_read")
+@each("start", readiness.starts)
+def test_start_clocks_read(start, start_clocks, vllm_record, vllm_evidence):
+    for name, seconds in start_clocks.read().items():
+        vllm_record(f"{start}_start_{name}_seconds", f"{seconds:.2f}")
+    vllm_record("figures", f"{start} start, {start_clocks.line()}")
+    faults = readiness.faults(start_clocks)
+    assert not faults, "the start did not reach readiness: " + "; ".join(faults)
+    unread = readiness.unread(start_clocks)
+    if unread:
+        undecided("; ".join(unread))
+    vllm_evidence.judged(len(start_clocks.read()), "clocks of the start", missing="no clock of the start was read")
+
+
+@contract("lifecycle.ready_within_objective")
+@each("start", readiness.starts)
+def test_ready_within_objective(start, start_clocks, vllm_offline_expect, vllm_record, vllm_evidence):
+    objective = vllm_offline_expect.declared("lifecycle", "ready_within_seconds")
+    vllm_record("figures", f"objective {objective.value:g} s; {start} start, {start_clocks.line()}")
+    if start_clocks.endpoint_ready is None and "endpoint_ready" in start_clocks.unread:
+        undecided(f"endpoint readiness was not read: {start_clocks.unread['endpoint_ready']}")
+    missed = readiness.objective_missed(start_clocks, objective.value, objective.basis)
+    assert missed is None, missed
+    vllm_evidence.judged(1, "start timed to endpoint readiness")
+
+
+# ---- SIGTERM with streams in flight ----
 
 
 @pytest.fixture(scope="module")

