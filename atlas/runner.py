@@ -77,7 +77,8 @@ def outcome_of(runs: list[ContractRun]) -> dict:
         return {"outcome": "undecided", "reason": one_line(skipped[0].message), "cases": counts}
     departed = [run for run in runs if run.verdict == "known departure"]
     if departed:
-        return {"outcome": "known departure", "reason": one_line(departed[0].message), "cases": counts}
+        reason = one_line(departed[0].message.removeprefix("known departure: "))
+        return {"outcome": "known departure", "reason": reason, "cases": counts}
     return {"outcome": "passed", "reason": "", "cases": counts}
 
 
