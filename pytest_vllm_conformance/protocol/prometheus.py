@@ -108,6 +108,12 @@ def read(client: BoundedClient, path: str) -> Reading:
     return reading_of(client.answer_or_none("GET", path))
 
 
+def info_labels(reading: Reading, name: str) -> Mapping[str, str]:
+    """The labels of an info gauge's first sample (vLLM's ``vllm:cache_config_info``); empty: not read, or absent."""
+    family = reading.exposition.family(name) if reading.exposition is not None else None
+    return family.labels[0] if family is not None and family.labels else {}
+
+
 def prefix_caching(reading: Reading) -> bool | None:
     """What vllm:cache_config_info says of enable_prefix_caching; None: not read, or not on the page.
 
