@@ -286,11 +286,13 @@ def kv_cache(reading: prometheus.Reading, expect: Expectations) -> KvCache:
 
 def preemption_load(cache: KvCache, request_tokens: int) -> int | None:
     """How many requests of ``request_tokens`` (prompt and answer) to send at once: enough to need twice what the
-    cache holds, at least two; the most when its size is unknown; None: more than the most."""
+    cache holds, at least two, at most MOST_PREEMPTION_REQUESTS; the most when its size is unknown; None: a cache
+    that holds the most whole."""
     if cache.tokens is None:
         return MOST_PREEMPTION_REQUESTS
-    needed = max(2, -(-2 * cache.tokens // request_tokens))
-    return needed if needed <= MOST_PREEMPTION_REQUESTS else None
+    if cache.tokens >= MOST_PREEMPTION_REQUESTS * request_tokens:
+        return None
+    return min(MOST_PREEMPTION_REQUESTS, max(2, -(-2 * cache.tokens // request_tokens)))
 
 
 @dataclass(frozen=True)

@@ -108,8 +108,8 @@ def test_preempted_answer_unchanged(engine_alone, vllm_client, vllm_facts, vllm_
     load = preemption_load(cache, request_tokens)
     if load is None:
         undecided(
-            f"no preemption could be caused at this load: the KV cache holds {cache.described}, more than "
-            f"{MOST_PREEMPTION_REQUESTS} requests of {request_tokens} tokens at once need"
+            f"no preemption could be caused at this load: the KV cache holds {cache.described}, room for "
+            f"{MOST_PREEMPTION_REQUESTS} requests of {request_tokens} tokens at once"
         )
     prompts = [token_prompt(PREEMPTION_PROMPT_TOKENS, fresh=True) for _ in range(load)]
     run = under_preemption(vllm_client, vllm_expect, vllm_facts.model, prompts, tokens)

@@ -78,5 +78,6 @@ def test_the_kv_cache_holds_its_blocks_less_the_null_block():
 def test_the_load_needs_twice_the_cache_or_is_not_sent():
     assert preemption_load(KvCache(640, ""), 504) == 3  # 1512 tokens for 640
     assert preemption_load(KvCache(100, ""), 504) == 2  # at least two, or nothing is at once
+    assert preemption_load(KvCache(3000, ""), 504) == MOST_PREEMPTION_REQUESTS  # more than the cache, not twice
     assert preemption_load(KvCache(None, ""), 504) == MOST_PREEMPTION_REQUESTS  # the counter alone decides
-    assert preemption_load(KvCache(4 * 504 * MOST_PREEMPTION_REQUESTS, ""), 504) is None  # a default server's
+    assert preemption_load(KvCache(504 * MOST_PREEMPTION_REQUESTS, ""), 504) is None  # a default server's
