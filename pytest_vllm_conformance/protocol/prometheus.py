@@ -127,6 +127,17 @@ def prefix_caching(reading: Reading) -> bool | None:
     return None
 
 
+def kv_cache_tokens(reading: Reading) -> int | None:
+    """The tokens the KV cache holds, from vllm:cache_config_info: num_gpu_blocks less the one the block pool holds
+    back as its null block, by block_size (fact kv_cache_capacity: vllm/v1/engine/core.py, vllm/v1/core/block_pool.py
+    at v0.28.0-v0.32.0); None: not read, or not on the page."""
+    labels = info_labels(reading, "vllm:cache_config_info")
+    try:
+        return (int(labels["num_gpu_blocks"]) - 1) * int(labels["block_size"])
+    except (KeyError, ValueError):
+        return None
+
+
 def family_names(text: str, *, cut: bool = False) -> list[str]:
     """The families a page names, as its ``# TYPE`` lines do (a counter by its ``_total`` series), read as far as
     the parser accepts; ``cut``: the page passed the byte cap, its last line is partial and left out, the

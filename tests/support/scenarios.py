@@ -38,8 +38,7 @@ NOT_CLAIMED = "not claimed"
 # /v1/models, Anthropic's SDK (the test extra), prefix caching on (vLLM's default).
 URL_RUN = ("server_behind_ingress", "reported_max_model_len", "anthropic_sdk", "prefix_caching")
 
-# How many cases each parametrized contract runs on tiny-llama under vLLM 0.32 (where it is claimed), and the
-# verdict of one that does not pass there.
+# How many cases each parametrized contract runs on tiny-llama under vLLM 0.32 (where it is claimed).
 TINY_LLAMA_CASES: dict[str, Verdict] = {
     "structured_outputs.constraint_enforced": {"passed": 8},
     "structured_outputs.invalid_constraint_refused": {"passed": 4},
@@ -60,8 +59,6 @@ TINY_LLAMA_CASES: dict[str, Verdict] = {
     "wire.stream_errors_before_streaming": {"passed": 4},
     "wire.error_status_map": {"passed": 6},
     "wire.stream_continuous_usage": {"passed": 2},
-    # A default server's KV cache holds far more than the load sends at once: no preemption could be caused.
-    "engine_invariants.preempted_answer_unchanged": "undecided",
 }
 
 
