@@ -65,6 +65,11 @@ INPUTS: dict[str, str] = {
         "a server that caches prefixes: its /metrics vllm:cache_config_info says enable_prefix_caching False "
         "(--no-enable-prefix-caching)"
     ),
+    "preemptible_kv_cache": (
+        "a KV cache small enough to preempt: its /metrics vllm:cache_config_info holds eight whole requests of the "
+        "model's max_model_len at once (num_gpu_blocks x block_size), so no load of the suite could cause a "
+        "preemption (on CPU, --num-gpu-blocks-override makes it small)"
+    ),
 }
 
 # What a server may serve (``serves``), read from its route table (route_cases.served_tasks): the routes its release

@@ -110,6 +110,8 @@ class ServerFacts:
     first_generation: FirstGeneration | None = field(default=None)
     # What vllm:cache_config_info on /metrics says (--no-enable-prefix-caching: False); None: not read.
     prefix_caching: bool | None = field(default=None)
+    # The tokens its KV cache holds, from the same labels (num_gpu_blocks less the null block, by block_size).
+    kv_cache_tokens: int | None = field(default=None)
 
     @property
     def parsed_version(self) -> Version | None:
@@ -147,6 +149,7 @@ class ServerFacts:
             observed=data.get("observed"),
             first_generation=FirstGeneration(**first) if first else None,
             prefix_caching=data.get("prefix_caching"),
+            kv_cache_tokens=data.get("kv_cache_tokens"),
         )
 
 
@@ -178,7 +181,8 @@ class KnownRoute:
 
 
 KnownRoutes = Callable[[Version | None], Iterable[KnownRoute]]
-PrefixCachingReader = Callable[[BoundedClient], bool | None]
+# (prefix caching on, the KV cache's tokens), each None where /metrics does not say.
+PrefixCachingReader = Callable[[BoundedClient], tuple[bool | None, int | None]]
 
 
 def discover(
@@ -259,6 +263,7 @@ def discover(
     known = list(known_routes(parse_version(version))) if known_routes is not None else []
     routes, inventory = _inventory(client, listed, known, version)
     model = wanted_model or (preferred_model if preferred_model in ids else ids[0])
+    cache = read_prefix_caching(client) if read_prefix_caching is not None else (None, None)
     return ServerFacts(
         url=where,
         version=version,
@@ -267,7 +272,8 @@ def discover(
         routes=routes,
         inventory=inventory,
         first_generation=first_generation(client, model),
-        prefix_caching=read_prefix_caching(client) if read_prefix_caching is not None else None,
+        prefix_caching=cache[0],
+        kv_cache_tokens=cache[1],
     )
 
 

@@ -165,6 +165,8 @@ class RunState:
             "managed_server": bool(settings.serve) and not self.fleet,
             # Unknown (no /metrics page) counts as on, vLLM's default: the test then proves a hit or is undecided.
             "prefix_caching": target.facts is None or target.facts.prefix_caching is not False,
+            # Unknown counts as small: the test then sends the load, and the preemption counter decides.
+            "preemptible_kv_cache": target.facts is None or _preemptible(target.facts),
             # The key callers send where the run's requests go (the ingress's own, else the server's).
             "api_key": bool(ingress_key(settings)),
             "watermark_key": self.watermark_key is not None,
@@ -187,6 +189,17 @@ class RunState:
 
 
 STATE = pytest.StashKey[RunState]()
+
+
+# The most requests the engine_invariants preemption contract sends at once (suites/engine_invariants/invariance.py).
+PREEMPTION_LOAD = 8
+
+
+def _preemptible(facts: ServerFacts) -> bool:
+    """Whether the preemption contract's load could overfill the server's KV cache: it holds fewer tokens than
+    PREEMPTION_LOAD requests of the model's whole context (unknown: it could)."""
+    tokens, length = facts.kv_cache_tokens, facts.max_model_len
+    return tokens is None or not isinstance(length, int) or tokens < PREEMPTION_LOAD * length
 
 
 def run_state(config: pytest.Config) -> RunState:

@@ -85,9 +85,11 @@ def _establish_one(state: RunState, target: TargetState, establish: Establish) -
     _observe(state, target)
 
 
-def prefix_caching(client: BoundedClient) -> bool | None:
-    """Whether the server caches prefixes, as its /metrics says (the engine_invariants cache contract's claim)."""
-    return prometheus.prefix_caching(prometheus.read(client, "/metrics"))
+def prefix_caching(client: BoundedClient) -> tuple[bool | None, int | None]:
+    """Whether the server caches prefixes, and the tokens its KV cache holds, as its /metrics says (the claims of
+    the engine_invariants cache and preemption contracts)."""
+    reading = prometheus.read(client, "/metrics")
+    return prometheus.prefix_caching(reading), prometheus.kv_cache_tokens(reading)
 
 
 def _at_target(state: RunState, target: TargetState, problem: str) -> str:

@@ -108,6 +108,12 @@ def read(client: BoundedClient, path: str) -> Reading:
     return reading_of(client.answer_or_none("GET", path))
 
 
+def info_labels(reading: Reading, name: str) -> Mapping[str, str]:
+    """The labels of an info gauge's first sample (vLLM's ``vllm:cache_config_info``); empty: not read, or absent."""
+    family = reading.exposition.family(name) if reading.exposition is not None else None
+    return family.labels[0] if family is not None and family.labels else {}
+
+
 def prefix_caching(reading: Reading) -> bool | None:
     """What vllm:cache_config_info says of enable_prefix_caching; None: not read, or not on the page.
 
@@ -119,6 +125,17 @@ def prefix_caching(reading: Reading) -> bool | None:
         if "enable_prefix_caching" in labels:
             return labels["enable_prefix_caching"] == "True"
     return None
+
+
+def kv_cache_tokens(reading: Reading) -> int | None:
+    """The tokens the KV cache holds, from vllm:cache_config_info: num_gpu_blocks less the one the block pool holds
+    back as its null block, by block_size (fact kv_cache_capacity: vllm/v1/engine/core.py, vllm/v1/core/block_pool.py
+    at v0.28.0-v0.32.0); None: not read, or not on the page."""
+    labels = info_labels(reading, "vllm:cache_config_info")
+    try:
+        return (int(labels["num_gpu_blocks"]) - 1) * int(labels["block_size"])
+    except (KeyError, ValueError):
+        return None
 
 
 def family_names(text: str, *, cut: bool = False) -> list[str]:

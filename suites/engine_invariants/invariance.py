@@ -251,3 +251,86 @@ def cancel_mid_stream(
         return Cancelled(level, during, after, None, ended, "", generated, tokens)
 
     return client.run(work)
+
+
+# ---- preemption ---------------------------------------------------------------------
+
+PREEMPTION_PROMPT_TOKENS = 24
+# The most requests sent at once to overfill the KV cache: a cache that holds this many whole answers cannot be
+# made to preempt by this load, and the check is undecided without sending it.
+MOST_PREEMPTION_REQUESTS = 8
+
+
+@dataclass(frozen=True)
+class KvCache:
+    """The tokens the server's KV cache holds (None: not read), and how that was read."""
+
+    tokens: int | None
+    described: str
+
+
+def kv_cache(reading: prometheus.Reading, expect: Expectations) -> KvCache:
+    """The cache's capacity from vllm:cache_config_info: its blocks, less the one the pool holds back, by their
+    size (fact kv_cache_capacity)."""
+    fact = expect.fact("kv_cache_capacity")
+    labels = prometheus.info_labels(reading, fact["info"])
+    try:
+        blocks, size = int(labels[fact["blocks"]]), int(labels[fact["block_size"]])
+    except (KeyError, ValueError):
+        problem = reading.problem or f"no {fact['blocks']} and {fact['block_size']} labels on {fact['info']}"
+        return KvCache(None, f"its size unread ({problem})")
+    held_back = fact["held_back_blocks"]
+    usable = (blocks - held_back) * size
+    return KvCache(usable, f"{usable} tokens: {blocks} blocks of {size}, {held_back} held back")
+
+
+def preemption_load(cache: KvCache, request_tokens: int) -> int | None:
+    """How many requests of ``request_tokens`` (prompt and answer) to send at once: enough to need twice what the
+    cache holds, at least two, at most MOST_PREEMPTION_REQUESTS; the most when its size is unknown; None: a cache
+    that holds the most whole."""
+    if cache.tokens is None:
+        return MOST_PREEMPTION_REQUESTS
+    if cache.tokens >= MOST_PREEMPTION_REQUESTS * request_tokens:
+        return None
+    return min(MOST_PREEMPTION_REQUESTS, max(2, -(-2 * cache.tokens // request_tokens)))
+
+
+@dataclass(frozen=True)
+class Preemption:
+    alone: list[Greedy]
+    together: list[Greedy]
+    preempted_alone: float | None  # vllm:num_preemptions's rise while the answers were sent one by one
+    preempted_together: float | None  # and while they were sent at once; None: the counter was not read
+    problem: str = ""
+
+
+def preemptions(client: BoundedClient, expect: Expectations, since: float | None = None) -> tuple[float | None, str]:
+    """vllm:num_preemptions now, once it moved past ``since`` or after a second (vLLM counts an engine step's
+    preemptions with its stats); None and why, when unread."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        value, problem = read_total(client, expect, metric_names(expect)["preemptions"])
+        if value is None or since is None or value > since or time.monotonic() > deadline:
+            return value, problem
+        time.sleep(0.05)
+
+
+def under_preemption(
+    client: BoundedClient, expect: Expectations, model: str, prompts: list[list[int]], tokens: int
+) -> Preemption:
+    """Each prompt's greedy answer of ``tokens`` sent alone, one after another, then all at once, with the
+    preemption counter read around each."""
+    start, problem = preemptions(client, expect)
+    alone = [greedy(client, model, prompt, max_tokens=tokens) for prompt in prompts]
+    between, _ = preemptions(client, expect, since=start)
+
+    async def work(session: AsyncBoundedClient) -> list[Greedy]:
+        bodies = [greedy_body(model, prompt, tokens) for prompt in prompts]
+        responses = await asyncio.gather(*(session.post(COMPLETIONS.path, body) for body in bodies))
+        return [read_greedy(r.status, r.json_or_none(), f"{r.describe()} {r.text[:300]!r}") for r in responses]
+
+    together = client.run(work)
+    end, later_problem = preemptions(client, expect, since=between)
+    if start is None or between is None or end is None:
+        return Preemption(alone, together, None, None, problem or later_problem)
+    return Preemption(alone, together, between - start, end - between)

@@ -8,17 +8,24 @@ is proven from the server's own counters and gauges on /metrics, or the check is
 import pytest
 
 from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.protocol import prometheus
 
 from .invariance import (
     CACHED_PROMPT_TOKENS,
+    MOST_PREEMPTION_REQUESTS,
+    PREEMPTION_PROMPT_TOKENS,
     cancel_mid_stream,
     counted_hits,
     divergence,
     greedy,
     in_a_burst,
+    kv_cache,
     long_answer_tokens,
     mean_logprob_drift,
+    metric_names,
+    preemption_load,
     token_prompt,
+    under_preemption,
 )
 
 
@@ -91,3 +98,38 @@ def test_cancel_frees_slot(engine_alone, vllm_client, vllm_facts, vllm_expect, v
     gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
     judge_same(before, after, gap, f"before against after a cancelled stream (freed in {cancelled.freed_after:.2f} s)")
     vllm_evidence.judged(1, "cancelled streams")
+
+
+@contract("engine_invariants.preempted_answer_unchanged")
+def test_preempted_answer_unchanged(engine_alone, vllm_client, vllm_facts, vllm_expect, vllm_evidence):
+    tokens = long_answer_tokens(vllm_facts.max_model_len)
+    request_tokens = PREEMPTION_PROMPT_TOKENS + tokens
+    cache = kv_cache(prometheus.read(vllm_client, vllm_expect.release.metrics_path), vllm_expect)
+    load = preemption_load(cache, request_tokens)
+    if load is None:
+        undecided(
+            f"no preemption could be caused at this load: the KV cache holds {cache.described}, room for "
+            f"{MOST_PREEMPTION_REQUESTS} requests of {request_tokens} tokens at once"
+        )
+    prompts = [token_prompt(PREEMPTION_PROMPT_TOKENS, fresh=True) for _ in range(load)]
+    run = under_preemption(vllm_client, vllm_expect, vllm_facts.model, prompts, tokens)
+    at_load = f"{load} requests of {request_tokens} tokens at once, the KV cache holding {cache.described}"
+    if run.preempted_together is None:
+        undecided(f"the preemption counter was not read: {run.problem}")
+    if run.preempted_alone:
+        undecided(f"the answers sent one by one were preempted too ({run.preempted_alone:g}): no baseline")
+    if not run.preempted_together:
+        counter = metric_names(vllm_expect)["preemptions"]
+        undecided(f"no preemption could be caused at this load: {counter} did not rise with {at_load}")
+    gap = vllm_expect.declared("engine_invariants", "near_tie_gap").value
+    what = f"alone against under {run.preempted_together:g} preemptions ({at_load})"
+    parted = [
+        (index, found)
+        for index, (alone, together) in enumerate(zip(run.alone, run.together, strict=True))
+        if (found := divergence(alone, together, gap)) is not None
+    ]
+    broken = [f"request {index + 1}: {found}" for index, found in parted if not found.near_tie]
+    assert not broken, f"{what}: {'; '.join(broken)}"
+    if parted:
+        undecided(f"{what}: " + "; ".join(f"request {index + 1}: {found}" for index, found in parted))
+    vllm_evidence.judged(load, "answers of a load the server preempted")

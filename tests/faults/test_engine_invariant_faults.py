@@ -4,7 +4,8 @@ Each fault forces another token (logit_bias +100) into exactly the answer the in
 repeated long prompt (what a prefix-cache hit serves), a request arriving while others are in flight (a
 batch), a prompt seen before in a stream its caller cancelled. Prefix caching off is not claimed. A relay that
 keeps reading the stream after its client hung up (nginx's proxy_ignore_client_abort) fails the cancellation: the
-engine never aborts, and generates the whole answer.
+engine never aborts, and generates the whole answer. Preemption is caused only on a server of a small KV cache
+(opt-in): it passes there, and fails behind a relay that changes the answers of requests sent at once.
 """
 
 import pytest
@@ -18,14 +19,20 @@ pytestmark = [pytest.mark.server, pytest.mark.faults, requires_vllm, pytest.mark
 CACHE = "engine_invariants.prefix_cache_hit_keeps_answer"
 BATCH = "engine_invariants.batch_invariant_greedy"
 CANCEL = "engine_invariants.cancel_frees_slot"
-HEALTHY = dict.fromkeys((CACHE, BATCH, CANCEL), "passed")
+PREEMPTED = "engine_invariants.preempted_answer_unchanged"
+# plain's KV cache (1 GiB: a million tokens) holds far more than eight whole requests: no preemption could be
+# caused, so the contract is not claimed.
+HEALTHY = dict.fromkeys((CACHE, BATCH, CANCEL), "passed") | {PREEMPTED: "not claimed"}
 FORCED = 42  # a token id the greedy answers of these prompts do not start with
 
 
 @pytest.mark.pins(healthy=HEALTHY)
 def test_the_engine_keeps_its_invariants_on_a_default_server(pytester, plain_server):
     run_suites(pytester, "-m", "engine_invariants", url=plain_server.url)
-    assert_verdicts(pytester.path / "junit.xml", HEALTHY)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, HEALTHY)
+    (preempted,) = [run for run in contract_runs(junit) if run.contract == PREEMPTED]
+    assert "a KV cache small enough to preempt" in preempted.message, preempted
 
 
 FAULTS = {
@@ -74,12 +81,14 @@ def test_a_relay_that_reads_on_after_the_hang_up_fails_the_cancellation(pytester
 # tiny-llama-other-seed (the padding server): every invariant compares the server's own answers, so another
 # model's weights must leave each passed, or undecided with its reason (a near-tie, a stream too short to cancel).
 @pytest.mark.servers("padding")
-@pytest.mark.pins(healthy=set(HEALTHY))
+@pytest.mark.pins(healthy=set(HEALTHY) - {PREEMPTED})
 def test_the_invariants_hold_on_the_model_of_another_seed(pytester, served):
     run_suites(pytester, "-m", "engine_invariants", url=served("padding").url)
     junit = pytester.path / "junit.xml"
     for run in contract_runs(junit):
-        assert run.verdict == "passed" or (run.verdict == "undecided" and run.message.startswith("undecided: ")), (
+        assert run.verdict in ("passed", "not claimed") or (
+            run.verdict == "undecided" and run.message.startswith("undecided: ")
+        ), (
             run.key,
             run.verdict,
             run.message,
@@ -87,3 +96,20 @@ def test_the_invariants_hold_on_the_model_of_another_seed(pytester, served):
     seen = verdicts(junit)
     assert set(seen) == set(HEALTHY), seen
     assert_verdicts(junit, seen)  # each passed or undecided, as just read: pinned healthy
+
+
+# A KV cache of 640 tokens (fixtures/server_specs.py, small_kv_cache; make test-extended: a start of its own).
+@pytest.mark.extended_proof
+@pytest.mark.servers("small_kv_cache")
+@pytest.mark.pins(healthy={PREEMPTED: "passed"}, failed={PREEMPTED})
+def test_answers_the_server_preempted_keep_their_tokens_and_a_relay_changing_them_fails(pytester, served):
+    server = served("small_kv_cache")
+    run_suites(pytester, "-m", "engine_invariants", "-k", "preempted", url=server.url)
+    junit = pytester.path / "junit.xml"
+    assert_verdicts(junit, {PREEMPTED: "passed"})
+    with FaultProxy(server.url, rules=[BiasWhenConcurrent(FORCED, path="/v1/completions")]) as proxy:
+        run_suites(pytester, "-m", "engine_invariants", "-k", "preempted", url=proxy.url)
+        assert all(proxy.hits), f"the fault was never injected: {proxy.hits}"
+    assert_verdicts(junit, {PREEMPTED: "failed"})
+    message = failed_checks(junit)[PREEMPTED]
+    assert "preemptions" in message and "not a near-tie" in message and str(FORCED) in message, message
