@@ -35,6 +35,10 @@ from pytest_vllm_conformance.catalogue.expectations import Expectations
 CLAIMED = "claimed"
 UNMEETABLE = "unmeetable"
 
+# The most requests the engine_invariants preemption check sends at once: a KV cache holding this many whole
+# requests cannot be made to preempt by it, so the check is claimed only below that (``preemptible_kv_cache``).
+MOST_PREEMPTION_REQUESTS = 8
+
 # What each `given` input is, and how a user gives it.
 INPUTS: dict[str, str] = {
     "baseline": "--vllm-baseline=PATH (a profile captured with --vllm-capture-profile)",
@@ -66,9 +70,9 @@ INPUTS: dict[str, str] = {
         "(--no-enable-prefix-caching)"
     ),
     "preemptible_kv_cache": (
-        "a KV cache small enough to preempt: its /metrics vllm:cache_config_info holds eight whole requests of the "
-        "model's max_model_len at once (num_gpu_blocks x block_size), so no load of the suite could cause a "
-        "preemption (on CPU, --num-gpu-blocks-override makes it small)"
+        f"a KV cache small enough to preempt: its /metrics vllm:cache_config_info holds {MOST_PREEMPTION_REQUESTS} "
+        "whole requests of the model's max_model_len at once (num_gpu_blocks x block_size), so no load of the suite "
+        "could cause a preemption (on CPU, --num-gpu-blocks-override makes it small)"
     ),
 }
 

@@ -180,9 +180,23 @@ class KnownRoute:
     always: bool = False
 
 
+def model_cards(payload: Any) -> tuple[ModelCard, ...]:
+    """The models a /v1/models answer lists (none when it is not a model list)."""
+    cards = payload.get("data") if isinstance(payload, dict) else None
+    return tuple(
+        ModelCard(
+            id=str(card.get("id")),
+            max_model_len=_int_or_none(card.get("max_model_len")),
+            root=_str_or_none(card.get("root")),
+        )
+        for card in (cards if isinstance(cards, list) else [])
+        if isinstance(card, dict)
+    )
+
+
 KnownRoutes = Callable[[Version | None], Iterable[KnownRoute]]
-# (prefix caching on, the KV cache's tokens), each None where /metrics does not say.
-PrefixCachingReader = Callable[[BoundedClient], tuple[bool | None, int | None]]
+# (prefix caching on, the KV cache's tokens) as the version's /metrics says them, each None where it does not.
+PrefixCachingReader = Callable[[BoundedClient, Version | None], tuple[bool | None, int | None]]
 
 
 def discover(
@@ -197,8 +211,8 @@ def discover(
 
     ``known_routes(version)``: what the contract data says that version may register. ``preferred_model``: the
     model to judge when the server serves it and none was asked for (a baseline judges the target's model).
-    ``read_prefix_caching(client)``: what the server's /metrics says of prefix caching (read by the protocol floor,
-    which this one does not import).
+    ``read_prefix_caching(client, version)``: what the server's /metrics says of prefix caching and of its KV
+    cache's size (read by the protocol floor, which this one does not import).
     """
     where = display_url(client.base_url)
 
@@ -242,16 +256,7 @@ def discover(
     payload = models_response.json_or_none()
     if models_response.status != 200 or not isinstance(payload, dict):
         raise DiscoveryError(f"vLLM at {where}: GET /v1/models gave no model list: {models_response.describe()}")
-    cards = payload.get("data")
-    models = tuple(
-        ModelCard(
-            id=str(card.get("id")),
-            max_model_len=_int_or_none(card.get("max_model_len")),
-            root=_str_or_none(card.get("root")),
-        )
-        for card in (cards if isinstance(cards, list) else [])
-        if isinstance(card, dict)
-    )
+    models = model_cards(payload)
     if not models:
         hint = f"; GET /version answered {version_response.status}: {GATEWAY_TARGET}" if version is None else ""
         raise DiscoveryError(f"vLLM at {where} serves no model (GET /v1/models listed none){hint}")
@@ -263,7 +268,7 @@ def discover(
     known = list(known_routes(parse_version(version))) if known_routes is not None else []
     routes, inventory = _inventory(client, listed, known, version)
     model = wanted_model or (preferred_model if preferred_model in ids else ids[0])
-    cache = read_prefix_caching(client) if read_prefix_caching is not None else (None, None)
+    cache = read_prefix_caching(client, parse_version(version)) if read_prefix_caching is not None else (None, None)
     return ServerFacts(
         url=where,
         version=version,

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from pytest_vllm_conformance.connection.discovery import model_cards
 from pytest_vllm_conformance.connection.secrets import Secret
 
 CLI_SHIM = Path(__file__).with_name("vllm_cli.py")
@@ -115,8 +116,7 @@ def _listed(answer: httpx.Response) -> list[str]:
         payload = answer.json()
     except ValueError:
         return []
-    cards = payload.get("data") if isinstance(payload, dict) else None
-    return [str(card.get("id")) for card in cards if isinstance(card, dict)] if isinstance(cards, list) else []
+    return [card.id for card in model_cards(payload)]
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child

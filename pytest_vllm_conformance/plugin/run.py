@@ -191,15 +191,11 @@ class RunState:
 STATE = pytest.StashKey[RunState]()
 
 
-# The most requests the engine_invariants preemption contract sends at once (suites/engine_invariants/invariance.py).
-PREEMPTION_LOAD = 8
-
-
 def _preemptible(facts: ServerFacts) -> bool:
     """Whether the preemption contract's load could overfill the server's KV cache: it holds fewer tokens than
-    PREEMPTION_LOAD requests of the model's whole context (unknown: it could)."""
+    MOST_PREEMPTION_REQUESTS requests of the model's whole context (unknown: it could)."""
     tokens, length = facts.kv_cache_tokens, facts.max_model_len
-    return tokens is None or not isinstance(length, int) or tokens < PREEMPTION_LOAD * length
+    return tokens is None or not isinstance(length, int) or tokens < applicability.MOST_PREEMPTION_REQUESTS * length
 
 
 def run_state(config: pytest.Config) -> RunState:

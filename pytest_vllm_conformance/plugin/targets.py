@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue import contracts, route_cases
 from pytest_vllm_conformance.connection.client import BoundedClient, display_url
@@ -85,11 +86,15 @@ def _establish_one(state: RunState, target: TargetState, establish: Establish) -
     _observe(state, target)
 
 
-def prefix_caching(client: BoundedClient) -> tuple[bool | None, int | None]:
+def prefix_caching(client: BoundedClient, version: Version | None) -> tuple[bool | None, int | None]:
     """Whether the server caches prefixes, and the tokens its KV cache holds, as its /metrics says (the claims of
     the engine_invariants cache and preemption contracts)."""
     reading = prometheus.read(client, "/metrics")
-    return prometheus.prefix_caching(reading), prometheus.kv_cache_tokens(reading)
+    try:
+        size = prometheus.kv_cache_size(reading, contracts.load().fact("kv_cache_capacity", version))
+    except contracts.NoFact:  # a release older than the catalogue: refused once discovery has its version
+        size = None
+    return prometheus.prefix_caching(reading), size.tokens if size is not None else None
 
 
 def _at_target(state: RunState, target: TargetState, problem: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_vllm_conformance.connection.client import BoundedClient, Response
@@ -127,15 +127,31 @@ def prefix_caching(reading: Reading) -> bool | None:
     return None
 
 
-def kv_cache_tokens(reading: Reading) -> int | None:
-    """The tokens the KV cache holds, from vllm:cache_config_info: num_gpu_blocks less the one the block pool holds
-    back as its null block, by block_size (fact kv_cache_capacity: vllm/v1/engine/core.py, vllm/v1/core/block_pool.py
-    at v0.28.0-v0.32.0); None: not read, or not on the page."""
-    labels = info_labels(reading, "vllm:cache_config_info")
+@dataclass(frozen=True)
+class KvCacheSize:
+    """The KV cache's blocks, their size in tokens, and how many the block pool holds back."""
+
+    blocks: int
+    block_size: int
+    held_back: int
+
+    @property
+    def tokens(self) -> int:
+        return (self.blocks - self.held_back) * self.block_size
+
+    def __str__(self) -> str:
+        return f"{self.tokens} tokens: {self.blocks} blocks of {self.block_size}, {self.held_back} held back"
+
+
+def kv_cache_size(reading: Reading, capacity: Mapping[str, Any]) -> KvCacheSize | None:
+    """The KV cache's size as the info gauge the release's ``kv_cache_capacity`` fact names says it (its labels for
+    the blocks and their size, and the blocks held back); None: not read, or not on the page."""
+    labels = info_labels(reading, capacity["info"])
     try:
-        return (int(labels["num_gpu_blocks"]) - 1) * int(labels["block_size"])
+        blocks, size = int(labels[capacity["blocks"]]), int(labels[capacity["block_size"]])
     except (KeyError, ValueError):
         return None
+    return KvCacheSize(blocks, size, int(capacity["held_back_blocks"]))
 
 
 def family_names(text: str, *, cut: bool = False) -> list[str]:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_vllm_conformance.catalogue.applicability import MOST_PREEMPTION_REQUESTS
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, OpenStream
 from pytest_vllm_conformance.protocol import prometheus
@@ -256,9 +257,6 @@ def cancel_mid_stream(
 # ---- preemption ---------------------------------------------------------------------
 
 PREEMPTION_PROMPT_TOKENS = 24
-# The most requests sent at once to overfill the KV cache: a cache that holds this many whole answers cannot be
-# made to preempt by this load, and the check is undecided without sending it.
-MOST_PREEMPTION_REQUESTS = 8
 
 
 @dataclass(frozen=True)
@@ -273,15 +271,11 @@ def kv_cache(reading: prometheus.Reading, expect: Expectations) -> KvCache:
     """The cache's capacity from vllm:cache_config_info: its blocks, less the one the pool holds back, by their
     size (fact kv_cache_capacity)."""
     fact = expect.fact("kv_cache_capacity")
-    labels = prometheus.info_labels(reading, fact["info"])
-    try:
-        blocks, size = int(labels[fact["blocks"]]), int(labels[fact["block_size"]])
-    except (KeyError, ValueError):
+    size = prometheus.kv_cache_size(reading, fact)
+    if size is None:
         problem = reading.problem or f"no {fact['blocks']} and {fact['block_size']} labels on {fact['info']}"
         return KvCache(None, f"its size unread ({problem})")
-    held_back = fact["held_back_blocks"]
-    usable = (blocks - held_back) * size
-    return KvCache(usable, f"{usable} tokens: {blocks} blocks of {size}, {held_back} held back")
+    return KvCache(size.tokens, str(size))
 
 
 def preemption_load(cache: KvCache, request_tokens: int) -> int | None:

@@ -8,11 +8,11 @@ is proven from the server's own counters and gauges on /metrics, or the check is
 import pytest
 
 from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.catalogue.applicability import MOST_PREEMPTION_REQUESTS
 from pytest_vllm_conformance.protocol import prometheus
 
 from .invariance import (
     CACHED_PROMPT_TOKENS,
-    MOST_PREEMPTION_REQUESTS,
     PREEMPTION_PROMPT_TOKENS,
     cancel_mid_stream,
     counted_hits,

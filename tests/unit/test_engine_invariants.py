@@ -3,10 +3,10 @@
 from packaging.version import Version
 
 from pytest_vllm_conformance.catalogue import contracts
+from pytest_vllm_conformance.catalogue.applicability import MOST_PREEMPTION_REQUESTS
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.protocol import prometheus
 from suites.engine_invariants.invariance import (
-    MOST_PREEMPTION_REQUESTS,
     Greedy,
     KvCache,
     divergence,
@@ -71,9 +71,10 @@ def test_the_kv_cache_holds_its_blocks_less_the_null_block():
     expect = Expectations(contracts.load(), Version("0.32.0"), None)
     cache = kv_cache(prometheus.Reading(prometheus.parse(BLOCKS_INFO % "6")), expect)
     assert cache.tokens == 640 and "6 blocks of 128, 1 held back" in cache.described
-    # The same size, read at discovery for the contract's claim (plugin/run.py, preemptible_kv_cache).
-    assert prometheus.kv_cache_tokens(prometheus.Reading(prometheus.parse(BLOCKS_INFO % "6"))) == 640
-    assert prometheus.kv_cache_tokens(prometheus.Reading(None, "no answer")) is None
+    # The same reader gives discovery the size for the contract's claim (plugin/targets.py, preemptible_kv_cache).
+    capacity = expect.fact("kv_cache_capacity")
+    assert prometheus.kv_cache_size(prometheus.Reading(prometheus.parse(BLOCKS_INFO % "6")), capacity).tokens == 640
+    assert prometheus.kv_cache_size(prometheus.Reading(None, "no answer"), capacity) is None
     unread = kv_cache(prometheus.Reading(prometheus.parse(BLOCKS_INFO % "None")), expect)
     assert unread.tokens is None and "num_gpu_blocks" in unread.described
 
