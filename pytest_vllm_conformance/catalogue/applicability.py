@@ -12,7 +12,7 @@ A profile that explicitly requires a feature the server's release does not
 have (watermarking on 0.29, admission control on 0.28) gets one failure per
 contract saying so, instead of a quiet "not claimed".
 
-What the server serves (``serves``: generation, pooling, embeddings, scoring) is read from its
+What the server serves (``serves``: generation, pooling, embeddings, scoring, classification) is read from its
 route table, the one observation that may turn a contract off: a pooling
 server registers no generation route, so the generation features are not
 its to be judged by, and a generation server's pooling ones are not either.
@@ -96,6 +96,10 @@ SERVES: dict[str, str] = {
     "scoring": (
         "the server serves no scoring: its route table holds none of POST /score, /rerank, /v1/rerank, /v2/rerank, "
         "which vLLM registers for an embedding model or a classifier with one label"
+    ),
+    "classification": (
+        "the server serves no classification: its route table holds no POST /classify, which vLLM registers for a "
+        "classifier (a sequence classification model, one label or more), not for an embedding model"
     ),
 }
 

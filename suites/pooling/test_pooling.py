@@ -6,8 +6,9 @@ something else, a batch answered out of order, ``dimensions`` or
 ``truncate_prompt_tokens`` dropped on the way, a reranking that is not
 sorted or not the scores' (vllm-project/vllm#21681, #20794). Each check
 compares the server with itself, so it holds for whatever model it serves;
-the tolerances are the profile's (``pooled_answers.min_cosine``,
-``pooled_answers.score_tolerance``), what a release refuses its facts'.
+the tolerances are the profile's (``pooling.min_cosine``,
+``pooling.score_tolerance``, ``pooling.probability_tolerance``), what a
+release refuses and how it classifies its facts'.
 """
 
 from pytest_vllm_conformance import contract, undecided
@@ -20,9 +21,12 @@ from .pooled_answers import (
     Tolerances,
     base64_matches_float,
     batch_matches_alone,
+    classify_probabilities,
     dimensions_as_declared,
+    removed_fields_refused,
     rerank_ranked,
     score_is_embedding_cosine,
+    score_matches_pairs,
     truncate_prompt_tokens_honoured,
 )
 
@@ -79,3 +83,20 @@ def test_usage_counts_inputs(vllm_client, vllm_facts):
     assert counted == dict.fromkeys(counted, sum(lengths)), (
         f"usage {counted} for {len(TEXTS)} texts whose /tokenize lengths {lengths} add up to {sum(lengths)}"
     )
+
+
+@contract("pooling.score_matches_pairs")
+def test_score_matches_pairs(vllm_client, vllm_facts, vllm_expect):
+    settle(score_matches_pairs(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect)))
+
+
+@contract("pooling.classify_probabilities")
+def test_classify_probabilities(vllm_client, vllm_facts, vllm_expect):
+    activation = vllm_expect.fact("classify_activation")
+    tolerance = float(vllm_expect.declared("pooling", "probability_tolerance").value)
+    settle(classify_probabilities(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect), activation, tolerance))
+
+
+@contract("pooling.removed_fields_refused")
+def test_removed_fields_refused(vllm_client, vllm_facts, vllm_expect):
+    settle(removed_fields_refused(vllm_client, vllm_facts.model, vllm_expect.fact("removed_pooling_parameters")))
