@@ -53,6 +53,7 @@ INPUTS: dict[str, str] = {
     "startup_baseline_log": "--vllm-baseline-log=FILE (the log of a start to compare with)",
     "serving_baseline": "--vllm-baseline-url=URL (the old release or flags) or --vllm-perf-baseline-file=PATH",
     "live_serving_baseline": "--vllm-baseline-url=URL (a saved run holds closed-loop rounds, not capacity)",
+    "live_baseline": "--vllm-baseline-url=URL (a second server asked the same requests)",
     "ingress": "--vllm-ingress-url=URL (the entry callers use, in front of the replicas)",
     "root_path": (
         "a URL whose path is the server's root path (--vllm-url=http://host:port/PREFIX, vLLM's --root-path; "

@@ -8,12 +8,18 @@ sorted or not the scores' (vllm-project/vllm#21681, #20794). Each check
 compares the server with itself, so it holds for whatever model it serves;
 the tolerances are the profile's (``pooling.min_cosine``,
 ``pooling.score_tolerance``, ``pooling.probability_tolerance``), what a
-release refuses and how it classifies its facts'.
+release refuses and how it classifies its facts'. One check compares the
+server with a baseline server instead (``--vllm-baseline-url``): its
+vectors, input by input, within ``pooling.drift_min_cosine``.
 """
 
+import pytest
+
 from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.connection.live_baseline import BaselineUnusable, connect_baseline
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
+from .embedding_drift import Side, embedding_drift
 from .pooled_answers import (
     EMBEDDINGS,
     TEXTS,
@@ -100,3 +106,24 @@ def test_classify_probabilities(vllm_client, vllm_facts, vllm_expect):
 @contract("pooling.removed_fields_refused")
 def test_removed_fields_refused(vllm_client, vllm_facts, vllm_expect):
     settle(removed_fields_refused(vllm_client, vllm_facts.model, vllm_expect.fact("removed_pooling_parameters")))
+
+
+@pytest.fixture(scope="module")
+def embedding_baseline(vllm_settings, vllm_facts):
+    """The live baseline (--vllm-baseline-url); a failure where it was given but cannot be reached."""
+    try:
+        live = connect_baseline(vllm_settings, vllm_facts)
+    except BaselineUnusable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield live
+    live.client.close()
+
+
+@contract("pooling.embedding_drift_within_floor")
+def test_embedding_drift_within_floor(vllm_client, vllm_facts, vllm_expect, vllm_settings, embedding_baseline):
+    if vllm_settings.baseline_url.rstrip("/") == vllm_facts.url.rstrip("/"):
+        undecided("--vllm-baseline-url is the target itself: a server compared with itself passes whatever it is")
+    floor = float(vllm_expect.declared("pooling", "drift_min_cosine").value)
+    target = Side(vllm_client, vllm_facts.model)
+    baseline = Side(embedding_baseline.client, embedding_baseline.facts.model)
+    settle(embedding_drift(target, baseline, floor, model_named=bool(vllm_settings.baseline_model)))

@@ -120,6 +120,13 @@ HARDENED = Scenario(
 POOLING = Scenario("pooling", EMBEDDING_PROFILE, serves=("pooling", "embeddings", "scoring"))
 # tiny-bert-matryoshka in bfloat16, served as tiny-bert: the same routes, dimensions honoured.
 MATRYOSHKA = Scenario("matryoshka", MATRYOSHKA_PROFILE, serves=("pooling", "embeddings", "scoring"))
+# The embedding server given a baseline server (--vllm-baseline-url, every input it makes): the drift gate claimed.
+EMBEDDING_DRIFT = Scenario(
+    "embedding drift",
+    EMBEDDING_PROFILE,
+    given=("live_baseline", "quality_baseline", "serving_baseline", "live_serving_baseline"),
+    serves=POOLING.serves,
+)
 # A cross-encoder (a classifier of one label): /score, /rerank and /classify, no /v1/embeddings.
 RERANKER = Scenario("reranker", POOLING_PROFILE, serves=("pooling", "scoring", "classification"))
 # A classifier of three labels: /classify only.

@@ -235,3 +235,36 @@ def test_a_result_must_carry_its_own_document():
     assert pooled_answers.ranking_problems(missing, [0.9] * 4, 0.0001) == [
         "the results' indices are [0, 1, 1, 3]: not each of the 4 documents once"
     ]
+
+
+# ---- embedding drift against a baseline --------------------------------------------------------------------------
+
+
+def _embedder(vector_of):
+    """A server embedding each single input as ``vector_of(text)``."""
+    return Answers(lambda path, body: (200, _embedded(vector_of(body["input"]))))
+
+
+def _drift(target, baseline, baseline_model="m", **kw):
+    from suites.pooling.embedding_drift import Side, embedding_drift
+
+    return embedding_drift(Side(target, "m"), Side(baseline, baseline_model), 0.999, **kw)
+
+
+def test_drift_passes_within_the_floor_and_fails_below_it_naming_the_input():
+    same = _drift(_embedder(lambda text: FULL), _embedder(lambda text: [0.6, 0.001, 0.0, 0.8]))
+    assert not same.problems and not same.undecided
+    skewed = _drift(_embedder(lambda text: [1.1, 0.0, 0.0, 0.8]), _embedder(lambda text: FULL))
+    assert len(skewed.problems) == 5 and "below 0.999 (pooling.drift_min_cosine)" in skewed.problems[0]
+    shorter = _drift(_embedder(lambda text: FULL[:2]), _embedder(lambda text: FULL))
+    assert "2 values, the baseline's 4" in shorter.problems[0]
+
+
+def test_drift_compares_nothing_it_cannot_and_is_then_undecided():
+    # Another model on the baseline: not compared, unless the user named it.
+    other = _drift(_embedder(lambda text: FULL), _embedder(lambda text: FULL), baseline_model="n")
+    assert other.undecided and "not the target's 'm'" in other.undecided and not other.problems
+    assert not _drift(_embedder(lambda t: FULL), _embedder(lambda t: FULL), "n", model_named=True).undecided
+    # A baseline that embeds nothing (a generation server's 404): undecided, never a pass.
+    nothing = _drift(_embedder(lambda text: FULL), Answers(lambda path, body: (404, {"error": {"code": 404}})))
+    assert nothing.undecided and "the baseline embeds nothing to compare with" in nothing.undecided
