@@ -1,9 +1,10 @@
 """The pooling suite's judgements, on answers written here: what each check calls conformant, and what not.
 
 The checks themselves fail on a real embedding server through the fault proxy
-(tests/integration/test_embeddings_on_real_vllm.py); here, the branches no
-server of ours reaches: a Matryoshka model's honoured dimensions, a base64
-string that does not decode, a ranking out of order.
+(tests/integration/test_embeddings_on_real_vllm.py,
+test_pooling_models_on_real_vllm.py); here, their branches one by one: a
+Matryoshka model's honoured dimensions, a base64 string that does not
+decode, a ranking out of order, a drift baseline that compares nothing.
 """
 
 from __future__ import annotations
