@@ -238,6 +238,91 @@ def test_a_result_must_carry_its_own_document():
     ]
 
 
+def _pair_scorer(rotate=False):
+    """/score answering each document by its length (a cross-encoder's own relevance); ``rotate``: a request of
+    several documents answered with its scores moved one place on."""
+
+    def answer(path, body):
+        scores = [len(text) / 100 for text in body["documents"]]
+        if rotate and len(scores) > 1:
+            scores = scores[-1:] + scores[:-1]
+        return 200, {"data": [{"index": i, "score": value} for i, value in enumerate(scores)]}
+
+    return Answers(answer)
+
+
+def test_each_score_is_its_pairs_own():
+    assert pooled_answers.score_matches_pairs(_pair_scorer(), "m", TOLERANCES).problems == []
+    problems = pooled_answers.score_matches_pairs(_pair_scorer(rotate=True), "m", TOLERANCES).problems
+    assert len(problems) == 4 and "scored 0.400000 among the others and 0.050000 alone" in problems[0]
+
+
+SOFTMAX = {"one_label": "sigmoid", "labels": "softmax"}
+LABELS = ("negative", "neutral", "positive")
+
+
+def _classifier(probs_of, labels=LABELS, reverse=False):
+    """/classify answering each text with ``probs_of(text)``, labelled by its argmax."""
+
+    def answer(path, body):
+        given = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = []
+        for index, text in enumerate(given):
+            probs = probs_of(text)
+            top = max(range(len(probs)), key=probs.__getitem__)
+            data.append({"index": index, "label": labels[top], "probs": probs, "num_classes": len(probs)})
+        return 200, {"data": data[::-1] if reverse and len(data) > 1 else data}
+
+    return Answers(answer)
+
+
+def _by_length(text):
+    first = (len(text) % 7) / 10
+    return [first, 0.9 - first, 0.1]
+
+
+def test_classifications_are_distributions_in_order_each_its_inputs_own():
+    def classified(server):
+        return pooled_answers.classify_probabilities(server, "m", TOLERANCES, SOFTMAX, 0.0001)
+
+    assert classified(_classifier(_by_length)).problems == []
+    # One label: a sigmoid, any value in [0, 1] (a cross-encoder's relevance).
+    assert classified(_classifier(lambda text: [0.64], labels=("LABEL_0",))).problems == []
+    reversed_ = classified(_classifier(_by_length, reverse=True)).problems
+    assert reversed_[0] == "the results' index fields are [3, 2, 1, 0], not [0, 1, 2, 3] in order"
+    short = classified(_classifier(lambda text: [0.5, 0.3, 0.1])).problems
+    assert "the 3 probabilities sum to 0.900000, not 1 (pooling.probability_tolerance 0.0001)" in short[0]
+    # A class named two ways across the results.
+    renamed = _classifier(_by_length, labels=("a", "b", "c"))
+    original = renamed.answer
+    renamed.answer = lambda path, body: (
+        (
+            200,
+            {
+                "data": [
+                    {**item, "label": "z"} if item["index"] == 3 else item for item in original(path, body)[1]["data"]
+                ]
+            },
+        )
+        if isinstance(body["input"], list)
+        else original(path, body)
+    )
+    assert any("is labelled 'z' here" in problem for problem in classified(renamed).problems)
+
+
+def test_removed_fields_must_be_refused_naming_them():
+    removed = {"parameters": ["normalize"], "tasks": ["score", "encode"], "status": 400}
+
+    def refusing(path, body):
+        named = "normalize" if "normalize" in body else "task"
+        return 400, {"error": {"message": f"{named} was removed", "param": named, "code": 400}}
+
+    assert pooled_answers.removed_fields_refused(Answers(refusing), "m", removed).problems == []
+    answered = pooled_answers.removed_fields_refused(Answers(lambda path, body: (200, {"data": []})), "m", removed)
+    assert len(answered.problems) == 3
+    assert answered.problems[0].startswith("POST /pooling with normalize: true answered 200")
+
+
 # ---- embedding drift against a baseline --------------------------------------------------------------------------
 
 
