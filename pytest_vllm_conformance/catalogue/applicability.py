@@ -12,7 +12,7 @@ A profile that explicitly requires a feature the server's release does not
 have (watermarking on 0.29, admission control on 0.28) gets one failure per
 contract saying so, instead of a quiet "not claimed".
 
-What the server serves (``serves``: generation, pooling, embeddings, scoring) is read from its
+What the server serves (``serves``: generation, pooling, embeddings, scoring, classification) is read from its
 route table, the one observation that may turn a contract off: a pooling
 server registers no generation route, so the generation features are not
 its to be judged by, and a generation server's pooling ones are not either.
@@ -53,6 +53,7 @@ INPUTS: dict[str, str] = {
     "startup_baseline_log": "--vllm-baseline-log=FILE (the log of a start to compare with)",
     "serving_baseline": "--vllm-baseline-url=URL (the old release or flags) or --vllm-perf-baseline-file=PATH",
     "live_serving_baseline": "--vllm-baseline-url=URL (a saved run holds closed-loop rounds, not capacity)",
+    "live_baseline": "--vllm-baseline-url=URL (a second server asked the same requests)",
     "ingress": "--vllm-ingress-url=URL (the entry callers use, in front of the replicas)",
     "root_path": (
         "a URL whose path is the server's root path (--vllm-url=http://host:port/PREFIX, vLLM's --root-path; "
@@ -96,6 +97,10 @@ SERVES: dict[str, str] = {
     "scoring": (
         "the server serves no scoring: its route table holds none of POST /score, /rerank, /v1/rerank, /v2/rerank, "
         "which vLLM registers for an embedding model or a classifier with one label"
+    ),
+    "classification": (
+        "the server serves no classification: its route table holds no POST /classify, which vLLM registers for a "
+        "classifier (a sequence classification model, one label or more), not for an embedding model"
     ),
 }
 

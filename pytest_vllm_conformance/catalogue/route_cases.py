@@ -90,25 +90,27 @@ def known_routes(catalogue: Catalogue, version: Version | None) -> list[KnownRou
 # The route table's `when` of each task's routes (route_tables.yaml, route_conditions): a generation runner's routes
 # are registered under "generate", a pooling runner's under "pooling" and "pooling_<task>", a speech-to-text one's
 # under "transcription". Two of the pooling runner's are told apart: /v1/embeddings ("pooling_embed", an embedding
-# model) and /score with /rerank ("pooling_score": an embedding model, or a classifier with one label).
+# model) and /score with /rerank ("pooling_score": an embedding model, or a classifier with one label), and
+# /classify ("pooling_classify": a classifier, of any number of labels).
 TASK_ROUTES = {
     "generation": ("generate",),
     "pooling": ("pooling",),
     "embeddings": ("pooling_embed",),
     "scoring": ("pooling_score",),
+    "classification": ("pooling_classify",),
     "transcription": ("transcription",),
 }
 
 
 def served_tasks(catalogue: Catalogue, facts: ServerFacts | None) -> dict[str, bool]:
-    """Whether the server serves generation, pooling, embeddings and scoring (applicability.SERVES): its route table
-    lists a route the release registers for the task.
+    """Whether the server serves generation, pooling, embeddings, scoring and classification (applicability.SERVES):
+    its route table lists a route the release registers for the task.
 
     Told only by a table that shows some task's routes: without one (no facts, /openapi.json hidden and no contract
     data, or a gateway whose table shows no model route at all) both count as served, so nothing is turned off on
     a guess.
     """
-    unknown = {"generation": True, "pooling": True, "embeddings": True, "scoring": True}
+    unknown = {"generation": True, "pooling": True, "embeddings": True, "scoring": True, "classification": True}
     if facts is None or facts.routes is None:
         return unknown
     table = catalogue.fact("route_table", facts.parsed_version)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance.protocol import generation_routes
-from pytest_vllm_conformance.protocol.generation_routes import CHAT, EMBEDDINGS
+from pytest_vllm_conformance.protocol.generation_routes import CHAT, CLASSIFY, EMBEDDINGS
 
 MAX_TOKENS = 4
 PROMPT = "Name three colours."
@@ -47,7 +47,7 @@ class Exchange:
 
     def body(self, model: str) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "temperature": 0, **self.extra}
-        if self.path == EMBEDDINGS:
+        if self.path in (EMBEDDINGS, CLASSIFY):
             return {"model": model, "input": [PROMPT]}
         if self.path == RESPONSES:
             body = {"model": model, "input": PROMPT, "max_output_tokens": MAX_TOKENS, "temperature": 0, **self.extra}

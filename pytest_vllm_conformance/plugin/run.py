@@ -153,6 +153,7 @@ class RunState:
             "quality_baseline": bool(settings.baseline_url or settings.eval_baseline_file or settings.eval_save),
             "serving_baseline": bool(settings.baseline_url or settings.perf_baseline_file),
             "live_serving_baseline": bool(settings.baseline_url),
+            "live_baseline": bool(settings.baseline_url),
             "manifests": bool(settings.manifests),
             "server_log": bool(settings.log or target.serve_log),
             "startup_baseline_log": bool(settings.baseline_log),

@@ -50,6 +50,9 @@ RESPONSES = GenerationRoute("responses", "/v1/responses", "input", "max_output_t
 MESSAGES = GenerationRoute("messages", "/v1/messages", "messages", "max_tokens", chat=True, named_events=True)
 GENERATION_ROUTES = (COMPLETIONS, CHAT, RESPONSES, MESSAGES)
 EMBEDDINGS = "/v1/embeddings"  # not a generation route: the wire suite judges its answer's shape too
+# Nor this: a classifier's (or a cross-encoder's) one model route with a plain input, where the wire suite asks
+# for an unknown model on a server that serves no other.
+CLASSIFY = "/classify"
 # What an Anthropic message (/v1/messages) may stop with, from Anthropic's API reference: the agent loops' schema of
 # the answer holds it, and the SDK suite checks the answer the Anthropic SDK parsed against it.
 STOP_REASONS = ["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"]

@@ -332,3 +332,134 @@ def rerank_ranked(client: BoundedClient, model: str, tolerances: Tolerances, ali
     except Unreadable as exc:
         return Checked([str(exc)])
     return Checked(problems)
+
+
+def score_matches_pairs(client: BoundedClient, model: str, tolerances: Tolerances) -> Checked:
+    """/score of the query against every document: each score that of the pair sent alone, in the documents' order.
+
+    Holds for any scorer, a bi-encoder's cosine or a cross-encoder's logit: a relay or engine that reorders, drops
+    or mixes the scores of a request fails it.
+    """
+    try:
+        scored = scores(client, model)
+        problems = []
+        for index, text in enumerate(DOCUMENTS):
+            response = client.post(SCORE, {"model": model, "queries": QUERY, "documents": [text]})
+            data = _payload(response, f"POST {SCORE} of one document").get("data")
+            value = data[0].get("score") if isinstance(data, list) and data and isinstance(data[0], dict) else None
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise Unreadable(f"POST {SCORE} of one document answered no score: {str(data)[:120]}")
+            if abs(scored[index] - value) > tolerances.score:
+                problems.append(
+                    f"document {index} ({_quoted(text)}) scored {scored[index]:.6f} among the others and "
+                    f"{value:.6f} alone (pooling.score_tolerance {tolerances.score})"
+                )
+    except Unreadable as exc:
+        return Checked([str(exc)])
+    return Checked(problems)
+
+
+# ---- /classify ---------------------------------------------------------------------------------------------------
+
+CLASSIFY = "/classify"
+
+
+@dataclass(frozen=True)
+class Classified:
+    """One /classify result: its index, label, probabilities and number of classes, as answered."""
+
+    index: Any
+    label: Any
+    probs: Any
+    num_classes: Any
+
+
+def classify(client: BoundedClient, model: str, given: Any) -> list[Classified]:
+    response = client.post(CLASSIFY, {"model": model, "input": given})
+    data = _payload(response, f"POST {CLASSIFY}").get("data")
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise Unreadable(f"POST {CLASSIFY} answered no list of results in data: {response.describe()}")
+    return [Classified(d.get("index"), d.get("label"), d.get("probs"), d.get("num_classes")) for d in data]
+
+
+def result_problems(what: str, result: Classified, activation: dict[str, str], tolerance: float) -> list[str]:
+    """A result's own consistency: ``num_classes`` probabilities, each in [0, 1]; where the release's activation for
+    that many classes is a softmax (fact ``classify_activation``), summing to 1. A sigmoid (one label) gives any
+    value in [0, 1]."""
+    probs = result.probs
+    if not _floats(probs) or not probs:
+        return [f"{what}: probs is not a list of numbers: {str(probs)[:80]}"]
+    problems = []
+    if result.num_classes != len(probs):
+        problems.append(f"{what}: num_classes {result.num_classes} for {len(probs)} probabilities")
+    if any(not 0.0 <= p <= 1.0 for p in probs):
+        problems.append(f"{what}: probabilities outside [0, 1]: {[round(p, 6) for p in probs]}")
+    softmax = activation["one_label" if len(probs) == 1 else "labels"] == "softmax"
+    if softmax and abs(sum(probs) - 1.0) > tolerance:
+        problems.append(
+            f"{what}: the {len(probs)} probabilities sum to {sum(probs):.6f}, not 1 (pooling.probability_tolerance "
+            f"{tolerance})"
+        )
+    if not isinstance(result.label, str) or not result.label:
+        problems.append(f"{what}: label {result.label!r} is no label name")
+    return problems
+
+
+def classify_probabilities(
+    client: BoundedClient, model: str, tolerances: Tolerances, activation: dict[str, str], probability_tolerance: float
+) -> Checked:
+    """A batch of the texts: one result per input in order, each a distribution over the model's classes whose
+    label is its argmax's (one name per class across the results), and each the result of its input alone."""
+    try:
+        batch = classify(client, model, list(TEXTS))
+        if len(batch) != len(TEXTS):
+            return Checked([f"a batch of {len(TEXTS)} inputs answered {len(batch)} results"])
+        problems = []
+        indices = [result.index for result in batch]
+        if indices != list(range(len(TEXTS))):
+            problems.append(f"the results' index fields are {indices}, not {list(range(len(TEXTS)))} in order")
+        names: dict[int, Any] = {}
+        for position, (text, result) in enumerate(zip(TEXTS, batch, strict=True)):
+            what = f"result {position} ({_quoted(text)})"
+            found = result_problems(what, result, activation, probability_tolerance)
+            problems += found
+            if found:
+                continue
+            top = max(range(len(result.probs)), key=result.probs.__getitem__)
+            if names.setdefault(top, result.label) != result.label:
+                problems.append(f"{what}: class {top} is labelled {result.label!r} here, {names[top]!r} before")
+            single = classify(client, model, text)
+            if len(single) != 1 or not _floats(single[0].probs) or len(single[0].probs) != len(result.probs):
+                problems.append(f"{what}: the input alone answered {str(single)[:120]}")
+            elif any(abs(a - b) > tolerances.score for a, b in zip(single[0].probs, result.probs, strict=True)):
+                problems.append(
+                    f"{what}: probs {[round(p, 6) for p in result.probs]} in the batch, "
+                    f"{[round(p, 6) for p in single[0].probs]} alone (pooling.score_tolerance {tolerances.score})"
+                )
+        if len(names) > 1 and len(set(names.values())) != len(names):
+            problems.append(f"two classes share a label: {names}")
+    except Unreadable as exc:
+        return Checked([str(exc)])
+    return Checked(problems)
+
+
+# ---- what a release refuses -------------------------------------------------------------------------------------
+
+POOLING = "/pooling"
+
+
+def removed_fields_refused(client: BoundedClient, model: str, removed: dict[str, Any]) -> Checked:
+    """Each field and task name the release removed, sent to /pooling (every pooling runner's route): refused with
+    the release's status, naming it; a 200 means a client still sending it gets what it did not ask for."""
+    asked: list[tuple[str, dict[str, Any], str]] = [
+        (f"{name}: true", {name: True}, name) for name in removed["parameters"]
+    ] + [(f"task {task!r}", {"task": task}, "task") for task in removed["tasks"]]
+    problems = []
+    for what, fields, named in asked:
+        response = client.post(POOLING, {"model": model, "input": TEXTS[2], **fields})
+        if response.status != removed["status"] or named not in response.text:
+            problems.append(
+                f"POST {POOLING} with {what} answered {response.status} {response.text[:160]!r}; the release "
+                f"refuses it with {removed['status']} naming {named}"
+            )
+    return Checked(problems)

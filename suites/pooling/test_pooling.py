@@ -6,13 +6,20 @@ something else, a batch answered out of order, ``dimensions`` or
 ``truncate_prompt_tokens`` dropped on the way, a reranking that is not
 sorted or not the scores' (vllm-project/vllm#21681, #20794). Each check
 compares the server with itself, so it holds for whatever model it serves;
-the tolerances are the profile's (``pooled_answers.min_cosine``,
-``pooled_answers.score_tolerance``), what a release refuses its facts'.
+the tolerances are the profile's (``pooling.min_cosine``,
+``pooling.score_tolerance``, ``pooling.probability_tolerance``), what a
+release refuses and how it classifies its facts'. One check compares the
+server with a baseline server instead (``--vllm-baseline-url``): its
+vectors, input by input, within ``pooling.drift_min_cosine``.
 """
 
+import pytest
+
 from pytest_vllm_conformance import contract, undecided
+from pytest_vllm_conformance.connection.live_baseline import BaselineUnusable, connect_baseline
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
+from .embedding_drift import Side, embedding_drift
 from .pooled_answers import (
     EMBEDDINGS,
     TEXTS,
@@ -20,9 +27,12 @@ from .pooled_answers import (
     Tolerances,
     base64_matches_float,
     batch_matches_alone,
+    classify_probabilities,
     dimensions_as_declared,
+    removed_fields_refused,
     rerank_ranked,
     score_is_embedding_cosine,
+    score_matches_pairs,
     truncate_prompt_tokens_honoured,
 )
 
@@ -79,3 +89,41 @@ def test_usage_counts_inputs(vllm_client, vllm_facts):
     assert counted == dict.fromkeys(counted, sum(lengths)), (
         f"usage {counted} for {len(TEXTS)} texts whose /tokenize lengths {lengths} add up to {sum(lengths)}"
     )
+
+
+@contract("pooling.score_matches_pairs")
+def test_score_matches_pairs(vllm_client, vllm_facts, vllm_expect):
+    settle(score_matches_pairs(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect)))
+
+
+@contract("pooling.classify_probabilities")
+def test_classify_probabilities(vllm_client, vllm_facts, vllm_expect):
+    activation = vllm_expect.fact("classify_activation")
+    tolerance = float(vllm_expect.declared("pooling", "probability_tolerance").value)
+    settle(classify_probabilities(vllm_client, vllm_facts.model, Tolerances.of(vllm_expect), activation, tolerance))
+
+
+@contract("pooling.removed_fields_refused")
+def test_removed_fields_refused(vllm_client, vllm_facts, vllm_expect):
+    settle(removed_fields_refused(vllm_client, vllm_facts.model, vllm_expect.fact("removed_pooling_parameters")))
+
+
+@pytest.fixture(scope="module")
+def embedding_baseline(vllm_settings, vllm_facts):
+    """The live baseline (--vllm-baseline-url); a failure where it was given but cannot be reached."""
+    try:
+        live = connect_baseline(vllm_settings, vllm_facts)
+    except BaselineUnusable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield live
+    live.client.close()
+
+
+@contract("pooling.embedding_drift_within_floor")
+def test_embedding_drift_within_floor(vllm_client, vllm_facts, vllm_expect, vllm_settings, embedding_baseline):
+    if vllm_settings.baseline_url.rstrip("/") == vllm_facts.url.rstrip("/"):
+        undecided("--vllm-baseline-url is the target itself: a server compared with itself passes whatever it is")
+    floor = float(vllm_expect.declared("pooling", "drift_min_cosine").value)
+    target = Side(vllm_client, vllm_facts.model)
+    baseline = Side(embedding_baseline.client, embedding_baseline.facts.model)
+    settle(embedding_drift(target, baseline, floor, model_named=bool(vllm_settings.baseline_model)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext, NoCases
 from pytest_vllm_conformance.observed.wire_requests import RESPONSES, Exchange
-from pytest_vllm_conformance.protocol.generation_routes import CHAT, COMPLETIONS, EMBEDDINGS
+from pytest_vllm_conformance.protocol.generation_routes import CHAT, CLASSIFY, COMPLETIONS, EMBEDDINGS
 
 
 def _generation(path: str, answer: str, *, stream: bool) -> list[Exchange]:
@@ -82,8 +82,10 @@ UNKNOWN_MODEL = "no-such-model-wire-probe"
 
 
 def error_exchanges(ctx: CaseContext) -> list[Exchange]:
-    """A request for a model the server does not serve, on the first model route it serves."""
-    for path in (CHAT.path, COMPLETIONS.path, EMBEDDINGS):
+    """A request for a model the server does not serve, on the first model route it serves (a classifier's or a
+    cross-encoder's /classify, where it serves no other)."""
+    paths = (CHAT.path, COMPLETIONS.path, EMBEDDINGS, CLASSIFY)
+    for path in paths:
         if ctx.server.serves("POST", path):
             return [Exchange("unknown model", path, "error", extra={"model": UNKNOWN_MODEL})]
-    raise NoCases("the server serves none of /v1/chat/completions, /v1/completions, /v1/embeddings")
+    raise NoCases(f"the server serves none of {', '.join(paths)}")

@@ -39,7 +39,7 @@ from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, of_
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from tests.conftest import requires_vllm, run_suites
 from tests.support.profiles import EMBEDDING_PROFILE
-from tests.support.scenarios import POOLING
+from tests.support.scenarios import EMBEDDING_DRIFT, POOLING
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("embedding")]
 
@@ -140,10 +140,14 @@ POOLING_FAULTS = {
     "pooling.score_is_embedding_cosine": "the cosine of the two embeddings",
     "pooling.rerank_ranked": "the results are not sorted by relevance_score",
     "pooling.usage_counts_inputs": "whose /tokenize lengths",
+    # The server itself as the baseline: the skew is the relay's alone.
+    "pooling.embedding_drift_within_floor": "to the baseline's vector, below 0.999 (pooling.drift_min_cosine)",
 }
+# With a baseline given, the drift gate is claimed too.
+DRIFT_VERDICTS = EMBEDDING_DRIFT.verdicts()
 
 
-@pytest.mark.pins(failed=set(POOLING_FAULTS), healthy=of_features(POOLING_VERDICTS, "wire"))
+@pytest.mark.pins(failed=set(POOLING_FAULTS), healthy=of_features(DRIFT_VERDICTS, "wire"))
 def test_a_relay_that_breaks_the_pooling_answers_fails_each_pooling_contract(pytester, embedding_server):
     rules = [
         RewriteJsonResponse(("data",), skewed, path=EMBEDDINGS),
@@ -154,11 +158,27 @@ def test_a_relay_that_breaks_the_pooling_answers_fails_each_pooling_contract(pyt
         # One token billed twice.
         RewriteJsonResponse(("usage", "total_tokens"), lambda total: total + 1, path=EMBEDDINGS),
     ]
+    baseline = f"--vllm-baseline-url={embedding_server.url}"
     with FaultProxy(embedding_server.url, rules=rules) as proxy:
-        run_suites(pytester, "-m", "pooling or wire", url=proxy.url, profile=EMBEDDING_PROFILE)
+        run_suites(pytester, "-m", "pooling or wire", baseline, url=proxy.url, profile=EMBEDDING_PROFILE)
     assert all(proxy.hits[i] > 0 for i in range(len(rules))), proxy.hits
     junit = pytester.path / "junit.xml"
-    assert_verdicts(junit, of_features(POOLING_VERDICTS, "pooling", "wire"), failed=set(POOLING_FAULTS))
+    assert_verdicts(junit, of_features(DRIFT_VERDICTS, "pooling", "wire"), failed=set(POOLING_FAULTS))
     failed = failed_checks(junit)
     for contract_id, words in POOLING_FAULTS.items():
         assert words in failed[contract_id], failed[contract_id]
+
+
+# The drift gate's healthy change: the same weights in bfloat16 (the matryoshka server, tiny-bert-matryoshka served
+# as tiny-bert; its full vectors are tiny-bert's). Two servers at once, for one contract the relay above already
+# fails: opt-in (make test-extended).
+DRIFT = "pooling.embedding_drift_within_floor"
+
+
+@pytest.mark.extended_proof
+@pytest.mark.servers("embedding", "embedding_bfloat16")
+@pytest.mark.pins(healthy={DRIFT})
+def test_a_bfloat16_baseline_is_within_the_drift_floor(pytester, served):
+    target, baseline = served("embedding"), served("embedding_bfloat16")
+    run_suites(pytester, "-m", "pooling", "-k", "drift", f"--vllm-baseline-url={baseline.url}", url=target.url)
+    assert_verdicts(pytester.path / "junit.xml", {DRIFT: "passed"})

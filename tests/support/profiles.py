@@ -33,6 +33,21 @@ pooling:
   matryoshka: false  # tiny-bert's config.json declares no matryoshka_dimensions
 """
 
+# The Matryoshka embedder's profile (tiny-bert-matryoshka, served as tiny-bert): dimensions honoured.
+MATRYOSHKA_PROFILE = EMBEDDING_PROFILE.replace(
+    "matryoshka: false  # tiny-bert's config.json declares no matryoshka_dimensions",
+    "matryoshka: true  # its config.json declares matryoshka_dimensions [32, 64, 128]",
+)
+assert MATRYOSHKA_PROFILE != EMBEDDING_PROFILE
+
+# The cross-encoder's and the classifier's profile: the endpoint only (they embed nothing, so no embedding model).
+POOLING_PROFILE = """
+profile: 1
+name: pooling
+endpoint:
+  auth: none
+"""
+
 # The generation server's profile: its tool-call parser. Legacy guided_* fields keep
 # the default (refused), which vLLM 0.32 fails: it answers them 200 and ignores them.
 GENERATION_PROFILE = """

@@ -28,7 +28,9 @@ from tests.support.profiles import (
     EMBEDDING_PROFILE,
     GATED_PROFILE,
     GENERATION_PROFILE,
+    MATRYOSHKA_PROFILE,
     PLAIN_PROFILE,
+    POOLING_PROFILE,
     REASONING_PROFILE,
 )
 
@@ -116,6 +118,19 @@ HARDENED = Scenario(
 )
 # tiny-bert served with --runner pooling: no generation route, so every generation contract is not claimed.
 POOLING = Scenario("pooling", EMBEDDING_PROFILE, serves=("pooling", "embeddings", "scoring"))
+# tiny-bert-matryoshka in bfloat16, served as tiny-bert: the same routes, dimensions honoured.
+MATRYOSHKA = Scenario("matryoshka", MATRYOSHKA_PROFILE, serves=("pooling", "embeddings", "scoring"))
+# The embedding server given a baseline server (--vllm-baseline-url, every input it makes): the drift gate claimed.
+EMBEDDING_DRIFT = Scenario(
+    "embedding drift",
+    EMBEDDING_PROFILE,
+    given=("live_baseline", "quality_baseline", "serving_baseline", "live_serving_baseline"),
+    serves=POOLING.serves,
+)
+# A cross-encoder (a classifier of one label): /score, /rerank and /classify, no /v1/embeddings.
+RERANKER = Scenario("reranker", POOLING_PROFILE, serves=("pooling", "scoring", "classification"))
+# A classifier of three labels: /classify only.
+CLASSIFIER = Scenario("classifier", POOLING_PROFILE, serves=("pooling", "classification"))
 # The hardened server behind a gateway (tests/integration/test_litellm_gateway.py, make test-gateway).
 GATEWAY = Scenario("gateway", GATED_PROFILE, given=("api_key", "ingress"))
 # Two replicas of one server (tests/integration/test_fleet_on_real_vllm.py), no profile.

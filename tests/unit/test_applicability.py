@@ -172,23 +172,25 @@ GENERATION_TABLE = {
 
 
 def _served(*tasks):
-    return {task: task in tasks for task in ("generation", "pooling", "embeddings", "scoring")}
+    return {task: task in tasks for task in ("generation", "pooling", "embeddings", "scoring", "classification")}
 
 
-EVERYTHING = _served("generation", "pooling", "embeddings", "scoring")
+EVERYTHING = _served("generation", "pooling", "embeddings", "scoring", "classification")
 
 
 def test_the_route_table_says_what_the_server_serves():
     assert route_cases.served_tasks(CATALOGUE, _facts(POOLING_TABLE)) == _served("pooling", "embeddings", "scoring")
     assert route_cases.served_tasks(CATALOGUE, _facts(GENERATION_TABLE)) == _served("generation")
     both = {**POOLING_TABLE, **GENERATION_TABLE}
-    assert route_cases.served_tasks(CATALOGUE, _facts(both)) == EVERYTHING
+    assert route_cases.served_tasks(CATALOGUE, _facts(both)) == _served(
+        "generation", "pooling", "embeddings", "scoring"
+    )
     # A classifier with three labels: /classify and /pooling, neither embeddings nor scoring (vLLM's
     # enable_scoring_api wants one label); a reranker (a classifier with one label) scores too.
     classifier = {"/health": ("GET",), "/v1/models": ("GET",), "/pooling": ("POST",), "/classify": ("POST",)}
-    assert route_cases.served_tasks(CATALOGUE, _facts(classifier)) == _served("pooling")
+    assert route_cases.served_tasks(CATALOGUE, _facts(classifier)) == _served("pooling", "classification")
     reranker = {**classifier, "/score": ("POST",), "/rerank": ("POST",), "/v2/rerank": ("POST",)}
-    assert route_cases.served_tasks(CATALOGUE, _facts(reranker)) == _served("pooling", "scoring")
+    assert route_cases.served_tasks(CATALOGUE, _facts(reranker)) == _served("pooling", "scoring", "classification")
     # A listed path under another method is not the route: GET /v1/completions generates nothing.
     other_method = _facts({**POOLING_TABLE, "/v1/completions": ("GET",)})
     assert not route_cases.served_tasks(CATALOGUE, other_method)["generation"]

@@ -1,9 +1,10 @@
 """The pooling suite's judgements, on answers written here: what each check calls conformant, and what not.
 
 The checks themselves fail on a real embedding server through the fault proxy
-(tests/integration/test_embeddings_on_real_vllm.py); here, the branches no
-server of ours reaches: a Matryoshka model's honoured dimensions, a base64
-string that does not decode, a ranking out of order.
+(tests/integration/test_embeddings_on_real_vllm.py,
+test_pooling_models_on_real_vllm.py); here, their branches one by one: a
+Matryoshka model's honoured dimensions, a base64 string that does not
+decode, a ranking out of order, a drift baseline that compares nothing.
 """
 
 from __future__ import annotations
@@ -235,3 +236,121 @@ def test_a_result_must_carry_its_own_document():
     assert pooled_answers.ranking_problems(missing, [0.9] * 4, 0.0001) == [
         "the results' indices are [0, 1, 1, 3]: not each of the 4 documents once"
     ]
+
+
+def _pair_scorer(rotate=False):
+    """/score answering each document by its length (a cross-encoder's own relevance); ``rotate``: a request of
+    several documents answered with its scores moved one place on."""
+
+    def answer(path, body):
+        scores = [len(text) / 100 for text in body["documents"]]
+        if rotate and len(scores) > 1:
+            scores = scores[-1:] + scores[:-1]
+        return 200, {"data": [{"index": i, "score": value} for i, value in enumerate(scores)]}
+
+    return Answers(answer)
+
+
+def test_each_score_is_its_pairs_own():
+    assert pooled_answers.score_matches_pairs(_pair_scorer(), "m", TOLERANCES).problems == []
+    problems = pooled_answers.score_matches_pairs(_pair_scorer(rotate=True), "m", TOLERANCES).problems
+    assert len(problems) == 4 and "scored 0.400000 among the others and 0.050000 alone" in problems[0]
+
+
+SOFTMAX = {"one_label": "sigmoid", "labels": "softmax"}
+LABELS = ("negative", "neutral", "positive")
+
+
+def _classifier(probs_of, labels=LABELS, reverse=False):
+    """/classify answering each text with ``probs_of(text)``, labelled by its argmax."""
+
+    def answer(path, body):
+        given = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = []
+        for index, text in enumerate(given):
+            probs = probs_of(text)
+            top = max(range(len(probs)), key=probs.__getitem__)
+            data.append({"index": index, "label": labels[top], "probs": probs, "num_classes": len(probs)})
+        return 200, {"data": data[::-1] if reverse and len(data) > 1 else data}
+
+    return Answers(answer)
+
+
+def _by_length(text):
+    first = (len(text) % 7) / 10
+    return [first, 0.9 - first, 0.1]
+
+
+def test_classifications_are_distributions_in_order_each_its_inputs_own():
+    def classified(server):
+        return pooled_answers.classify_probabilities(server, "m", TOLERANCES, SOFTMAX, 0.0001)
+
+    assert classified(_classifier(_by_length)).problems == []
+    # One label: a sigmoid, any value in [0, 1] (a cross-encoder's relevance).
+    assert classified(_classifier(lambda text: [0.64], labels=("LABEL_0",))).problems == []
+    reversed_ = classified(_classifier(_by_length, reverse=True)).problems
+    assert reversed_[0] == "the results' index fields are [3, 2, 1, 0], not [0, 1, 2, 3] in order"
+    short = classified(_classifier(lambda text: [0.5, 0.3, 0.1])).problems
+    assert "the 3 probabilities sum to 0.900000, not 1 (pooling.probability_tolerance 0.0001)" in short[0]
+    # A class named two ways across the results.
+    renamed = _classifier(_by_length, labels=("a", "b", "c"))
+    original = renamed.answer
+    renamed.answer = lambda path, body: (
+        (
+            200,
+            {
+                "data": [
+                    {**item, "label": "z"} if item["index"] == 3 else item for item in original(path, body)[1]["data"]
+                ]
+            },
+        )
+        if isinstance(body["input"], list)
+        else original(path, body)
+    )
+    assert any("is labelled 'z' here" in problem for problem in classified(renamed).problems)
+
+
+def test_removed_fields_must_be_refused_naming_them():
+    removed = {"parameters": ["normalize"], "tasks": ["score", "encode"], "status": 400}
+
+    def refusing(path, body):
+        named = "normalize" if "normalize" in body else "task"
+        return 400, {"error": {"message": f"{named} was removed", "param": named, "code": 400}}
+
+    assert pooled_answers.removed_fields_refused(Answers(refusing), "m", removed).problems == []
+    answered = pooled_answers.removed_fields_refused(Answers(lambda path, body: (200, {"data": []})), "m", removed)
+    assert len(answered.problems) == 3
+    assert answered.problems[0].startswith("POST /pooling with normalize: true answered 200")
+
+
+# ---- embedding drift against a baseline --------------------------------------------------------------------------
+
+
+def _embedder(vector_of):
+    """A server embedding each single input as ``vector_of(text)``."""
+    return Answers(lambda path, body: (200, _embedded(vector_of(body["input"]))))
+
+
+def _drift(target, baseline, baseline_model="m", **kw):
+    from suites.pooling.embedding_drift import Side, embedding_drift
+
+    return embedding_drift(Side(target, "m"), Side(baseline, baseline_model), 0.999, **kw)
+
+
+def test_drift_passes_within_the_floor_and_fails_below_it_naming_the_input():
+    same = _drift(_embedder(lambda text: FULL), _embedder(lambda text: [0.6, 0.001, 0.0, 0.8]))
+    assert not same.problems and not same.undecided
+    skewed = _drift(_embedder(lambda text: [1.1, 0.0, 0.0, 0.8]), _embedder(lambda text: FULL))
+    assert len(skewed.problems) == 5 and "below 0.999 (pooling.drift_min_cosine)" in skewed.problems[0]
+    shorter = _drift(_embedder(lambda text: FULL[:2]), _embedder(lambda text: FULL))
+    assert "2 values, the baseline's 4" in shorter.problems[0]
+
+
+def test_drift_compares_nothing_it_cannot_and_is_then_undecided():
+    # Another model on the baseline: not compared, unless the user named it.
+    other = _drift(_embedder(lambda text: FULL), _embedder(lambda text: FULL), baseline_model="n")
+    assert other.undecided and "not the target's 'm'" in other.undecided and not other.problems
+    assert not _drift(_embedder(lambda t: FULL), _embedder(lambda t: FULL), "n", model_named=True).undecided
+    # A baseline that embeds nothing (a generation server's 404): undecided, never a pass.
+    nothing = _drift(_embedder(lambda text: FULL), Answers(lambda path, body: (404, {"error": {"code": 404}})))
+    assert nothing.undecided and "the baseline embeds nothing to compare with" in nothing.undecided
