@@ -230,3 +230,30 @@ def test_the_pages_say_whether_the_tree_was_dirty_and_the_timing_bound_the_check
     assert _commit({"plugin_commit": "9d02687"}) == "9d02687 (tree state not recorded)"
     # The atlas profile declares no bound: the plugin's policy (the catalogue's declarations.yaml) is what was held.
     assert _validation_bound() == "10 s, the plugin's policy for endpoint.validation_error_max_seconds"
+
+
+def test_issue_54_s_flag_sets_declare_what_their_flags_set():
+    assert profile_of(flag_set("shutdown_timeout"))["lifecycle"] == {"drain_seconds": 10}  # a number, as YAML reads
+    assert flag_set("shutdown_timeout").managed and "--shutdown-timeout" in flag_set("shutdown_timeout").args
+    root_path = flag_set("root_path")
+    assert root_path.url_path == "/v" and root_path.args[-2:] == ("--root-path", "/v") and root_path.api_key
+
+
+def test_the_drain_and_the_root_path_are_predicted_by_their_facts():
+    """0.32's --shutdown-timeout drains the streams but answers 500 and /health 200 meanwhile; its key check strips
+    --root-path as a string. A measurement saying otherwise names the fact."""
+    records = {
+        "0.32/shutdown_timeout": _record(
+            "0.32",
+            "shutdown_timeout",
+            {
+                "lifecycle.in_flight_drained": "passed",
+                "lifecycle.exits_within_drain": "passed",
+                "lifecycle.new_requests_refused": "passed",
+                "lifecycle.health_not_ok_while_draining": "failed",
+            },
+        ),
+        "0.32/root_path": _record("0.32", "root_path", {"auth.root_path_prefix_required": "failed"}),
+    }
+    (line,) = contradictions(records)
+    assert "fact shutdown_modes predicts lifecycle.new_requests_refused failed on vLLM 0.32.0" in line
