@@ -257,3 +257,22 @@ def test_the_drain_and_the_root_path_are_predicted_by_their_facts():
     }
     (line,) = contradictions(records)
     assert "fact shutdown_modes predicts lifecycle.new_requests_refused failed on vLLM 0.32.0" in line
+
+
+def test_a_managed_flag_set_is_started_by_the_plugin_and_a_start_that_ran_nothing_is_a_refusal(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from atlas import runner
+
+    given = []
+
+    def no_checks(flags, key, work, target):
+        given.extend(target)
+        return {"status": "measured", "contracts": {}}
+
+    monkeypatch.setattr(runner, "_pytest", no_checks)
+    (tmp_path / "vllm-serve.log").write_text("INFO started\nValueError: unknown flag\n")
+    record = runner._run_managed(flag_set("shutdown_timeout"), None, "/venv/bin/python", Path("/m/tiny"), tmp_path)
+    assert record == {"status": "server refused the flags", "reason": "ValueError: unknown flag"}
+    assert given[:2] == ["--vllm-serve=/m/tiny", "--vllm-serve-python=/venv/bin/python"]
+    assert "--vllm-serve-arg=--shutdown-timeout" in given and "--vllm-serve-arg=10" in given
