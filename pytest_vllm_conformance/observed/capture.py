@@ -105,6 +105,7 @@ def observe_and_record(
     diff_report: Path | None,
     redactor: Redactor,
     baseline_ignore: list[str] | None = None,
+    start_clocks: dict[str, dict[str, float]] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Observe the target once; write the capture and the diff against the baseline.
 
@@ -113,6 +114,8 @@ def observe_and_record(
     """
     baseline_routes = (baseline.data["observed"].get("routes") or []) if baseline is not None else []
     observed = observe(client, facts, catalogue, baseline_routes)
+    if start_clocks:  # the starts of a server this run started: a later run's baseline for its own start
+        observed["start_clocks"] = start_clocks
     ignore = baseline_ignore or ()
     notes = []
     if capture_path:

@@ -136,6 +136,10 @@ def _observe(state: RunState, target: TargetState) -> None:
                 diff_report=diff_report,
                 redactor=state.redactor,
                 baseline_ignore=state.expectations(target).declared("profile_diff", "ignore").value,
+                start_clocks={
+                    start: {name: round(seconds, 2) for name, seconds in clocks.read().items()}
+                    for start, clocks in zip(("first", "second"), target.start_clocks, strict=False)
+                },
             )
         except OSError as exc:
             raise pytest.UsageError(f"cannot write {exc.filename}: {exc.strerror or exc}") from None

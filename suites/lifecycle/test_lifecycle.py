@@ -17,6 +17,7 @@ by release.
 import pytest
 
 from pytest_vllm_conformance import contract, each, undecided
+from pytest_vllm_conformance.catalogue.cases import Named
 
 from . import drain, readiness
 
@@ -29,6 +30,29 @@ def start_clocks(start, vllm_start_clocks):
     if clocks is None:
         undecided(readiness.NOT_TIMED)
     return clocks
+
+
+# First of the module: a comparison only, before the clocks' own checks and the drain.
+@contract("lifecycle.start_not_slower_than_baseline")
+@each("case", readiness.start_clocks)
+def test_start_not_slower_than_baseline(case, vllm_start_clocks, vllm_offline_expect, vllm_record, vllm_evidence):
+    clocks = readiness.clocks_of(Named(case.start), vllm_start_clocks)
+    if clocks is None:
+        undecided(readiness.NOT_TIMED)
+    seconds = getattr(clocks, case.clock)
+    baseline = vllm_offline_expect.baseline
+    before, why_not = readiness.baseline_clock(baseline.data.get("observed") if baseline else None, case)
+    growth = vllm_offline_expect.declared("lifecycle", "max_start_growth")
+    vllm_record("figures", readiness.comparison_line(case, seconds, before, growth.value, growth.basis))
+    if seconds is None:
+        undecided(readiness.not_read(clocks, case.clock))
+    if before is None:
+        undecided(why_not)
+    if growth.value is None:
+        undecided(readiness.NO_TOLERANCE)
+    problem = readiness.slower(seconds, before, growth.value)
+    assert problem is None, f"the {case.start} start's {readiness.CLOCKS[case.clock]} {problem} ({growth.basis})"
+    vllm_evidence.judged(1, "clock compared with the baseline's")
 
 
 @contract("lifecycle.start_clocks_read")

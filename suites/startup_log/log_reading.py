@@ -16,7 +16,8 @@ from typing import Any
 
 from pytest_vllm_conformance.catalogue.cases import CaseContext
 from pytest_vllm_conformance.catalogue.expectations import Expectations
-from pytest_vllm_conformance.catalogue.release_facts import StartupPhase
+from pytest_vllm_conformance.catalogue.release_facts import StartupLogClocks, StartupPhase
+from pytest_vllm_conformance.connection.launcher import CLOCKS
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 QUOTE_CHARS = 400
@@ -239,3 +240,41 @@ def not_compared(target: Phases, baseline: Phases) -> list[str]:
 def startup_phases(path: Path, fact: Mapping[str, StartupPhase]) -> Phases:
     """The phases of the log at ``path`` by the fact ``startup_log_phases`` (raises LogUnreadable)."""
     return phases(path, phase_rules(fact))
+
+
+# ---- a start's clocks, as a log shows them (a server given by URL, whose start no run timed) ----
+
+LOG_ORIGIN = "from the log's first line (after Python's imports: later than the spawn)"
+
+
+@dataclass(frozen=True)
+class LogClocks:
+    """The clocks of the start a log shows, in whole seconds from its first line; a clock no line marks is in
+    ``unread`` with why."""
+
+    path: Path
+    seconds: Mapping[str, float]
+    unread: Mapping[str, str]
+
+    def line(self) -> str:
+        parts = [
+            f"{words} {self.seconds[name]:.0f} s" if name in self.seconds else f"{words}: {self.unread[name]}"
+            for name, words in CLOCKS.items()
+        ]
+        return f"{self.path.name}, {LOG_ORIGIN}: " + "; ".join(parts)
+
+
+def log_clocks(path: Path, fact: StartupLogClocks) -> LogClocks:
+    """The clocks ``path`` shows by the fact ``startup_log_clocks`` (raises LogUnreadable)."""
+    marked = {name: fact[name] for name in CLOCKS if fact.get(name)}  # type: ignore[literal-required]
+    rules = [PhaseRule(name, CLOCKS[name], ends=re.compile(str(line))) for name, line in marked.items()]
+    seen = phases(path, rules).seconds
+    unread = {
+        name: fact["first_token_unread"] if name == "first_token" else "no line of the log marks it"
+        for name in CLOCKS
+        if name not in seen
+    }
+    for name in marked:
+        if name not in seen:
+            unread[name] = "the log has no line saying so (the server never got there, or the log is cut)"
+    return LogClocks(Path(path), seen, unread)

@@ -22,8 +22,10 @@ import pytest
 from pytest_vllm_conformance import contract, each, undecided
 
 from .log_reading import (
+    LOG_ORIGIN,
     LogUnreadable,
     grown,
+    log_clocks,
     not_compared,
     read_startup_log,
     startup_log_findings,
@@ -92,3 +94,19 @@ def test_phases_not_slower(startup_log, vllm_settings, vllm_offline_expect, vllm
     if unjudged:
         undecided("; ".join(unjudged))
     vllm_evidence.judged(len(target.seconds), "start-up phases compared with the baseline's")
+
+
+@contract("startup_log.ready_within_objective")
+def test_ready_within_objective(startup_log, vllm_offline_expect, vllm_record, vllm_evidence):
+    clocks = log_clocks(startup_log.path, vllm_offline_expect.release.startup_log_clocks)
+    objective = vllm_offline_expect.declared("lifecycle", "ready_within_seconds")
+    for name, seconds in clocks.seconds.items():
+        vllm_record(f"log_start_{name}_seconds", f"{seconds:.0f}")
+    vllm_record("figures", f"objective {objective.value:g} s; {clocks.line()}")
+    ready = clocks.seconds.get("endpoint_ready")
+    assert ready is not None, f"the log shows no start reaching endpoint readiness: {clocks.line()}"
+    assert ready <= objective.value, (
+        f"endpoint readiness {ready:.0f} s {LOG_ORIGIN}, past lifecycle.ready_within_seconds {objective.value:g} s "
+        f"({objective.basis}); {clocks.line()}"
+    )
+    vllm_evidence.judged(len(clocks.seconds), "start clocks the log shows")

@@ -33,6 +33,7 @@ lifecycle:
 DRAINING_VERDICTS: dict[str, str | dict[str, int]] = {
     "lifecycle.start_clocks_read": "passed",
     "lifecycle.ready_within_objective": "not claimed",  # no objective declared
+    "lifecycle.start_not_slower_than_baseline": "not claimed",  # no baseline
     "lifecycle.in_flight_drained": "passed",
     "lifecycle.new_requests_refused": "failed",
     "lifecycle.health_not_ok_while_draining": "failed",
@@ -152,3 +153,69 @@ def test_a_second_start_of_the_same_flags_is_timed_apart(pytester, tiny_models, 
         assert len(clocks) == 3 and clocks == sorted(clocks), (start, clocks)
     # Each start has its own log: the tested (second) server's is the one the run names.
     assert (pytester.path / "serve.first.log").is_file() and serve_log.is_file()
+
+
+# A baseline capture of a start (--vllm-capture-profile of a run that started its server keeps its clocks), written
+# here: a slow one (ten minutes to each clock) and one that answered its first token in 10 ms, a start no CPU server
+# makes. The profile holds the start to half again the baseline's.
+BASELINE_START = """
+profile: 1
+name: baseline-start
+observed:
+  captured_at: "2026-12-07T00:00:00+00:00"
+  vllm_version: "0.32.0"
+  model: tiny-llama
+  models: [{{id: tiny-llama, max_model_len: 512, root: null}}]
+  max_model_len: 512
+  start_clocks:
+    first: {{process_ready: 600.0, endpoint_ready: 600.0, first_token: {first_token}}}
+"""
+AGAINST_BASELINE_PROFILE = """
+profile: 1
+name: start-against-baseline
+lifecycle:
+  max_start_growth: 0.5
+"""
+CASES = ("first process_ready", "first endpoint_ready", "first first_token")
+
+
+# Opt-in: two starts of their own (no drain: each run is a start, its capture and the comparison).
+@pytest.mark.extended_proof
+@pytest.mark.usefixtures("vllm_server_pool")
+@pytest.mark.servers()
+@pytest.mark.pins(
+    failed={"lifecycle.start_not_slower_than_baseline"}, healthy={"lifecycle.start_not_slower_than_baseline"}
+)
+def test_each_clock_of_a_start_is_held_to_the_baseline_capture_s(pytester, tiny_models, monkeypatch):
+    """Each clock of the start against the baseline's, apart: within a slow baseline's bound every clock passes, and
+    the run's own capture keeps its start's clocks (a later run's baseline); against a baseline whose first token
+    came in 10 ms, that clock alone fails, by id."""
+    import yaml
+
+    for name, value in SHARED_MACHINE_ENV.items():
+        monkeypatch.setenv(name, value)
+    baseline, capture = pytester.path / "baseline.yaml", pytester.path / "capture.yaml"
+    junit = pytester.path / "junit.xml"
+    for first_token, verdicts in ((600.0, ("passed",) * 3), (0.01, ("passed", "passed", "failed"))):
+        baseline.write_text(BASELINE_START.format(first_token=first_token))
+        result = run_suites(
+            pytester,
+            "-m",
+            "lifecycle",
+            "-k",
+            "not_slower",
+            f"--vllm-baseline={baseline}",
+            f"--vllm-capture-profile={capture}",
+            f"--vllm-serve={tiny_models['tiny-llama']}",
+            *(f"--vllm-serve-arg={arg}" for arg in CPU_SERVE_ARGS),
+            url=None,
+            profile=AGAINST_BASELINE_PROFILE,
+        )
+        assert junit.is_file(), result.stdout.str()[-3000:]
+        cases = zip(CASES, verdicts, strict=True)
+        assert_tests(junit, {f"lifecycle.start_not_slower_than_baseline[{case}]": v for case, v in cases})
+        clocks = yaml.safe_load(capture.read_text())["observed"]["start_clocks"]["first"]
+        assert list(clocks) == ["process_ready", "endpoint_ready", "first_token"], clocks
+        assert 0 < clocks["process_ready"] <= clocks["endpoint_ready"] <= clocks["first_token"] < 600, clocks
+    message = failed_checks(junit)["lifecycle.start_not_slower_than_baseline[first first_token]"]
+    assert "the baseline's 0.01 s" in message and "1 + lifecycle.max_start_growth = 1.5 times it" in message, message

@@ -130,6 +130,7 @@ def test_on_a_plain_server_admission_fails_as_unbounded_and_the_log_is_read(pyte
             "startup_log.declared_findings_absent": {"failed": 1, "passed": 5},
             "startup_log.start_reached_ready": "passed",
             "startup_log.phases_not_slower": "not claimed",
+            "startup_log.ready_within_objective": "not claimed",
             "metrics.exposition_parses": "passed",
             "metrics.version_families_exported": {"passed": 4},
             "metrics.dashboard_series_exported": {"passed": 4},
@@ -190,6 +191,35 @@ def test_a_reworded_phase_line_leaves_the_phase_comparison_undecided_naming_it(p
     assert "the baseline shows it, the target log does not (a changed log line" in run.message, run.message
 
 
+# The start's objective read from the log (a server given by URL): the plain server's start, held to ten minutes
+# (kept on two shared cores) and to one second (no start of vLLM listens a second after its first log line).
+READY_WITHIN = "profile: 1\nname: ready-within\nlifecycle:\n  ready_within_seconds: {seconds}\n"
+
+
+@pytest.mark.servers("plain")
+@pytest.mark.pins(failed={"startup_log.ready_within_objective"}, healthy={"startup_log.ready_within_objective"})
+def test_a_url_target_s_start_is_held_to_its_objective_by_its_log(pytester, unbounded_server):
+    """No request is sent: the clocks are the log's (whole seconds from its first line); the first token is marked
+    by no line, and said so."""
+    for seconds, verdict in ((600, "passed"), (1, "failed")):
+        run_suites(
+            pytester,
+            "-m",
+            "startup_log",
+            "-k",
+            "ready_within",
+            f"--vllm-log={unbounded_server.log_path}",
+            url=unbounded_server.url,
+            profile=READY_WITHIN.format(seconds=seconds),
+        )
+        junit = pytester.path / "junit.xml"
+        assert_verdicts(junit, {"startup_log.ready_within_objective": verdict})
+    (run,) = contract_runs(junit)
+    assert "past lifecycle.ready_within_seconds 1 s (profile ready-within)" in run.message, run.message
+    assert "first token: no line of the log marks a first answer" in run.message, run.message
+    assert re.search(r"endpoint readiness \d+ s from the log's first line", run.message), run.message
+
+
 def _admission_not_all_passed(junit) -> bool:
     return any(
         set(counts) != {"passed"} for contract, counts in verdicts(junit).items() if contract.startswith("admission.")
@@ -242,6 +272,7 @@ def test_on_a_bounded_server_the_burst_is_refused_fast_and_stale_names_fail(pyte
             "startup_log.declared_findings_absent": {"passed": 4, "failed": 2},
             "startup_log.start_reached_ready": "passed",
             "startup_log.phases_not_slower": "not claimed",
+            "startup_log.ready_within_objective": "not claimed",
         },
     )
     failed = failed_checks(junit)

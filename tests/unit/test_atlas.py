@@ -230,3 +230,49 @@ def test_the_pages_say_whether_the_tree_was_dirty_and_the_timing_bound_the_check
     assert _commit({"plugin_commit": "9d02687"}) == "9d02687 (tree state not recorded)"
     # The atlas profile declares no bound: the plugin's policy (the catalogue's declarations.yaml) is what was held.
     assert _validation_bound() == "10 s, the plugin's policy for endpoint.validation_error_max_seconds"
+
+
+def test_issue_54_s_flag_sets_declare_what_their_flags_set():
+    assert profile_of(flag_set("shutdown_timeout"))["lifecycle"] == {"drain_seconds": 10}  # a number, as YAML reads
+    assert flag_set("shutdown_timeout").managed and "--shutdown-timeout" in flag_set("shutdown_timeout").args
+    root_path = flag_set("root_path")
+    assert root_path.url_path == "/v" and root_path.args[-2:] == ("--root-path", "/v") and root_path.api_key
+
+
+def test_the_drain_and_the_root_path_are_predicted_by_their_facts():
+    """0.32's --shutdown-timeout drains the streams but answers 500 and /health 200 meanwhile; its key check strips
+    --root-path as a string. A measurement saying otherwise names the fact."""
+    records = {
+        "0.32/shutdown_timeout": _record(
+            "0.32",
+            "shutdown_timeout",
+            {
+                "lifecycle.in_flight_drained": "passed",
+                "lifecycle.exits_within_drain": "passed",
+                "lifecycle.new_requests_refused": "passed",
+                "lifecycle.health_not_ok_while_draining": "failed",
+            },
+        ),
+        "0.32/root_path": _record("0.32", "root_path", {"auth.root_path_prefix_required": "failed"}),
+    }
+    (line,) = contradictions(records)
+    assert "fact shutdown_modes predicts lifecycle.new_requests_refused failed on vLLM 0.32.0" in line
+
+
+def test_a_managed_flag_set_is_started_by_the_plugin_and_a_start_that_ran_nothing_is_a_refusal(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from atlas import runner
+
+    given = []
+
+    def no_checks(flags, key, work, target):
+        given.extend(target)
+        return {"status": "measured", "contracts": {}}
+
+    monkeypatch.setattr(runner, "_pytest", no_checks)
+    (tmp_path / "vllm-serve.log").write_text("INFO started\nValueError: unknown flag\n")
+    record = runner._run_managed(flag_set("shutdown_timeout"), None, "/venv/bin/python", Path("/m/tiny"), tmp_path)
+    assert record == {"status": "server refused the flags", "reason": "ValueError: unknown flag"}
+    assert given[:2] == ["--vllm-serve=/m/tiny", "--vllm-serve-python=/venv/bin/python"]
+    assert "--vllm-serve-arg=--shutdown-timeout" in given and "--vllm-serve-arg=10" in given

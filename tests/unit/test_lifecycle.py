@@ -175,11 +175,12 @@ def test_the_drain_runs_after_every_other_test_whatever_the_files_order(pytester
     result = pytester.runpytest_subprocess(*files, "--collect-only", "-q", "-p", "no:cacheprovider")
     tests = [line for line in result.stdout.lines if "::test_" in line]
     assert len(tests) > 8
-    assert [line.split("::")[0].rsplit("/", 1)[-1] for line in tests[-6:]] == ["test_lifecycle.py"] * 6
-    assert not any("test_lifecycle.py" in line for line in tests[:-6])
-    # The start's clocks, read from the launcher's record, come before the drain that stops the server.
-    # (Without a target to read the cases from, each has the one case "none".)
-    assert [line.split("::")[1].split("[")[0] for line in tests[-6:-4]] == [
+    assert [line.split("::")[0].rsplit("/", 1)[-1] for line in tests[-7:]] == ["test_lifecycle.py"] * 7
+    assert not any("test_lifecycle.py" in line for line in tests[:-7])
+    # The start's clocks, read from the launcher's record (against a baseline's first), come before the drain that
+    # stops the server. (Without a target to read the cases from, each has the one case "none".)
+    assert [line.split("::")[1].split("[")[0] for line in tests[-7:-4]] == [
+        "test_start_not_slower_than_baseline",
         "test_start_clocks_read",
         "test_ready_within_objective",
     ]
@@ -365,3 +366,18 @@ def _clocks_run(pytester, clocks: dict, profile: str, *args: str, earlier: tuple
         timeout=300,
     )
     return junit
+
+
+def test_a_clock_is_held_to_the_baseline_s_times_one_plus_the_declared_growth():
+    case = readiness.StartClock("first", "endpoint_ready")
+    assert readiness.slower(30.0, 20.0, 0.5) is None
+    problem = readiness.slower(31.0, 20.0, 0.5)
+    assert problem == (
+        "took 31.00 s, the baseline's 20.00 s (1.6 times): past 1 + lifecycle.max_start_growth = 1.5 times it (30.00 s)"
+    )
+    assert readiness.baseline_clock({"start_clocks": {"first": {"endpoint_ready": 20}}}, case) == (20.0, "")
+    missing, why = readiness.baseline_clock({"start_clocks": {"first": {}}}, case)
+    assert missing is None and "has no endpoint ready" in why
+    none, why = readiness.baseline_clock({}, case)
+    assert none is None and "holds no start clocks" in why and "--vllm-serve" in why
+    assert "no max growth declared" in readiness.comparison_line(case, 31.0, 20.0, None, "not declared")

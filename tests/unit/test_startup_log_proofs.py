@@ -12,6 +12,7 @@ STARTUP_LOG_CLEAN = {
     "startup_log.declared_findings_absent": {"passed": 6},
     "startup_log.start_reached_ready": "passed",
     "startup_log.phases_not_slower": "not claimed",
+    "startup_log.ready_within_objective": "not claimed",
 }
 
 
@@ -54,3 +55,19 @@ def test_a_start_against_its_own_log_as_baseline_is_not_slower(pytester):
         failed={"startup_log.declared_findings_absent[unknown_env]"},
     )
     assert result.ret == 1
+
+
+def test_a_log_s_clocks_are_its_listening_line_less_its_first_and_the_first_token_is_unread(tmp_path):
+    from packaging.version import Version
+
+    from pytest_vllm_conformance.catalogue import contracts
+    from suites.startup_log.log_reading import log_clocks
+
+    log = tmp_path / "embedded.log"
+    log.write_text(EMBEDDED_LOG)
+    clocks = log_clocks(log, contracts.load().fact("startup_log_clocks", Version("0.32.0")))
+    assert clocks.seconds == {"process_ready": 66.0, "endpoint_ready": 66.0}
+    assert "first token: no line of the log marks a first answer" in clocks.line()
+    cut = tmp_path / "cut.log"
+    cut.write_text("".join(line for line in EMBEDDED_LOG.splitlines(keepends=True) if "Starting vLLM" not in line))
+    assert "the log has no line saying so" in log_clocks(cut, contracts.load().fact("startup_log_clocks", None)).line()
