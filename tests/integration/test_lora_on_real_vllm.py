@@ -17,8 +17,8 @@ import re
 import pytest
 
 from fixtures.fault_proxy import BiasWhenConcurrent, Respond, RewriteJsonResponse, SwapModel
-from fixtures.server_specs import LORA_ADAPTER_NAME
-from fixtures.verdicts import assert_verdicts, failed_checks
+from fixtures.server_specs import LORA_ADAPTER_NAME, TEST_KEY
+from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import model_cards
 from tests.conftest import requires_vllm, run_suites, run_through_proxy
@@ -151,3 +151,23 @@ def test_the_adapters_answers_are_the_merged_models(served):
     merged_server = served("lora_merged")
     merged = greedy_token_ids(merged_server.url, merged_server.served_model)
     assert adapter == merged, f"the adapter's greedy tokens {adapter} are not the merged model's {merged}"
+
+
+@pytest.mark.extended_proof
+@pytest.mark.servers("lora_keyed")
+@pytest.mark.pins(failed={"auth.unguarded_route_is_public"})
+def test_the_adapter_routes_under_a_key(pytester, served):
+    """With --api-key, the key guards /v1/load_lora_adapter and /v1/unload_lora_adapter, and not SageMaker's
+    /adapters, which loads an adapter from a path the caller names: the auth suite fails the two."""
+    server = served("lora_keyed")
+    run_suites(pytester, "-m", "auth", "-k", "adapter", f"--vllm-api-key={TEST_KEY}", url=server.url)
+    junit = pytester.path / "junit.xml"
+    failed = failed_checks(junit)
+    assert set(failed) == {
+        "auth.unguarded_route_is_public[POST /adapters]",
+        "auth.unguarded_route_is_public[DELETE /adapters/{adapter_name}]",
+    }, sorted(failed)
+    assert "came from past the key check" in failed["auth.unguarded_route_is_public[POST /adapters]"]
+    guarded = [run for run in contract_runs(junit) if run.contract == "auth.guarded_route_refuses_missing_key"]
+    cases = {(run.case or "").split(" (")[0] for run in guarded}
+    assert cases >= {"POST /v1/load_lora_adapter", "POST /v1/unload_lora_adapter"}, sorted(cases)
