@@ -22,6 +22,8 @@ from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks
 from pytest_vllm_conformance.connection.client import BoundedClient
 from pytest_vllm_conformance.connection.discovery import model_cards
 from tests.conftest import requires_vllm, run_suites, run_through_proxy
+from tests.support.profiles import PLAIN_PROFILE
+from tests.support.scenarios import LORA
 
 pytestmark = [pytest.mark.server, requires_vllm, pytest.mark.servers("lora")]
 
@@ -130,6 +132,20 @@ def test_an_adapter_whose_modules_match_nothing_fails(pytester, served):
     # It loads and is listed on its base: only its answers show that it applies nothing.
     assert_verdicts(junit, {LISTED: "passed", DIFFERS: "failed"})
     assert "the adapter is not applied" in failed_checks(junit)[DIFFERS]
+
+
+# The lora scenario's table (tests/support/scenarios.py): the plain server's verdicts, and the lora suite's.
+LORA_VERDICTS = LORA.verdicts()
+
+
+@pytest.mark.extended_proof
+@pytest.mark.pins(healthy=LORA_VERDICTS)
+def test_a_lora_server_passes_the_whole_default_selection(pytester, lora_server):
+    """Every suite on the server that serves an adapter: its card on /v1/models and its routes break no other
+    feature's checks (about 25 s on the running lora server)."""
+    result = run_suites(pytester, url=lora_server.url, profile=PLAIN_PROFILE)
+    assert_verdicts(pytester.path / "junit.xml", LORA_VERDICTS)
+    assert result.ret == 0
 
 
 def greedy_token_ids(url: str, model: str) -> list[list[int]]:

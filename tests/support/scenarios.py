@@ -116,6 +116,9 @@ HARDENED = Scenario(
 )
 # tiny-bert served with --runner pooling: no generation route, so every generation contract is not claimed.
 POOLING = Scenario("pooling", EMBEDDING_PROFILE, serves=("pooling", "embeddings", "scoring"))
+# tiny-llama serving a LoRA adapter (tests/integration/test_lora_on_real_vllm.py) under the plain profile: the lora
+# suite claimed by the adapter on /v1/models, its runtime contracts by the load route.
+LORA = Scenario("lora", PLAIN_PROFILE, given=("lora_adapters", "lora_runtime"), cases=TINY_LLAMA_CASES)
 # The hardened server behind a gateway (tests/integration/test_litellm_gateway.py, make test-gateway).
 GATEWAY = Scenario("gateway", GATED_PROFILE, given=("api_key", "ingress"))
 # Two replicas of one server (tests/integration/test_fleet_on_real_vllm.py), no profile.
