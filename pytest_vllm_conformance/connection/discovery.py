@@ -51,6 +51,8 @@ class ModelCard:
     id: str
     max_model_len: int | None
     root: str | None = None
+    # The model a LoRA adapter's card names as its base (vLLM: the served base model's id); None on a base model.
+    parent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,11 @@ class ServerFacts:
                 return card.max_model_len
         return None
 
+    @property
+    def lora_adapters(self) -> tuple[ModelCard, ...]:
+        """The LoRA adapters /v1/models lists on the served model: the cards whose parent is its id."""
+        return tuple(card for card in self.models if card.parent == self.model and card.id != self.model)
+
     def serves(self, method: str, path: str) -> bool:
         """True when the route table lists ``method path`` (unknown table: False)."""
         return method.upper() in (self.routes or {}).get(path, ())
@@ -188,6 +195,7 @@ def model_cards(payload: Any) -> tuple[ModelCard, ...]:
             id=str(card.get("id")),
             max_model_len=_int_or_none(card.get("max_model_len")),
             root=_str_or_none(card.get("root")),
+            parent=_str_or_none(card.get("parent")),
         )
         for card in (cards if isinstance(cards, list) else [])
         if isinstance(card, dict)

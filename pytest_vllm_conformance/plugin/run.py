@@ -168,6 +168,9 @@ class RunState:
             "prefix_caching": target.facts is None or target.facts.prefix_caching is not False,
             # Unknown counts as small: the test then sends the load, and the preemption counter decides.
             "preemptible_kv_cache": target.facts is None or _preemptible(target.facts),
+            # An adapter on /v1/models (a card whose parent is the served model), or adapters the profile declares.
+            "lora_adapters": bool(target.facts and target.facts.lora_adapters) or bool(_declared_adapters(self)),
+            "lora_runtime": target.facts is not None and target.facts.serves("POST", "/v1/load_lora_adapter"),
             # The key callers send where the run's requests go (the ingress's own, else the server's).
             "api_key": bool(ingress_key(settings)),
             "watermark_key": self.watermark_key is not None,
@@ -190,6 +193,11 @@ class RunState:
 
 
 STATE = pytest.StashKey[RunState]()
+
+
+def _declared_adapters(state: RunState) -> list[str]:
+    """The LoRA adapters the profile declares (lora.adapters), none when it declares none."""
+    return list((state.profile.get("lora", "adapters") if state.profile is not None else None) or [])
 
 
 def _preemptible(facts: ServerFacts) -> bool:

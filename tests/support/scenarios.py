@@ -131,6 +131,9 @@ EMBEDDING_DRIFT = Scenario(
 RERANKER = Scenario("reranker", POOLING_PROFILE, serves=("pooling", "scoring", "classification"))
 # A classifier of three labels: /classify only.
 CLASSIFIER = Scenario("classifier", POOLING_PROFILE, serves=("pooling", "classification"))
+# tiny-llama serving a LoRA adapter (tests/integration/test_lora_on_real_vllm.py) under the plain profile: the lora
+# suite claimed by the adapter on /v1/models, its runtime contracts by the load route.
+LORA = Scenario("lora", PLAIN_PROFILE, given=("lora_adapters", "lora_runtime"), cases=TINY_LLAMA_CASES)
 # The hardened server behind a gateway (tests/integration/test_litellm_gateway.py, make test-gateway).
 GATEWAY = Scenario("gateway", GATED_PROFILE, given=("api_key", "ingress"))
 # Two replicas of one server (tests/integration/test_fleet_on_real_vllm.py), no profile.

@@ -274,3 +274,24 @@ def test_a_serves_condition_reads_as_the_server_serving():
     assert applicability.describe_conditions(CATALOGUE.contract("wire.completion_shape"), CATALOGUE) == (
         "claimed when the server serves generation"
     )
+
+
+# ---- LoRA: an adapter on /v1/models, or declared ------------------------------------------------------------
+
+
+def test_an_adapter_is_a_card_whose_parent_is_the_served_model():
+    cards = (ModelCard("m", 512, "/models/m"), ModelCard("sql", 512, "/adapters/sql", parent="m"))
+    other = ModelCard("x", 512, "/adapters/x", parent="another")
+    facts = ServerFacts(url="http://vllm", version="0.32.0", models=(*cards, other), model="m")
+    assert [card.id for card in facts.lora_adapters] == ["sql"]
+    assert ServerFacts.from_dict(facts.to_dict()).lora_adapters == facts.lora_adapters
+    assert not _facts(None).lora_adapters
+
+
+def test_the_lora_contracts_are_claimed_where_an_adapter_is_served_and_runtime_ones_where_loading_is_on():
+    assert claim("lora.adapter_answer_differs", lora_adapters=True).claimed
+    assert claim("lora.adapter_answer_differs") == applicability.Claim(
+        "not claimed", f"not given: {applicability.INPUTS['lora_adapters']}"
+    )
+    assert not claim("lora.load_unload_round_trip", lora_adapters=True).claimed
+    assert claim("lora.load_unload_round_trip", lora_adapters=True, lora_runtime=True).claimed

@@ -31,6 +31,7 @@ from fixtures.fault_proxy import (
     StripJsonField,
     StripMessageField,
     StripPrefix,
+    SwapModel,
     rule_from_dict,
 )
 from tests.unit.echo_upstream import SECRET, TIMEOUT, Upstream, header_values, serving
@@ -150,6 +151,17 @@ def test_route_to_sends_matching_requests_elsewhere(upstream: Upstream, other_up
     assert routed.json()["raw_path"] == "/v1/completions/render"
     assert routed.json()["query"] == "x=1"
     assert kept.json()["server"] == "main"
+
+
+def test_swap_model_sends_only_the_matching_names_elsewhere(upstream: Upstream) -> None:
+    rule = SwapModel("adapter-.*", "base", path="/v1/completions")
+    with FaultProxy(upstream.url, rules=[rule]) as proxy:
+        swapped = httpx.post(proxy.url + "/v1/completions", json={"model": "adapter-1", "prompt": "x"}, timeout=TIMEOUT)
+        kept = httpx.post(proxy.url + "/v1/completions", json={"model": "base-adapter-1"}, timeout=TIMEOUT)
+        assert proxy.hits == [1]
+    assert json.loads(swapped.json()["body"]) == {"model": "base", "prompt": "x"}
+    assert json.loads(kept.json()["body"]) == {"model": "base-adapter-1"}
+    assert rule_from_dict({"rule": "SwapModel", "from_model": "a", "to_model": "b"}) == SwapModel("a", "b")
 
 
 def test_strip_and_set_json_fields_recompute_content_length(upstream: Upstream) -> None:
