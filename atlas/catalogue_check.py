@@ -127,6 +127,54 @@ PREDICTIONS = (
 )
 
 
+# The pooling flag sets (atlas/plan.py): an embedding model, a cross-encoder (one label), a classifier (three).
+POOLING_FLAG_SETS = ("embedding", "cross_encoder", "classifier")
+
+POOLING_PREDICTIONS = (
+    # Every pooling runner serves /pooling, and refuses the fields and tasks the release removed (normalize; the
+    # tasks score and encode) with its status, naming them.
+    *(
+        Prediction(
+            "removed_pooling_parameters",
+            flag_set,
+            "pooling.removed_fields_refused",
+            lambda removed: "passed",
+        )
+        for flag_set in POOLING_FLAG_SETS
+    ),
+    # The scoring routes are registered for an embedding model (scored as the cosine of the two embeddings) and a
+    # classifier of one label, never for one of three: there the scoring contracts are not claimed.
+    Prediction(
+        "scoring_routes",
+        "embedding",
+        "pooling.score_is_embedding_cosine",
+        lambda routes: "passed" if routes["bi_encoder_score"] == "cosine" else "failed",
+    ),
+    *(
+        Prediction("scoring_routes", flag_set, contract, lambda routes: "passed")
+        for flag_set in ("embedding", "cross_encoder")
+        for contract in ("pooling.rerank_ranked", "pooling.score_matches_pairs")
+    ),
+    *(
+        Prediction("scoring_routes", "classifier", contract, lambda routes: "not claimed")
+        for contract in ("pooling.rerank_ranked", "pooling.score_matches_pairs")
+    ),
+    # /classify: a sigmoid for one label, a softmax over three (fact classify_activation), each as the suite expects.
+    *(
+        Prediction("classify_activation", flag_set, "pooling.classify_probabilities", lambda activation: "passed")
+        for flag_set in ("cross_encoder", "classifier")
+    ),
+    # dimensions on a model that declares no Matryoshka: refused with the release's 400 naming it.
+    Prediction(
+        "embedding_dimensions",
+        "embedding",
+        "pooling.dimensions_as_declared",
+        lambda dimensions: "passed" if dimensions["refusal_names"] == "dimensions" else "failed",
+    ),
+)
+PREDICTIONS += POOLING_PREDICTIONS
+
+
 def derived_length(rule: dict, config: dict) -> int:
     """The max_model_len the fact ``yarn_max_model_len`` predicts for a checkpoint without --max-model-len."""
     scaling = config.get("rope_scaling") or {}

@@ -20,7 +20,12 @@ def cell(data: dict, release: str, contract: str) -> tuple[str, str]:
     for flags in FLAG_SETS:
         record = data["records"].get(f"{release}/{flags.name}")
         if record and record.get("status") == "measured" and contract in record["contracts"]:
-            outcomes.append((flags.name, record["contracts"][contract]))
+            outcome = record["contracts"][contract]
+            # A pooling server's "not claimed" of a generation contract (or a generation server's of a pooling
+            # one) is the server's kind, not the release's: a contract no server of its kind measured is not measured.
+            if outcome["outcome"] == "not claimed" and flags.pooling != contract.startswith("pooling."):
+                continue
+            outcomes.append((flags.name, outcome))
     if not outcomes:
         return "not measured", ""
     best = min(OUTCOMES.index(o["outcome"]) for _, o in outcomes)

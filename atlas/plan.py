@@ -6,7 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fixtures import scripted_output
-from fixtures.server_specs import CPU_SERVE_ARGS, DERIVED_LENGTH_ARGS, ROOT_PATH, SMALL_KV_CACHE_ARGS
+from fixtures.server_specs import (
+    CPU_SERVE_ARGS,
+    DERIVED_LENGTH_ARGS,
+    POOLING_SERVE_ARGS,
+    ROOT_PATH,
+    SMALL_KV_CACHE_ARGS,
+)
 
 # Oldest first. ``why_not`` says why a release has no column of measurements.
 RELEASES: dict[str, str] = {
@@ -47,6 +53,9 @@ class FlagSet:
     # The plugin starts the server (--vllm-serve, the release's Python) instead of the atlas: for suites claimed
     # only where the run owns the process (the lifecycle feature's clocks and drain).
     managed: bool = False
+    # A pooling server (--runner pooling): it claims no generation contract, so its "not claimed" there says
+    # nothing of the release (atlas/cells.py leaves it out), as a generation server's says nothing of pooling.
+    pooling: bool = False
 
 
 # The production profile every release is held to: a locked-down endpoint, the refusals the
@@ -59,7 +68,7 @@ BASE_PROFILE: dict[str, Any] = {
         "scale_out": "disabled",
         "auth": "none",
         "prompt_embeds": "disabled",
-        "prompt_embeds_hidden_size": 128,  # every model the atlas serves is a tiny llama of this width
+        "prompt_embeds_hidden_size": 128,  # every model the atlas serves (tiny llamas, tiny berts) is of this width
         "validation_error_max_bytes": 32768,
     },
     "context": {"max_model_len": 512},
@@ -160,6 +169,32 @@ FLAG_SETS: tuple[FlagSet, ...] = (
         "tiny-llama",
         SMALL_KV_CACHE_ARGS,
         suites="engine_invariants",
+    ),
+    # Pooling servers (issue 53), judged as pooling servers: discovery reads what they serve, every generation
+    # contract is not claimed there and the pooling suite judges their answers. The whole default selection, as a
+    # user runs it (about a minute a server: most suites end at "not claimed"). The profile adds what the pooling
+    # proofs' profiles declare (tests/support/profiles.py): the embedding model's name and its Matryoshka-ness.
+    FlagSet(
+        "embedding",
+        "tiny-bert, an embedding model (a BertModel, CLS pooling), with --runner pooling",
+        "tiny-bert",
+        POOLING_SERVE_ARGS,
+        pooling=True,
+        profile="wire.embedding_model=tiny-bert,pooling.matryoshka=false",
+    ),
+    FlagSet(
+        "cross_encoder",
+        "tiny-bert-reranker, a cross-encoder (a BERT classifier of one label), with --runner pooling",
+        "tiny-bert-reranker",
+        POOLING_SERVE_ARGS,
+        pooling=True,
+    ),
+    FlagSet(
+        "classifier",
+        "tiny-bert-classifier, a BERT classifier of three named labels, with --runner pooling",
+        "tiny-bert-classifier",
+        POOLING_SERVE_ARGS,
+        pooling=True,
     ),
 )
 

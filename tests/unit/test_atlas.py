@@ -276,3 +276,48 @@ def test_a_managed_flag_set_is_started_by_the_plugin_and_a_start_that_ran_nothin
     assert record == {"status": "server refused the flags", "reason": "ValueError: unknown flag"}
     assert given[:2] == ["--vllm-serve=/m/tiny", "--vllm-serve-python=/venv/bin/python"]
     assert "--vllm-serve-arg=--shutdown-timeout" in given and "--vllm-serve-arg=10" in given
+
+
+def test_the_pooling_flag_sets_serve_berts_and_declare_what_the_pooling_proofs_declare():
+    embedding = flag_set("embedding")
+    assert embedding.model == "tiny-bert" and embedding.args[-2:] == ("--runner", "pooling") and not embedding.suites
+    assert profile_of(embedding)["wire"] == {"embedding_model": "tiny-bert"}
+    assert profile_of(embedding)["pooling"] == {"matryoshka": False}
+    assert "wire" not in profile_of(flag_set("cross_encoder")) and "pooling" not in profile_of(flag_set("classifier"))
+
+
+def test_the_pooling_answers_are_predicted_by_their_facts():
+    """A classifier of three labels registers no scoring route (fact scoring_routes): a rerank measured there, or a
+    cross-encoder whose rerank failed, names the fact."""
+    records = {
+        "0.30/classifier": _record("0.30", "classifier", {"pooling.rerank_ranked": "passed"}),
+        "0.30/cross_encoder": _record(
+            "0.30",
+            "cross_encoder",
+            {"pooling.rerank_ranked": "failed", "pooling.removed_fields_refused": "passed"},
+        ),
+    }
+    found = contradictions(records)
+    assert len(found) == 2
+    assert "0.30/classifier: fact scoring_routes predicts pooling.rerank_ranked not claimed" in found[0]
+    assert "0.30/cross_encoder: fact scoring_routes predicts pooling.rerank_ranked passed" in found[1]
+
+
+def test_a_server_of_another_kind_not_claiming_a_contract_leaves_its_cell_unmeasured():
+    """A pooling server claims no generation contract and a generation server no pooling one: that is the server's
+    kind, not the release's, so a contract measured only there is shown not measured, not "not claimed"."""
+    from atlas.cells import cell
+
+    records = {
+        "0.29/embedding": _record(
+            "0.29",
+            "embedding",
+            {"validation_bounds.header_flood_refused": "not claimed", "pooling.rerank_ranked": "passed"},
+        ),
+        "0.29/classifier": _record("0.29", "classifier", {"pooling.rerank_ranked": "not claimed"}),
+        "0.29/plain": _record("0.29", "plain", {"pooling.rerank_ranked": "not claimed"}),
+    }
+    assert cell({"records": records}, "0.29", "validation_bounds.header_flood_refused") == ("not measured", "")
+    assert cell({"records": records}, "0.29", "pooling.rerank_ranked") == ("passed", "embedding")
+    del records["0.29/embedding"]
+    assert cell({"records": records}, "0.29", "pooling.rerank_ranked") == ("not claimed", "classifier: why")
