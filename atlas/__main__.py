@@ -25,6 +25,10 @@ def run(args: argparse.Namespace) -> int:
     models = build_all()
     releases = args.release or [r for r, why_not in RELEASES.items() if not why_not]
     sets = [flag_set(name) for name in (args.flag_set or [f.name for f in FLAG_SETS])]
+    if any(flags.lora_adapter for flags in sets):
+        from fixtures import lora_adapters
+
+        models.update(lora_adapters.build_all())
     gptq_python = os.environ.get(GPTQ_PYTHON_ENV)
     if any(flags.gptq for flags in sets) and not gptq_python:
         skipped = [flags.name for flags in sets if flags.gptq]

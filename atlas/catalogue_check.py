@@ -174,6 +174,35 @@ POOLING_PREDICTIONS = (
 )
 PREDICTIONS += POOLING_PREDICTIONS
 
+LORA_PREDICTIONS = (
+    # The adapter's card on /v1/models names the served model as its parent and its load path as its root.
+    Prediction("lora_model_card", "lora", "lora.adapter_listed_on_base", lambda card: "passed"),
+    # An unknown adapter's name is answered as an unknown model: 404 where the fact says so.
+    Prediction(
+        "lora_unknown_model",
+        "lora",
+        "lora.unknown_adapter_not_found",
+        lambda unknown: "passed" if unknown["status"] == 404 else "failed",
+    ),
+    # Loading a path that holds no adapter: a client error (never a 500) where the fact says so.
+    Prediction(
+        "lora_load_missing_path",
+        "lora",
+        "lora.load_missing_path_refused",
+        lambda missing: "passed" if 400 <= missing["status"] < 500 else "failed",
+    ),
+    Prediction("lora_requests_info", "lora", "lora.requests_info_metric", lambda gauge: "passed"),
+    # One slot (--max-loras 1): where the CPU kernels index the slots with -1, a base request batched with the
+    # adapter's gets the adapter, the release's known departure; where they mask -1, the base keeps its answer.
+    Prediction(
+        "lora_cpu_no_adapter_tokens",
+        "lora",
+        "lora.answers_kept_beside_each_other",
+        lambda kernels: "known departure" if kernels["selects"] == "last_slot" else "passed",
+    ),
+)
+PREDICTIONS += LORA_PREDICTIONS
+
 
 def derived_length(rule: dict, config: dict) -> int:
     """The max_model_len the fact ``yarn_max_model_len`` predicts for a checkpoint without --max-model-len."""

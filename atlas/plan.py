@@ -56,6 +56,10 @@ class FlagSet:
     # A pooling server (--runner pooling): it claims no generation contract, so its "not claimed" there says
     # nothing of the release (atlas/cells.py leaves it out), as a generation server's says nothing of pooling.
     pooling: bool = False
+    # A LoRA adapter of fixtures/lora_adapters.py served beside the model: the runner adds
+    # --lora-modules tiny-llama-lora=<its built path> (a path of this machine, so not part of args).
+    lora_adapter: str = ""
+    env: tuple[tuple[str, str], ...] = ()  # the server's environment beyond the atlas's own
 
 
 # The production profile every release is held to: a locked-down endpoint, the refusals the
@@ -73,6 +77,11 @@ BASE_PROFILE: dict[str, Any] = {
     },
     "context": {"max_model_len": 512},
 }
+
+# The lora server of fixtures/server_specs.py: rank 8 (the adapter's), one slot (so that the CPU build's index -1 always
+# selects the adapter's; fact lora_cpu_no_adapter_tokens), the load and unload routes registered by the environment.
+LORA_SERVE_ARGS = (*CPU_SERVE_ARGS, "--enable-lora", "--max-lora-rank", "8", "--max-loras", "1")
+LORA_ENV = (("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "1"),)
 
 FLAG_SETS: tuple[FlagSet, ...] = (
     FlagSet("plain", "the tiny model with no feature flags", "tiny-llama", CPU_SERVE_ARGS),
@@ -195,6 +204,18 @@ FLAG_SETS: tuple[FlagSet, ...] = (
         "tiny-bert-classifier",
         POOLING_SERVE_ARGS,
         pooling=True,
+    ),
+    # LoRA on CPU (issue 53): tiny-llama with a seeded rank-8 adapter (fixtures/lora_adapters.py), loadable at run
+    # time. The profile declares nothing: the lora suite is claimed from the adapter's card on /v1/models, as
+    # tests/integration/test_lora_on_real_vllm.py runs it.
+    FlagSet(
+        "lora",
+        "tiny-llama with a rank-8 adapter (--enable-lora --lora-modules, --max-loras 1), loadable at run time",
+        "tiny-llama",
+        LORA_SERVE_ARGS,
+        suites="discovery or lora",
+        lora_adapter="tiny-llama-lora",
+        env=LORA_ENV,
     ),
 )
 

@@ -100,13 +100,18 @@ def measure(release: str, flags: FlagSet, python: str, models: dict[str, Path], 
         record["seconds"] = round(time.monotonic() - started)
         record["load_average"] = round(os.getloadavg()[0], 1)
         return record
-    env = None
+    env = dict(flags.env) or None
     if flags.scripted:  # imported only here: it imports vLLM
         from fixtures import scripted_output
 
-        env = scripted_output.server_env(models[flags.model])
+        env = {**(env or {}), **scripted_output.server_env(models[flags.model])}
     server = VllmServer(
-        models[flags.model], flags.args, python=python, api_key=key, env=env, log_path=work / "vllm-serve.log"
+        models[flags.model],
+        server_args(flags, models),
+        python=python,
+        api_key=key,
+        env=env,
+        log_path=work / "vllm-serve.log",
     )
     try:
         server.start()
@@ -124,6 +129,15 @@ def measure(release: str, flags: FlagSet, python: str, models: dict[str, Path], 
     # Timing checks (validation errors answered within 10 s) read the machine's load: the record says it.
     record["load_average"] = round(os.getloadavg()[0], 1)
     return record
+
+
+def server_args(flags: FlagSet, models: dict[str, Path]) -> tuple[str, ...]:
+    """The flag set's arguments, with its LoRA adapter's built path where it serves one."""
+    if not flags.lora_adapter:
+        return flags.args
+    from fixtures.server_specs import LORA_ADAPTER_NAME
+
+    return (*flags.args, "--lora-modules", f"{LORA_ADAPTER_NAME}={models[flags.lora_adapter]}")
 
 
 def _run_suites(server: VllmServer, flags: FlagSet, key: Secret | None, work: Path) -> dict:

@@ -286,6 +286,35 @@ def test_the_pooling_flag_sets_serve_berts_and_declare_what_the_pooling_proofs_d
     assert "wire" not in profile_of(flag_set("cross_encoder")) and "pooling" not in profile_of(flag_set("classifier"))
 
 
+def test_the_lora_flag_set_serves_the_built_adapter_with_runtime_updating():
+    """The adapter's path is this machine's, so it is added where the server starts, not kept in the flag set."""
+    from pathlib import Path
+
+    from atlas.runner import server_args
+
+    lora = flag_set("lora")
+    assert lora.model == "tiny-llama" and ("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "1") in lora.env
+    assert profile_of(lora) == profile_of(flag_set("plain"))  # claimed from the adapter's card, declared nothing
+    args = server_args(lora, {"tiny-llama-lora": Path("/cache/tiny-llama-lora")})
+    assert args[-2:] == ("--lora-modules", "tiny-llama-lora=/cache/tiny-llama-lora")
+    assert server_args(flag_set("plain"), {}) == flag_set("plain").args
+
+
+def test_the_lora_answers_are_predicted_by_their_facts():
+    """0.28-0.32's CPU kernels index the LoRA slots with -1 (fact lora_cpu_no_adapter_tokens): a base request kept
+    its answer beside the adapter's there contradicts the fact."""
+    records = {
+        "0.31/lora": _record(
+            "0.31",
+            "lora",
+            {"lora.answers_kept_beside_each_other": "passed", "lora.unknown_adapter_not_found": "passed"},
+        )
+    }
+    found = contradictions(records)
+    assert len(found) == 1
+    assert "fact lora_cpu_no_adapter_tokens predicts lora.answers_kept_beside_each_other known departure" in found[0]
+
+
 def test_the_pooling_answers_are_predicted_by_their_facts():
     """A classifier of three labels registers no scoring route (fact scoring_routes): a rerank measured there, or a
     cross-encoder whose rerank failed, names the fact."""
