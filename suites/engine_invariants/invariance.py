@@ -2,10 +2,9 @@
 
 Users report answers that change with the cache or a busy server (vllm-project/vllm#5543, #22808, #21609).
 Each check compares the server's greedy answer to itself, sent as token ids with top-5 logprobs, so the
-verdict does not depend on the model. A divergence where the two tokens are nearly tied is undecided, as
-in the quality gate's greedy comparison (suites/quality/greedy.py); that room is another feature's, so
-the near-tie rule is restated here in its few lines: each side's token in the other side's top-k and,
-on both sides, the two logprobs within the gap. Counters and gauges are read from /metrics with
+verdict does not depend on the model. A divergence where the two tokens are nearly tied is undecided, by
+the rule every greedy comparison shares (protocol/greedy_answers.py): each side's token in the other side's
+top-k and, on both sides, the two logprobs within the gap. Counters and gauges are read from /metrics with
 prometheus_client's parser (protocol/prometheus.py).
 """
 
@@ -21,10 +20,10 @@ from typing import Any
 from pytest_vllm_conformance.catalogue.applicability import MOST_PREEMPTION_REQUESTS
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, OpenStream
-from pytest_vllm_conformance.protocol import prometheus
+from pytest_vllm_conformance.protocol import greedy_answers, prometheus
 from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS
+from pytest_vllm_conformance.protocol.greedy_answers import Greedy
 
-TOP_K = 5
 ANSWER_TOKENS = 16
 # Longer than two KV-cache blocks at every default block size (16 on GPU, up to 128 on CPU), short of 512.
 CACHED_PROMPT_TOKENS = 288
@@ -46,79 +45,27 @@ def token_prompt(tokens: int, *, fresh: bool = False) -> list[int]:
 
 
 @dataclass(frozen=True)
-class Greedy:
-    token_ids: list[int]
-    top: list[dict[int, float]]  # per generated position, token id -> logprob
-    cached_tokens: int | None  # usage.prompt_tokens_details.cached_tokens, where the server sends it
+class Answer(Greedy):
+    """A greedy answer, and the prompt tokens the server says it took from its prefix cache."""
 
-    def logprob_at(self, position: int) -> float | None:
-        return self.top[position].get(self.token_ids[position]) if position < len(self.top) else None
+    cached_tokens: int | None  # usage.prompt_tokens_details.cached_tokens, where the server sends it
 
 
 def greedy_body(model: str, prompt: list[int], max_tokens: int = ANSWER_TOKENS, **fields: Any) -> dict[str, Any]:
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
-    return body | {"logprobs": TOP_K, "return_token_ids": True, "return_tokens_as_token_ids": True} | fields
+    return greedy_answers.greedy_body(model, prompt, max_tokens, **fields)
 
 
-def read_greedy(status: int, payload: Any, described: str) -> Greedy:
+def read_greedy(status: int, payload: Any, described: str) -> Answer:
     assert status == 200, f"a greedy completion was not served: {described}"
     choice = payload["choices"][0]
-    entries = (choice.get("logprobs") or {}).get("top_logprobs") or []
-    top = [{int(str(key).rsplit(":", 1)[-1]): float(value) for key, value in (e or {}).items()} for e in entries]
+    top = greedy_answers.top_logprobs((choice.get("logprobs") or {}).get("top_logprobs") or [])
     details = (payload.get("usage") or {}).get("prompt_tokens_details") or {}
-    return Greedy(list(choice.get("token_ids") or []), top, details.get("cached_tokens"))
+    return Answer(list(choice.get("token_ids") or []), top, details.get("cached_tokens"))
 
 
-def greedy(client: BoundedClient, model: str, prompt: list[int], **fields: Any) -> Greedy:
+def greedy(client: BoundedClient, model: str, prompt: list[int], **fields: Any) -> Answer:
     response = client.post(COMPLETIONS.path, greedy_body(model, prompt, **fields))
     return read_greedy(response.status, response.json_or_none(), f"{response.describe()} {response.text[:300]!r}")
-
-
-@dataclass(frozen=True)
-class Divergence:
-    position: int
-    first: list[int]
-    second: list[int]
-    near_tie: bool
-    logprobs: str
-
-    def __str__(self) -> str:
-        window = slice(self.position, self.position + 4)
-        kind = "a near-tie" if self.near_tie else "not a near-tie"
-        return (
-            f"the answers part at generated position {self.position}: {self.first[window]} against "
-            f"{self.second[window]} ({kind}: {self.logprobs})"
-        )
-
-
-def divergence(first: Greedy, second: Greedy, gap: float) -> Divergence | None:
-    """Where two greedy answers part, and whether at a near-tie (the quality gate's rule); None: equal."""
-    pairs_of_tokens = zip(first.token_ids, second.token_ids, strict=False)
-    position = next((at for at, (mine, theirs) in enumerate(pairs_of_tokens) if mine != theirs), None)
-    if position is None:
-        if len(first.token_ids) == len(second.token_ids):
-            return None
-        position = min(len(first.token_ids), len(second.token_ids))
-        return Divergence(position, first.token_ids, second.token_ids, False, "one answer is shorter")
-    mine, theirs = first.token_ids[position], second.token_ids[position]
-    sides = [side.top[position] if position < len(side.top) else {} for side in (first, second)]
-    pairs = [(top.get(mine), top.get(theirs)) for top in sides]
-    tied = all(a is not None and b is not None and abs(a - b) <= gap for a, b in pairs)
-    shown = "; ".join(
-        f"{name} gives them {', '.join('not in top-5' if v is None else f'{v:.4f}' for v in pair)}"
-        for name, pair in zip(("the first", "the second"), pairs, strict=True)
-    )
-    return Divergence(position, first.token_ids, second.token_ids, tied, f"{shown}, gap {gap:g}")
-
-
-def mean_logprob_drift(first: Greedy, second: Greedy) -> float | None:
-    """The mean |difference| of the generated tokens' logprobs, over the positions both answers share."""
-    shared = [
-        abs(a - b)
-        for position in range(min(len(first.token_ids), len(second.token_ids)))
-        if (a := first.logprob_at(position)) is not None and (b := second.logprob_at(position)) is not None
-    ]
-    return sum(shared) / len(shared) if shared else None
 
 
 def metric_names(expect: Expectations) -> dict[str, Any]:
@@ -157,8 +104,8 @@ def cache_counters(
 
 
 def counted_hits(
-    client: BoundedClient, expect: Expectations, send: Callable[[], Greedy]
-) -> tuple[Greedy, float | None, str]:
+    client: BoundedClient, expect: Expectations, send: Callable[[], Answer]
+) -> tuple[Answer, float | None, str]:
     """``send()``'s answer, and the prefix-cache hits (tokens) the server counted meanwhile, or None and why."""
     before = cache_counters(client, expect)
     answer = send()
@@ -173,11 +120,11 @@ def counted_hits(
 # ---- batch invariance ---------------------------------------------------------------
 
 
-def in_a_burst(client: BoundedClient, model: str, prompt: list[int], tokens: int) -> tuple[Greedy, int]:
+def in_a_burst(client: BoundedClient, model: str, prompt: list[int], tokens: int) -> tuple[Answer, int]:
     """The greedy answer sent at once with BURST_REQUESTS streams of other prompts and lengths, each asking
     ``tokens``, and how many of them were still decoding when it came back."""
 
-    async def work(session: AsyncBoundedClient) -> tuple[Greedy, int]:
+    async def work(session: AsyncBoundedClient) -> tuple[Answer, int]:
         others = [
             greedy_body(model, token_prompt(8 + 4 * index, fresh=True), tokens, stream=True)
             for index in range(BURST_REQUESTS)
@@ -291,8 +238,8 @@ def preemption_load(cache: KvCache, request_tokens: int) -> int | None:
 
 @dataclass(frozen=True)
 class Preemption:
-    alone: list[Greedy]
-    together: list[Greedy]
+    alone: list[Answer]
+    together: list[Answer]
     preempted_alone: float | None  # vllm:num_preemptions's rise while the answers were sent one by one
     preempted_together: float | None  # and while they were sent at once; None: the counter was not read
     problem: str = ""
@@ -318,7 +265,7 @@ def under_preemption(
     alone = [greedy(client, model, prompt, max_tokens=tokens) for prompt in prompts]
     between, _ = preemptions(client, expect, since=start)
 
-    async def work(session: AsyncBoundedClient) -> list[Greedy]:
+    async def work(session: AsyncBoundedClient) -> list[Answer]:
         bodies = [greedy_body(model, prompt, tokens) for prompt in prompts]
         responses = await asyncio.gather(*(session.post(COMPLETIONS.path, body) for body in bodies))
         return [read_greedy(r.status, r.json_or_none(), f"{r.describe()} {r.text[:300]!r}") for r in responses]

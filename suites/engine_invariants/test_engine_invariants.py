@@ -1,6 +1,6 @@
 """The engine's invariants: a greedy answer is the same from the prefix cache, inside a burst, and after a cancel.
 
-Each check compares the server's greedy answer with itself (invariance.py), so random
+Each check compares the server's greedy answer with itself (invariance.py, protocol/greedy_answers.py), so random
 weights do not matter. A divergence at a near-tie is undecided, never failed; a cache hit or a freed slot
 is proven from the server's own counters and gauges on /metrics, or the check is undecided, naming why.
 """
@@ -10,18 +10,17 @@ import pytest
 from pytest_vllm_conformance import contract, undecided
 from pytest_vllm_conformance.catalogue.applicability import MOST_PREEMPTION_REQUESTS
 from pytest_vllm_conformance.protocol import prometheus
+from pytest_vllm_conformance.protocol.greedy_answers import divergence, mean_logprob_drift
 
 from .invariance import (
     CACHED_PROMPT_TOKENS,
     PREEMPTION_PROMPT_TOKENS,
     cancel_mid_stream,
     counted_hits,
-    divergence,
     greedy,
     in_a_burst,
     kv_cache,
     long_answer_tokens,
-    mean_logprob_drift,
     metric_names,
     preemption_load,
     token_prompt,

@@ -6,8 +6,8 @@ gateway that drops or rewrites ``model`` answers an adapter's requests from the 
 compares the server's greedy answers with each other (the adapter's with the base's, at once with alone), so
 it holds for whatever model and adapter the server serves. Greedy completions are asked with top-5 logprobs:
 two answers that part at a near-tie (each token in the other's top-5, within the gap on both sides) are
-undecided, as the quality gate's greedy comparison rules (restated here in its few lines: that room is
-another feature's). /metrics is read with Prometheus' parser (protocol/prometheus.py).
+undecided, by the rule every greedy comparison shares (protocol/greedy_answers.py). /metrics is read with
+Prometheus' parser (protocol/prometheus.py).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from typing import Any
 
 from pytest_vllm_conformance.connection.client import AsyncBoundedClient, BoundedClient, OpenStream
 from pytest_vllm_conformance.connection.discovery import ModelCard, model_cards
-from pytest_vllm_conformance.protocol import prometheus
+from pytest_vllm_conformance.protocol import greedy_answers, prometheus
 from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS
+from pytest_vllm_conformance.protocol.greedy_answers import Divergence, Greedy, mean_logprob_drift
 
 LOAD_PATH = "/v1/load_lora_adapter"
 UNLOAD_PATH = "/v1/unload_lora_adapter"
 MODELS_PATH = "/v1/models"
-TOP_K = 5
 ANSWER_TOKENS = 8
 # Plain text any tokenizer reads; four of them, so that an adapter that agrees with its base on one prompt (a
 # narrow fine-tune may) is still seen to apply on another.
@@ -42,30 +42,25 @@ METRICS_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
-class Greedy:
+class Answer(Greedy):
+    """A greedy answer, and the model and prompt that gave it."""
+
     model: str
     prompt: str
-    token_ids: list[int]
-    top: list[dict[int, float]]  # per generated position, token id -> logprob
-
-    def logprob_at(self, position: int) -> float | None:
-        return self.top[position].get(self.token_ids[position]) if position < len(self.top) else None
 
 
 def greedy_body(model: str, prompt: str, max_tokens: int = ANSWER_TOKENS, **fields: Any) -> dict[str, Any]:
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
-    return body | {"logprobs": TOP_K, "return_token_ids": True, "return_tokens_as_token_ids": True} | fields
+    return greedy_answers.greedy_body(model, prompt, max_tokens, **fields)
 
 
-def read_greedy(model: str, prompt: str, status: int, payload: Any, described: str) -> Greedy:
+def read_greedy(model: str, prompt: str, status: int, payload: Any, described: str) -> Answer:
     assert status == 200, f"a greedy completion of {model!r} was not served: {described}"
     choice = payload["choices"][0]
-    entries = (choice.get("logprobs") or {}).get("top_logprobs") or []
-    top = [{int(str(key).rsplit(":", 1)[-1]): float(value) for key, value in (e or {}).items()} for e in entries]
-    return Greedy(model, prompt, list(choice.get("token_ids") or []), top)
+    top = greedy_answers.top_logprobs((choice.get("logprobs") or {}).get("top_logprobs") or [])
+    return Answer(list(choice.get("token_ids") or []), top, model, prompt)
 
 
-def greedy(client: BoundedClient, model: str, prompt: str) -> Greedy:
+def greedy(client: BoundedClient, model: str, prompt: str) -> Answer:
     response = client.post(COMPLETIONS.path, greedy_body(model, prompt))
     return read_greedy(model, prompt, response.status, response.json_or_none(), _described(response))
 
@@ -111,50 +106,13 @@ def card_problems(cards: dict[str, ModelCard], name: str, base: str, expected_ro
 # ---- answers compared ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Divergence:
-    position: int
-    first: list[int]
-    second: list[int]
-    near_tie: bool
-
-    def __str__(self) -> str:
-        kind = "a near-tie" if self.near_tie else "not a near-tie"
-        return (
-            f"the answers part at token {self.position} ({kind}): "
-            f"{self.first[self.position : self.position + 4]} against {self.second[self.position : self.position + 4]}"
-        )
-
-
-def divergence(first: Greedy, second: Greedy, gap: float) -> Divergence | None:
-    """Where two greedy answers of one prompt part, and whether it is a near-tie; None: the same tokens."""
-    for position, (a, b) in enumerate(zip(first.token_ids, second.token_ids, strict=False)):
-        if a == b:
-            continue
-        near = False
-        if position < len(first.top) and position < len(second.top):
-            a_there, b_there = second.top[position].get(a), first.top[position].get(b)
-            own_a, own_b = first.logprob_at(position), second.logprob_at(position)
-            near = (
-                None not in (a_there, b_there, own_a, own_b)
-                and abs(own_a - b_there) <= gap  # type: ignore[operator]
-                and abs(own_b - a_there) <= gap  # type: ignore[operator]
-            )
-        return Divergence(position, first.token_ids, second.token_ids, near)
-    if len(first.token_ids) != len(second.token_ids):
-        shorter = min(len(first.token_ids), len(second.token_ids))
-        return Divergence(shorter, first.token_ids, second.token_ids, False)
-    return None
-
-
-def mean_logprob_shift(first: Greedy, second: Greedy) -> float | None:
-    """The mean |difference| of the two answers' own tokens' logprobs (the same tokens); None: none to compare."""
-    shifts = [
-        abs(a - b)
-        for position in range(min(len(first.token_ids), len(second.token_ids)))
-        if (a := first.logprob_at(position)) is not None and (b := second.logprob_at(position)) is not None
-    ]
-    return sum(shifts) / len(shifts) if shifts else None
+def parted(found: Divergence) -> str:
+    """Where two answers part, in the words of the LoRA checks."""
+    kind = "a near-tie" if found.near_tie else "not a near-tie"
+    return (
+        f"the answers part at token {found.position} ({kind}): "
+        f"{found.window(found.first)} against {found.window(found.second)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -179,12 +137,12 @@ def compare_with_base(client: BoundedClient, base: str, adapter: str) -> Applied
         of_base, of_adapter = greedy(client, base, prompt), greedy(client, adapter, prompt)
         if of_base.token_ids != of_adapter.token_ids:
             differing += 1
-        elif (shift := mean_logprob_shift(of_base, of_adapter)) is not None:
+        elif (shift := mean_logprob_drift(of_base, of_adapter)) is not None:
             shifts.append(shift)
     return Applied(differing, max(shifts) if shifts else None, len(PROMPTS))
 
 
-def interleaved(client: BoundedClient, base: str, adapter: str) -> list[tuple[Greedy, Greedy]]:
+def interleaved(client: BoundedClient, base: str, adapter: str) -> list[tuple[Answer, Answer]]:
     """Each prompt's answer from the base and from the adapter alone, then all of them again at once, the base's
     and the adapter's requests interleaved: (alone, at once) pairs."""
     alone = [greedy(client, model, prompt) for prompt in PROMPTS for model in (base, adapter)]

@@ -9,13 +9,13 @@ import pytest
 
 from pytest_vllm_conformance import contract, fact_fixture, known_departure, undecided
 from pytest_vllm_conformance.protocol import prometheus
+from pytest_vllm_conformance.protocol.greedy_answers import divergence
 
 from .adapters import (
     adapters_served,
     card_problems,
     compare_with_base,
     completion_status,
-    divergence,
     fresh_name,
     gauge_while_streaming,
     greedy,
@@ -25,6 +25,7 @@ from .adapters import (
     lora_gauge,
     missing_path,
     names_in,
+    parted,
     unload,
 )
 
@@ -83,15 +84,17 @@ def test_answers_kept_beside_each_other(alone, vllm_client, vllm_facts, vllm_exp
     gap = vllm_expect.declared("lora", "near_tie_gap").value
     adapter = adapters[0]
     pairs = interleaved(vllm_client, vllm_facts.model, adapter)
-    parted = [(first, d) for first, together in pairs if (d := divergence(first, together, gap)) is not None]
-    hard = [(first, d) for first, d in parted if not d.near_tie]
+    split = [(first, d) for first, together in pairs if (d := divergence(first, together, gap)) is not None]
+    hard = [(first, d) for first, d in split if not d.near_tie]
     departure = vllm_expect.departure("lora_cpu_no_adapter_tokens")
     if hard and departure is not None and all(first.model == vllm_facts.model for first, _ in hard):
-        leaked = "; ".join(f"the base on {first.prompt!r}, alone against at once: {d}" for first, d in hard)
+        leaked = "; ".join(f"the base on {first.prompt!r}, alone against at once: {parted(d)}" for first, d in hard)
         known_departure(departure, leaked)
-    assert not hard, "; ".join(f"{first.model!r} on {first.prompt!r}, alone against at once: {d}" for first, d in hard)
-    if parted:
-        undecided("; ".join(f"{first.model!r} on {first.prompt!r}: {d}" for first, d in parted))
+    assert not hard, "; ".join(
+        f"{first.model!r} on {first.prompt!r}, alone against at once: {parted(d)}" for first, d in hard
+    )
+    if split:
+        undecided("; ".join(f"{first.model!r} on {first.prompt!r}: {parted(d)}" for first, d in split))
     vllm_evidence.judged(len(pairs), "answers sent at once")
 
 

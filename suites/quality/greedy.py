@@ -12,9 +12,8 @@ Exact equality would still fail healthy numerics changes (another dtype, new
 kernels): where the top two candidates are nearly tied, either may win. So
 each generated position carries its top-k logprobs, and the first divergence
 of a prompt is a near-tie when each side's token is in the other side's top-k
-and, on both sides, the two tokens' logprobs are within ``near_tie_gap``
-(vLLM's own model tests accept a divergence on the top-k rule,
-tests/models/utils.py ``check_logprobs_close``). After a near-tie the
+and, on both sides, the two tokens' logprobs are within ``near_tie_gap``: the
+rule every greedy comparison shares (protocol/greedy_answers.py). After a near-tie the
 continuations differ by construction, so that prompt is compared no further.
 A random-weight model is near-tied almost everywhere, so near-ties can end
 every prompt after a token or two: the comparison then needs a minimum of
@@ -28,10 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vllm_conformance.connection.client import BoundedClient, RequestTimeout, TransportFailure
+from pytest_vllm_conformance.protocol import greedy_answers
 from pytest_vllm_conformance.protocol.generation_routes import COMPLETIONS
+from pytest_vllm_conformance.protocol.greedy_answers import TOP_K, Greedy, NearTie, first_divergence, tie_at
 from pytest_vllm_conformance.protocol.tokenize import TokenizeUnavailable, token_ids
 
-TOP_K = 5
 DEFAULT_NEAR_TIE_GAP = 0.1  # nats; bfloat16 against float32 moves a logprob by at most about 0.06
 # A quarter of 8 prompts x 16 tokens: bfloat16 against float32 compared 77 (near-ties on 4 prompts), broken pairs
 # 1-19 before their first divergence (docs/quality-drift.md); near-ties that end every prompt early leave less.
@@ -61,27 +61,13 @@ class Continuation:
     top: list[dict[int, float]] | None = field(default=None, repr=False)  # per generated position
 
 
-@dataclass(frozen=True)
-class NearTie:
-    """Both sides' logprobs of both tokens at a divergence: (target's token, baseline's token) on each side."""
+def _shown(tie: NearTie) -> str:
+    def pair(side: tuple[float | None, float | None]) -> str:
+        return ", ".join("not in top-k" if value is None else f"{value:.4f}" for value in side)
 
-    on_target: tuple[float | None, float | None]
-    on_baseline: tuple[float | None, float | None]
-
-    def accepted(self, gap: float) -> bool:
-        return all(
-            mine is not None and theirs is not None and abs(mine - theirs) <= gap
-            for mine, theirs in (self.on_target, self.on_baseline)
-        )
-
-    def __str__(self) -> str:
-        def pair(side: tuple[float | None, float | None]) -> str:
-            return ", ".join("not in top-k" if value is None else f"{value:.4f}" for value in side)
-
-        return (
-            f"logprobs (target's token, baseline's token): target ({pair(self.on_target)}), "
-            f"baseline ({pair(self.on_baseline)})"
-        )
+    return (
+        f"logprobs (target's token, baseline's token): target ({pair(tie.on_first)}), baseline ({pair(tie.on_second)})"
+    )
 
 
 @dataclass(frozen=True)
@@ -94,7 +80,7 @@ class Divergence:
     compared: int
     target_ids: list[int]
     baseline_ids: list[int]
-    tie: NearTie | None = None  # both sides' logprobs at the divergence, where both gave top-k
+    tie: NearTie | None = None  # both sides' logprobs at the divergence (target first), where both gave top-k
     near_tie_gap: float = DEFAULT_NEAR_TIE_GAP
 
     @property
@@ -126,7 +112,7 @@ class Divergence:
             if self.near_tie
             else f"not a near-tie (gap above {self.near_tie_gap:g} or a token outside the other's top-{TOP_K})"
         )
-        return f"{text}; {self.tie}: {verdict}"
+        return f"{text}; {_shown(self.tie)}: {verdict}"
 
 
 def _post(client: BoundedClient, path: str, body: dict[str, Any]) -> Any:
@@ -155,17 +141,7 @@ def continue_greedily(
 ) -> list[Continuation]:
     continuations = []
     for prompt in prompts:
-        body = {
-            "model": model,
-            "prompt": prompt,
-            "max_tokens": max_tokens,
-            "temperature": 0,
-            "ignore_eos": True,
-            "return_token_ids": True,
-            "logprobs": TOP_K,
-            "return_tokens_as_token_ids": True,
-        }
-        payload = _post(client, COMPLETIONS.path, body)
+        payload = _post(client, COMPLETIONS.path, greedy_answers.greedy_body(model, prompt, max_tokens))
         try:
             choice = payload["choices"][0]
             output = choice["token_ids"]
@@ -185,10 +161,7 @@ def _top_logprobs(logprobs: Any, length: int) -> list[dict[int, float]] | None:
     if not isinstance(entries, list) or len(entries) != length:
         return None
     try:
-        return [
-            {int(str(key).rsplit(":", 1)[-1]): float(value) for key, value in (entry or {}).items()}
-            for entry in entries
-        ]
+        return greedy_answers.top_logprobs(entries)
     except (TypeError, ValueError, AttributeError):
         return None
 
@@ -196,18 +169,7 @@ def _top_logprobs(logprobs: Any, length: int) -> list[dict[int, float]] | None:
 def _tie_at(position: int, target: Continuation, baseline: Continuation) -> NearTie | None:
     if not target.top or not baseline.top or position >= min(len(target.top), len(baseline.top)):
         return None
-    mine, theirs = target.output_ids[position], baseline.output_ids[position]
-    on_target, on_baseline = target.top[position], baseline.top[position]
-    return NearTie((on_target.get(mine), on_target.get(theirs)), (on_baseline.get(mine), on_baseline.get(theirs)))
-
-
-def first_divergence(target: list[int], baseline: list[int], compared: int) -> int | None:
-    for position in range(compared):
-        mine = target[position] if position < len(target) else None
-        theirs = baseline[position] if position < len(baseline) else None
-        if mine != theirs:
-            return position
-    return None
+    return tie_at(position, Greedy(target.output_ids, target.top), Greedy(baseline.output_ids, baseline.top))
 
 
 def compare(

@@ -1,4 +1,6 @@
-"""The engine_invariants room's judgements on recorded answers, and the cache configuration read from /metrics."""
+"""The engine_invariants room's judgements on recorded answers, and the cache configuration read from /metrics.
+
+Its greedy comparison is the package's (tests/unit/test_greedy_answers.py)."""
 
 from packaging.version import Version
 
@@ -6,14 +8,7 @@ from pytest_vllm_conformance.catalogue import contracts
 from pytest_vllm_conformance.catalogue.applicability import MOST_PREEMPTION_REQUESTS
 from pytest_vllm_conformance.catalogue.expectations import Expectations
 from pytest_vllm_conformance.protocol import prometheus
-from suites.engine_invariants.invariance import (
-    Greedy,
-    KvCache,
-    divergence,
-    kv_cache,
-    mean_logprob_drift,
-    preemption_load,
-)
+from suites.engine_invariants.invariance import KvCache, kv_cache, preemption_load
 
 CACHE_INFO = (
     "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
@@ -22,35 +17,6 @@ CACHE_INFO = (
     "# TYPE vllm:prefix_cache_hits_total counter\n"
     'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 256.0\n'
 )
-
-
-def answer(tokens, top):
-    return Greedy(tokens, top, None)
-
-
-def test_equal_answers_do_not_diverge_and_drift_nothing():
-    first = answer([1, 2], [{1: -0.5}, {2: -0.25}])
-    assert divergence(first, first, 0.1) is None
-    assert mean_logprob_drift(first, first) == 0
-
-
-def test_a_divergence_between_nearly_tied_tokens_is_a_near_tie():
-    first = answer([1, 2], [{1: -0.5}, {2: -0.70, 3: -0.75}])
-    second = answer([1, 3], [{1: -0.5}, {2: -0.72, 3: -0.68}])
-    parted = divergence(first, second, 0.1)
-    assert parted is not None and parted.position == 1 and parted.near_tie
-
-
-def test_a_token_outside_the_other_top_k_is_not_a_near_tie():
-    first = answer([1, 2], [{1: -0.5}, {2: -0.70}])
-    second = answer([1, 42], [{1: -0.5}, {42: 0.0, 2: -0.72}])
-    parted = divergence(first, second, 0.1)
-    assert parted is not None and not parted.near_tie and "not in top-5" in str(parted)
-
-
-def test_a_shorter_answer_diverges_where_it_ends():
-    parted = divergence(answer([1, 2], []), answer([1], []), 0.1)
-    assert parted is not None and parted.position == 1 and not parted.near_tie
 
 
 def test_the_cache_configuration_and_counters_are_read_with_the_prometheus_parser():

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from pytest_vllm_conformance.protocol.greedy_answers import first_divergence
 from suites.quality import baseline_file, greedy, long_context, paired, task_files
 from suites.quality.runner import MetricResult, TaskResult, _task_result
 
@@ -123,9 +124,9 @@ def test_only_items_both_sides_answered_are_paired():
 
 
 def test_first_divergence_names_the_first_differing_position():
-    assert greedy.first_divergence([1, 2, 3, 4], [1, 2, 9, 4], compared=4) == 2
-    assert greedy.first_divergence([1, 2, 3, 4], [1, 2, 3, 4, 5], compared=4) is None
-    assert greedy.first_divergence([1, 2], [1, 2, 3], compared=3) == 2  # a shorter answer differs where it stops
+    assert first_divergence([1, 2, 3, 4], [1, 2, 9, 4], compared=4) == 2
+    assert first_divergence([1, 2, 3, 4], [1, 2, 3, 4, 5], compared=4) is None
+    assert first_divergence([1, 2], [1, 2, 3], compared=3) == 2  # a shorter answer differs where it stops
 
 
 def test_divergence_message_shows_both_sides_at_the_position():
