@@ -36,7 +36,8 @@ PROMPTS = (
     "def fibonacci(n):",
     "The three primary colours are",
 )
-# How long an adapter's stream is held open while /metrics is read, and how often it is read.
+# How long an adapter's stream is held open (while /metrics is read, and while base and adapter requests are sent
+# at once), and how often /metrics is read.
 IN_FLIGHT_TOKENS = 400
 METRICS_POLL_SECONDS = 0.05
 
@@ -144,12 +145,25 @@ def compare_with_base(client: BoundedClient, base: str, adapter: str) -> Applied
 
 def interleaved(client: BoundedClient, base: str, adapter: str) -> list[tuple[Answer, Answer]]:
     """Each prompt's answer from the base and from the adapter alone, then all of them again at once, the base's
-    and the adapter's requests interleaved: (alone, at once) pairs."""
+    and the adapter's requests interleaved: (alone, at once) pairs.
+
+    A long stream of the adapter's stays open while they are sent, so every request shares the engine's batch with
+    the adapter's, however the machine's load spreads their arrival: a leak across the batch shows every run."""
     alone = [greedy(client, model, prompt) for prompt in PROMPTS for model in (base, adapter)]
-    calls = [("POST", COMPLETIONS.path, {"json_body": greedy_body(a.model, a.prompt)}) for a in alone]
-    together = client.concurrently(calls)
+
+    async def together(session: AsyncBoundedClient) -> list[Any]:
+        body = greedy_body(adapter, PROMPTS[0], IN_FLIGHT_TOKENS, stream=True, logprobs=None)
+        companion = await session.open_stream("POST", COMPLETIONS.path, json_body=body)
+        try:
+            if companion.status != 200:
+                raise AssertionError(f"the adapter's stream held open meanwhile answered {companion.status}")
+            calls = (session.request("POST", COMPLETIONS.path, json_body=greedy_body(a.model, a.prompt)) for a in alone)
+            return await asyncio.gather(*calls, return_exceptions=True)
+        finally:
+            await companion.close()
+
     pairs = []
-    for first, response in zip(alone, together, strict=True):
+    for first, response in zip(alone, client.run(together), strict=True):
         if isinstance(response, BaseException):
             raise AssertionError(f"a request of {first.model!r} sent at once failed: {response}")
         payload, described = response.json_or_none(), _described(response)
