@@ -56,7 +56,9 @@ def test_an_answer_changed_where_an_invariant_compares_fails_it(pytester, plain_
     assert "not a near-tie" in message and str(FORCED) in message, message
 
 
-# The cache contract alone: the other invariants' verdicts there are the default server's (above).
+# The cache contract alone: the other invariants' verdicts there are the default server's (above). Opt-in, for
+# CI's time: a start of its own (56 s in CI).
+@pytest.mark.extended_proof
 @pytest.mark.servers("no_prefix_caching")
 def test_a_server_without_prefix_caching_does_not_claim_the_cache_contract(pytester, served):
     server = served("no_prefix_caching")

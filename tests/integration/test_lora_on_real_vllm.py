@@ -99,6 +99,8 @@ def test_five_lora_faults_fail_their_contracts(pytester, lora_server):
         assert words in failed.get(contract, ""), f"{contract}: {failed.get(contract)!r}"
 
 
+# Opt-in, for CI's time: two more runs through a relay (the five faults above stay in CI).
+@pytest.mark.extended_proof
 @pytest.mark.faults
 @pytest.mark.parametrize(
     "broken", [pytest.param(contract, marks=pytest.mark.pins(failed={contract})) for contract in RUNTIME_FAULTS]

@@ -35,12 +35,17 @@ def whole_run(pytester, server, profile, verdicts):
     result.stdout.fnmatch_lines([WHY])
 
 
+# Opt-in, for CI's time (the whole run took CI to 37 min 45 s, 2026-12-07): this start's only CI test, 68 s.
+@pytest.mark.extended_proof
 @pytest.mark.servers("matryoshka")
 @pytest.mark.pins(healthy=MATRYOSHKA.verdicts())
 def test_a_matryoshka_embedder_passes_the_whole_default_selection(pytester, served):
     whole_run(pytester, served("matryoshka"), MATRYOSHKA_PROFILE, MATRYOSHKA.verdicts())
 
 
+# Opt-in with the relay below, for CI's time: the reranker's start and its two runs (the atlas's cross_encoder
+# flag set runs the same whole selection on every release).
+@pytest.mark.extended_proof
 @pytest.mark.servers("reranker")
 @pytest.mark.pins(healthy=RERANKER.verdicts())
 def test_a_cross_encoder_passes_the_whole_default_selection(pytester, served):
@@ -73,6 +78,7 @@ CROSS_ENCODER_FAULTS = {
 }
 
 
+@pytest.mark.extended_proof
 @pytest.mark.servers("reranker")
 @pytest.mark.pins(failed=set(CROSS_ENCODER_FAULTS))
 def test_a_relay_that_breaks_a_cross_encoders_answers_fails_each_contract(pytester, served):
